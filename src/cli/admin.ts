@@ -1,0 +1,147 @@
+/**
+ * Operator commands (`bin/nimbus admin …`): they open the same store as the server and call the same
+ * services. With Redis configured, changes reach running servers at once; otherwise within the
+ * auth-cache lifetime (NIMBUS_AUTH_CACHE_SECONDS).
+ */
+import { parseArgs } from 'node:util';
+import type { Config } from '../config.js';
+import { openBackends } from '../main.js';
+import { migrateToLatest } from '../store/db.js';
+
+export class UsageError extends Error {}
+
+export const ADMIN_USAGE = `Usage: nimbus admin <command> [options] [--json]
+
+Commands:
+  migrate                                         bring the database schema up to date
+  create-account --email E [--name N] [--plan free|professional|enterprise]
+                                                  create an account and an API key with every permission
+  set-plan --account ID --plan P                  change an account's plan
+  set-quota --account ID --name Q --limit N       override one quota of an account
+  set-rate-limit --account ID --per-hour N --burst N
+                                                  override an account's rate limit
+  set-account-status --account ID --status active|past_due|suspended
+  list-accounts                                   list every account`;
+
+export interface Output {
+  out(line: string): void;
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+function required(values: Values, name: string): string {
+  const value = values[name];
+  if (typeof value !== 'string' || value.length === 0) throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function wholeNumber(values: Values, name: string): number {
+  const text = required(values, name);
+  if (!/^\d+$/.test(text)) throw new UsageError(`--${name} must be a whole number`);
+  return Number(text);
+}
+
+export async function runAdmin(argv: string[], config: Config, output: Output): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help') {
+    output.out(ADMIN_USAGE);
+    return;
+  }
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      json: { type: 'boolean', default: false },
+      email: { type: 'string' },
+      name: { type: 'string' },
+      plan: { type: 'string' },
+      account: { type: 'string' },
+      limit: { type: 'string' },
+      'per-hour': { type: 'string' },
+      burst: { type: 'string' },
+      status: { type: 'string' },
+    },
+    strict: true,
+  });
+  const print = (json: unknown, text: string) => output.out(values.json ? JSON.stringify(json) : text);
+
+  const backends = await openBackends(config);
+  try {
+    const { accounts } = backends.services;
+    switch (command) {
+      case 'migrate': {
+        const applied = await migrateToLatest(backends.store.db);
+        print(
+          { applied },
+          applied.length > 0 ? `Applied: ${applied.join(', ')}` : 'The schema is up to date',
+        );
+        return;
+      }
+      case 'create-account': {
+        const { account, apiKey } = await accounts.create({
+          email: required(values, 'email'),
+          name: values.name,
+          plan: values.plan,
+        });
+        print(
+          { account_id: account.id, api_key: apiKey.key },
+          `Created account ${account.id} (${account.plan}) for ${account.email}\nAPI key (shown once): ${apiKey.key}`,
+        );
+        return;
+      }
+      case 'set-plan': {
+        const account = await accounts.setPlan(required(values, 'account'), required(values, 'plan'));
+        print(
+          { account_id: account.id, plan: account.plan },
+          `Account ${account.id} is now on the ${account.plan} plan`,
+        );
+        return;
+      }
+      case 'set-quota': {
+        const accountId = required(values, 'account');
+        const quota = await accounts.setQuota(
+          accountId,
+          required(values, 'name'),
+          wholeNumber(values, 'limit'),
+        );
+        print(
+          { account_id: accountId, ...quota },
+          `Quota ${quota.name} of ${accountId} is now ${quota.limit}`,
+        );
+        return;
+      }
+      case 'set-rate-limit': {
+        const { account, rate_limit } = await accounts.setRateLimit(
+          required(values, 'account'),
+          wholeNumber(values, 'per-hour'),
+          wholeNumber(values, 'burst'),
+        );
+        print(
+          { account_id: account.id, per_hour: rate_limit.perHour, burst: rate_limit.burst },
+          `Account ${account.id}: ${rate_limit.perHour} requests per hour, burst ${rate_limit.burst}`,
+        );
+        return;
+      }
+      case 'set-account-status': {
+        const account = await accounts.setStatus(required(values, 'account'), required(values, 'status'));
+        print(
+          { account_id: account.id, status: account.status },
+          `Account ${account.id} is now ${account.status}`,
+        );
+        return;
+      }
+      case 'list-accounts': {
+        const all = await accounts.list();
+        print(
+          { accounts: all },
+          all.map((a) => `${a.id}  ${a.plan.padEnd(12)} ${a.status.padEnd(9)} ${a.email}`).join('\n') ||
+            'No accounts',
+        );
+        return;
+      }
+      default:
+        throw new UsageError(`Unknown admin command "${command}"\n\n${ADMIN_USAGE}`);
+    }
+  } finally {
+    await backends.close();
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Configuration: the environment is read here once, checked against a schema, and passed down as a
+ * typed object. Nothing else in Nimbus reads process.env.
+ */
+import path from 'node:path';
+import { FormatRegistry, type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+FormatRegistry.Set('date', (value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)));
+
+const Port = Type.Integer({ minimum: 0, maximum: 65535 });
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const EnvSchema = Type.Object({
+  NIMBUS_DATA_DIR: Type.String({ default: './data', minLength: 1 }),
+  NIMBUS_HTTPS_PORT: Type.Optional(Port),
+  NIMBUS_HTTP_PORT: Type.Optional(Port),
+  NIMBUS_HOST: Type.String({ default: '127.0.0.1' }),
+  NIMBUS_TLS_CERT: Type.Optional(Type.String({ minLength: 1 })),
+  NIMBUS_TLS_KEY: Type.Optional(Type.String({ minLength: 1 })),
+  NIMBUS_TRUST_PROXY: Type.Optional(Type.String()),
+  NIMBUS_DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  NIMBUS_REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  NIMBUS_DRIVER: Type.Union([Type.Literal('simulator'), Type.Literal('qemu')], { default: 'simulator' }),
+  NIMBUS_SIM_SPEEDUP: Type.Number({ default: 1, exclusiveMinimum: 0 }),
+  NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
+  NIMBUS_METRICS_PORT: Type.Optional(Port),
+  NIMBUS_METADATA_PORT: Type.Optional(Port),
+  NIMBUS_LOG_LEVEL: Type.Union(
+    LOG_LEVELS.map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
+  /** End of life of /v1 as an ISO date; when set, /v1 answers carry Deprecation and Sunset headers. */
+  NIMBUS_V1_END_OF_LIFE: Type.Optional(Type.String({ format: 'date' })),
+  /** Seconds a verified API key is served from memory before it is read again. */
+  NIMBUS_AUTH_CACHE_SECONDS: Type.Number({ default: 5, minimum: 0, maximum: 300 }),
+});
+
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  dataDir: string;
+  host: string;
+  httpsPort: number;
+  /** 0 disables the plain-HTTP listener. */
+  httpPort: number;
+  tls: { certFile: string; keyFile: string } | null;
+  /** Fastify's trustProxy: true, or a list of trusted proxy addresses/CIDRs. */
+  trustProxy: boolean | string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  driver: 'simulator' | 'qemu';
+  simSpeedup: number;
+  publicDomain: string;
+  /** 0 disables the Prometheus listener. */
+  metricsPort: number;
+  metadataPort: number;
+  logLevel: LogLevel;
+  v1EndOfLife: Date | null;
+  authCacheMs: number;
+}
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const relevant = Object.fromEntries(
+    Object.entries(env).filter(
+      ([name, value]) => name.startsWith('NIMBUS_') && value !== undefined && value !== '',
+    ),
+  );
+  const converted = Value.Default(EnvSchema, Value.Convert(EnvSchema, relevant));
+  const errors = [...Value.Errors(EnvSchema, converted)];
+  if (errors.length > 0) {
+    const lines = errors.map((e) => `${e.path.slice(1)}: ${e.message} (got ${JSON.stringify(e.value)})`);
+    throw new ConfigError(`Invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const raw = converted as Static<typeof EnvSchema>;
+  if (Boolean(raw.NIMBUS_TLS_CERT) !== Boolean(raw.NIMBUS_TLS_KEY)) {
+    throw new ConfigError('Invalid configuration: NIMBUS_TLS_CERT and NIMBUS_TLS_KEY must be set together');
+  }
+  return {
+    dataDir: path.resolve(raw.NIMBUS_DATA_DIR),
+    host: raw.NIMBUS_HOST,
+    httpsPort: raw.NIMBUS_HTTPS_PORT ?? 8443,
+    httpPort: raw.NIMBUS_HTTP_PORT ?? 8080,
+    tls:
+      raw.NIMBUS_TLS_CERT && raw.NIMBUS_TLS_KEY
+        ? { certFile: path.resolve(raw.NIMBUS_TLS_CERT), keyFile: path.resolve(raw.NIMBUS_TLS_KEY) }
+        : null,
+    trustProxy: parseTrustProxy(raw.NIMBUS_TRUST_PROXY),
+    databaseUrl: raw.NIMBUS_DATABASE_URL,
+    redisUrl: raw.NIMBUS_REDIS_URL,
+    driver: raw.NIMBUS_DRIVER,
+    simSpeedup: raw.NIMBUS_SIM_SPEEDUP,
+    publicDomain: raw.NIMBUS_PUBLIC_DOMAIN,
+    metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
+    metadataPort: raw.NIMBUS_METADATA_PORT ?? 8169,
+    logLevel: raw.NIMBUS_LOG_LEVEL,
+    v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
+    authCacheMs: raw.NIMBUS_AUTH_CACHE_SECONDS * 1000,
+  };
+}
+
+/** "1"/"true" trusts any proxy; anything else is a comma-separated list of proxy addresses or CIDRs. */
+function parseTrustProxy(value: string | undefined): boolean | string {
+  if (value === undefined) return false;
+  if (value === '1' || value.toLowerCase() === 'true') return true;
+  if (value === '0' || value.toLowerCase() === 'false') return false;
+  return value;
+}

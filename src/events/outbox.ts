@@ -1,0 +1,30 @@
+/**
+ * The transactional outbox: every state change writes its event row in the same transaction, so an
+ * event exists exactly when its change committed. Webhook delivery, WebSocket pushes and billing meters
+ * read the events table; none of them depends on an in-memory callback.
+ */
+import type { Clock } from '../domain/clock.js';
+import { newId } from '../domain/ids.js';
+import { insertEvent } from '../store/events.js';
+import type { Executor } from '../store/schema.js';
+
+export interface EventInput {
+  accountId: string;
+  type: string;
+  resourceId: string;
+  data: Record<string, unknown>;
+}
+
+export async function recordEvent(trx: Executor, clock: Clock, event: EventInput): Promise<string> {
+  const now = clock.now();
+  const id = newId('event', now);
+  await insertEvent(trx, {
+    id,
+    account_id: event.accountId,
+    type: event.type,
+    resource_id: event.resourceId,
+    data: event.data,
+    created_at: now.toISOString(),
+  });
+  return id;
+}

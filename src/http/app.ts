@@ -1,0 +1,97 @@
+/**
+ * buildApp assembles the Fastify application without listening, so tests can `inject` and main.ts can
+ * attach it to real HTTPS/HTTP servers. Order matters: cross-cutting plugins, then the OpenAPI
+ * generator (it must see every route), then routes. The /v1 scope adds the guard and idempotency
+ * hooks; health checks and /docs sit outside it and need no key.
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyServerFactory,
+  LogController,
+} from 'fastify';
+import type { Logger } from 'pino';
+import { newId } from '../domain/ids.js';
+import type { Services } from '../services/index.js';
+import { registerOpenApi } from './openapi.js';
+import { errorsPlugin, notFoundHandler } from './plugins/errors.js';
+import { guardPlugin } from './plugins/guard.js';
+import { idempotencyPlugin } from './plugins/idempotency.js';
+import { type HttpMetrics, observabilityPlugin } from './plugins/observability.js';
+import { transportPlugin } from './plugins/transport.js';
+import { accountRoutes } from './routes/account.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { catalogRoutes } from './routes/catalog.js';
+import { healthRoutes } from './routes/health.js';
+import { ErrorEnvelope } from './schemas.js';
+
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+export interface AppDeps {
+  services: Services;
+  logger: Logger;
+  metrics: HttpMetrics;
+  checkReady: () => Promise<void>;
+  trustProxy: boolean | string;
+  v1EndOfLife: Date | null;
+  /** Creates the server Fastify answers on (main.ts: HTTPS); tests that only `inject` leave it out. */
+  serverFactory?: FastifyServerFactory;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    // Our own access-log line (plugins/observability.ts) replaces Fastify's two lines per request.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    genReqId: () => newId('request'),
+    trustProxy: deps.trustProxy,
+    bodyLimit: BODY_LIMIT_BYTES,
+    ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
+    return503OnClosing: true,
+    ajv: {
+      customOptions: {
+        // Reject what the schema does not name instead of silently dropping it.
+        removeAdditional: false,
+        coerceTypes: 'array',
+        useDefaults: true,
+        allErrors: false,
+      },
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // Fastify parses text/plain by default; Nimbus speaks JSON only, so other bodies get a clear 400.
+  app.removeContentTypeParser('text/plain');
+  app.addSchema(ErrorEnvelope);
+  await app.register(errorsPlugin);
+  await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });
+  await app.register(observabilityPlugin, { metrics: deps.metrics });
+  await registerOpenApi(app);
+  app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
+
+  await app.register(healthRoutes, { checkReady: deps.checkReady });
+  await app.withTypeProvider<TypeBoxTypeProvider>().register(
+    async (v1) => {
+      await v1.register(guardPlugin, {
+        apiKeys: deps.services.apiKeys,
+        rateLimits: deps.services.rateLimits,
+      });
+      await v1.register(idempotencyPlugin, { idempotency: deps.services.idempotency });
+      v1.setNotFoundHandler(notFoundHandler(app.knownRoutes));
+      v1.get(
+        '/openapi.json',
+        {
+          schema: { tags: ['operations'], summary: 'This OpenAPI document', hide: true },
+          config: { public: true },
+        },
+        async () => app.swagger(),
+      );
+      await v1.register(accountRoutes, deps.services);
+      await v1.register(apiKeyRoutes, deps.services);
+      await v1.register(catalogRoutes);
+    },
+    { prefix: '/v1' },
+  );
+  return app;
+}

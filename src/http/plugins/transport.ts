@@ -1,0 +1,67 @@
+/**
+ * First hook of every request: the request id, the HTTPS rule, HSTS, and API versions.
+ *
+ * Plain-HTTP requests reach the same app (the HTTP listener hands them over) so that they are answered
+ * in the same envelope, with a request id and a log line; this hook rejects them before anything
+ * authenticates, rate-limits or parses a body. Behind a TLS-terminating proxy listed in
+ * NIMBUS_TRUST_PROXY, `X-Forwarded-Proto: https` counts as HTTPS (Fastify's `request.protocol`).
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { DomainError, InvalidRequest } from '../../services/errors.js';
+
+export const SUPPORTED_VERSIONS = ['v1'] as const;
+const DEPRECATION_NOTICE_MONTHS = 12;
+const HSTS = 'max-age=31536000';
+
+export interface TransportOptions {
+  /** End of life per version; a version with one gets Deprecation and Sunset headers. */
+  endOfLife: Partial<Record<(typeof SUPPORTED_VERSIONS)[number], Date>>;
+}
+
+class HttpsRequired extends InvalidRequest {}
+
+function deprecationHeaders(endOfLife: Date) {
+  const deprecatedAt = new Date(endOfLife);
+  deprecatedAt.setUTCMonth(deprecatedAt.getUTCMonth() - DEPRECATION_NOTICE_MONTHS);
+  return {
+    // RFC 9745: the moment the version is (or will be) deprecated, as @unix-seconds.
+    Deprecation: `@${Math.floor(deprecatedAt.getTime() / 1000)}`,
+    // RFC 8594: when it stops answering.
+    Sunset: endOfLife.toUTCString(),
+  };
+}
+
+export const transportPlugin = fp<TransportOptions>(
+  async (app: FastifyInstance, options) => {
+    const headersByVersion = new Map(
+      Object.entries(options.endOfLife).map(([version, date]) => [version, deprecationHeaders(date as Date)]),
+    );
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      reply.header('X-Request-Id', request.id);
+      if (request.protocol !== 'https') {
+        const carriedKey =
+          request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined;
+        if (carriedKey) request.log.warn('plain-HTTP request carried an API key; the key is exposed');
+        throw new HttpsRequired(
+          carriedKey
+            ? 'HTTPS is required. This request sent its API key over plain HTTP, where anyone on the path can read it: rotate that key now.'
+            : 'HTTPS is required: send this request to the https:// address.',
+        );
+      }
+      reply.header('Strict-Transport-Security', HSTS);
+      const version = /^\/(v\d+)(?:\/|\?|$)/.exec(request.url)?.[1];
+      if (version === undefined) return;
+      if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
+        throw new DomainError(
+          'not_found',
+          `API version ${version} does not exist; supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
+          { supported_versions: [...SUPPORTED_VERSIONS] },
+        );
+      }
+      const headers = headersByVersion.get(version);
+      if (headers) reply.headers(headers);
+    });
+  },
+  { name: 'nimbus-transport' },
+);

@@ -1,0 +1,132 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES } from '../../domain/plans.js';
+import { EMAIL_PATTERN, MAX_EMAIL_LENGTH, MAX_NAME_LENGTH } from '../../domain/validation.js';
+import type { AccountService } from '../../services/accounts.js';
+import type { QuotaService } from '../../services/quotas.js';
+import type { RateLimitService } from '../../services/rate-limits.js';
+import { ok } from '../envelope.js';
+import { principalOf } from '../plugins/guard.js';
+import { Envelope, responses, StringEnum, Timestamp } from '../schemas.js';
+
+const Email = Type.String({
+  pattern: EMAIL_PATTERN,
+  maxLength: MAX_EMAIL_LENGTH,
+  description: 'E-mail address',
+});
+
+export const AccountSchema = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    email: Type.String(),
+    company: Type.Union([Type.String(), Type.Null()]),
+    billing_email: Type.Union([Type.String(), Type.Null()]),
+    plan: StringEnum(PLANS),
+    status: StringEnum(ACCOUNT_STATUSES),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Account', title: 'Account' },
+);
+
+const AccountPatch = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH })),
+    email: Type.Optional(Email),
+    company: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH }), Type.Null()]),
+    ),
+    billing_email: Type.Optional(Type.Union([Email, Type.Null()])),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const Quota = Type.Object({
+  name: StringEnum(QUOTA_NAMES),
+  limit: Type.Integer(),
+  used: Type.Integer(),
+});
+
+const RateLimitStatus = Type.Object({
+  limit: Type.Integer({ description: 'Requests allowed per hour' }),
+  remaining: Type.Integer({ description: 'Requests left in the current hour window' }),
+  reset: Type.Integer({ description: 'Unix time (seconds) at which the window ends' }),
+  burst: Type.Integer({ description: 'Largest number of requests that may arrive at once' }),
+  burst_remaining: Type.Integer({ description: 'Requests that may be sent at once right now' }),
+  window_seconds: Type.Integer(),
+});
+
+export interface AccountRoutesDeps {
+  accounts: AccountService;
+  quotas: QuotaService;
+  rateLimits: RateLimitService;
+}
+
+export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async (
+  app,
+  { accounts, quotas, rateLimits },
+) => {
+  app.get(
+    '/account',
+    {
+      schema: {
+        tags: ['account'],
+        summary: 'Get account info',
+        response: responses({ 200: Envelope(AccountSchema) }),
+      },
+      config: { permission: ['account', 'read'] },
+    },
+    async (request) => ok(request, await accounts.get(principalOf(request).accountId)),
+  );
+
+  app.patch(
+    '/account',
+    {
+      schema: {
+        tags: ['account'],
+        summary: 'Update account (name, email, company, billing_email; the plan is changed by the operator)',
+        body: AccountPatch,
+        response: responses({ 200: Envelope(AccountSchema) }),
+      },
+      config: { permission: ['account', 'write'] },
+    },
+    async (request) => ok(request, await accounts.update(principalOf(request).accountId, request.body)),
+  );
+
+  app.get(
+    '/account/quota',
+    {
+      schema: {
+        tags: ['account'],
+        summary: 'Get quotas',
+        response: responses({ 200: Envelope(Type.Array(Quota)) }),
+      },
+      config: { permission: ['account', 'read'] },
+    },
+    async (request) => ok(request, await quotas.list(principalOf(request).accountId)),
+  );
+
+  app.get(
+    '/account/rate-limit',
+    {
+      schema: {
+        tags: ['account'],
+        summary: 'Get rate-limit status (does not count against the limit)',
+        response: responses({ 200: Envelope(RateLimitStatus) }),
+      },
+      config: { permission: ['account', 'read'], rateLimit: 'peek' },
+    },
+    async (request) => {
+      const decision = await rateLimits.peekForAccount(principalOf(request));
+      return ok(request, {
+        limit: decision.limit,
+        remaining: decision.remaining,
+        reset: decision.reset,
+        burst: decision.burst,
+        burst_remaining: decision.burstRemaining,
+        window_seconds: 3600,
+      });
+    },
+  );
+};

@@ -1,0 +1,51 @@
+/** Liveness and readiness for load balancers and orchestrators; no key needed, never rate-limited. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { ServiceUnavailable } from '../../services/errors.js';
+import { ok } from '../envelope.js';
+import { Envelope, responses } from '../schemas.js';
+
+export interface HealthDeps {
+  /** Resolves when every backing service (store, Redis) answers. */
+  checkReady: () => Promise<void>;
+}
+
+const Status = Type.Object({ status: Type.String() });
+
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthDeps> = async (app, { checkReady }) => {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'Liveness: the process answers',
+        response: responses({ 200: Envelope(Status) }),
+      },
+      config: { public: true },
+    },
+    async (request) => ok(request, { status: 'ok' }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'Readiness: the store (and Redis, when configured) answer',
+        response: responses({ 200: Envelope(Status) }),
+      },
+      config: { public: true },
+    },
+    async (request) => {
+      try {
+        await checkReady();
+      } catch (error) {
+        request.log.warn({ err: error }, 'readiness check failed');
+        throw new ServiceUnavailable('A backing service is not reachable', {
+          reason: 'dependency_unavailable',
+        });
+      }
+      return ok(request, { status: 'ready' });
+    },
+  );
+};

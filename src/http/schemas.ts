@@ -1,0 +1,87 @@
+/**
+ * JSON Schemas shared by the routes: the envelopes of SPEC.md, the error envelope, and the one
+ * list-query schema every list endpoint is built from. Route schemas drive validation, response
+ * serialisation (fields not in a schema never leave the server) and the generated OpenAPI document.
+ */
+import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
+
+/** A string enum as a plain JSON Schema `enum`, so validation errors can list `allowed_values`. */
+export function StringEnum<T extends string>(
+  values: readonly T[],
+  options: Record<string, unknown> = {},
+): TUnsafe<T> {
+  return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+}
+
+export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC' });
+
+const Metadata = Type.Object({
+  request_id: Type.String(),
+  timestamp: Timestamp,
+});
+
+export const PaginationSchema = Type.Object({
+  page: Type.Integer(),
+  limit: Type.Integer(),
+  total_items: Type.Integer(),
+  total_pages: Type.Integer(),
+  has_next: Type.Boolean(),
+  has_prev: Type.Boolean(),
+});
+
+export function Envelope<T extends TSchema>(data: T) {
+  return Type.Object({ success: Type.Literal(true), data, metadata: Metadata });
+}
+
+export function ListEnvelope<T extends TSchema>(item: T) {
+  return Type.Object({
+    success: Type.Literal(true),
+    data: Type.Array(item),
+    pagination: PaginationSchema,
+    metadata: Metadata,
+  });
+}
+
+export const ErrorEnvelope = Type.Object(
+  {
+    success: Type.Literal(false),
+    error: Type.Object({
+      code: Type.String({ description: 'Machine-readable error code' }),
+      message: Type.String(),
+      details: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      retry_after: Type.Optional(Type.Integer({ description: 'Seconds to wait (rate_limit_exceeded only)' })),
+    }),
+    metadata: Metadata,
+  },
+  { $id: 'ErrorEnvelope', title: 'ErrorEnvelope' },
+);
+
+/** Response schemas of a route: its success body plus the shared error envelope. */
+export function responses<S extends Record<number, TSchema>>(success: S) {
+  const error = Type.Ref(ErrorEnvelope);
+  return { ...success, '4xx': error, '5xx': error };
+}
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+/**
+ * The query string of a list endpoint: page, limit, sort, order and the endpoint's own filters.
+ * Unknown parameters are rejected, so a typo in a filter name is an error, not a silently unfiltered list.
+ */
+export function ListQuery<S extends string, F extends Record<string, TSchema> = Record<never, never>>(
+  sortFields: readonly S[],
+  defaults: { sort: NoInfer<S>; order?: 'asc' | 'desc' },
+  filters: F = {} as F,
+) {
+  return Type.Object(
+    {
+      page: Type.Integer({ minimum: 1, default: 1 }),
+      limit: Type.Integer({ minimum: 1, maximum: MAX_PAGE_SIZE, default: DEFAULT_PAGE_SIZE }),
+      sort: StringEnum(sortFields, { default: defaults.sort }),
+      order: StringEnum(['asc', 'desc'] as const, { default: defaults.order ?? 'desc' }),
+      ...filters,
+    },
+    { additionalProperties: false },
+  );
+}

@@ -1,0 +1,216 @@
+/**
+ * Accounts: what an account holder sees and may change, and the operator commands (`bin/nimbus admin`)
+ * that create accounts and set plans, quotas, rate limits and status.
+ */
+import type { Clock } from '../domain/clock.js';
+import { newId } from '../domain/ids.js';
+import {
+  ACCOUNT_STATUSES,
+  type AccountStatus,
+  PLANS,
+  type Plan,
+  QUOTA_NAMES,
+  type QuotaName,
+} from '../domain/plans.js';
+import { isEmail, MAX_NAME_LENGTH } from '../domain/validation.js';
+import * as accounts from '../store/accounts.js';
+import type { Store } from '../store/db.js';
+import type { AccountRow, AccountUpdate } from '../store/schema.js';
+import type { ApiKeyService, CreatedApiKey } from './api-keys.js';
+import { Conflict, InvalidRequest, NotFound } from './errors.js';
+import { rateLimitPolicyOf } from './rate-limits.js';
+
+export interface AccountView {
+  id: string;
+  name: string;
+  email: string;
+  company: string | null;
+  billing_email: string | null;
+  plan: Plan;
+  status: AccountStatus;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AccountChanges {
+  name?: string | undefined;
+  email?: string | undefined;
+  company?: string | null | undefined;
+  billing_email?: string | null | undefined;
+}
+
+function view(row: AccountRow): AccountView {
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    company: row.company,
+    billing_email: row.billing_email,
+    plan: row.plan as Plan,
+    status: row.status as AccountStatus,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+function requireEmail(field: string, value: string): void {
+  if (!isEmail(value)) throw new InvalidRequest(`${field} must be an e-mail address`, { field, value });
+}
+
+function requireOneOf<T extends string>(
+  field: string,
+  value: string,
+  allowed: readonly T[],
+): asserts value is T {
+  if (!allowed.includes(value as T)) {
+    throw new InvalidRequest(`${field} must be one of ${allowed.join(', ')}`, {
+      field,
+      value,
+      allowed_values: [...allowed],
+    });
+  }
+}
+
+export class AccountService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly apiKeys: ApiKeyService,
+  ) {}
+
+  async get(accountId: string): Promise<AccountView> {
+    const row = await accounts.findAccount(this.store.db, accountId);
+    if (!row) throw new NotFound('account', accountId);
+    return view(row);
+  }
+
+  async update(accountId: string, changes: AccountChanges): Promise<AccountView> {
+    if (changes.email !== undefined) requireEmail('email', changes.email);
+    if (changes.billing_email) requireEmail('billing_email', changes.billing_email);
+    if (changes.email !== undefined) await this.ensureEmailFree(changes.email, accountId);
+    const update: AccountUpdate = { updated_at: this.clock.now().toISOString() };
+    if (changes.name !== undefined) update.name = changes.name;
+    if (changes.email !== undefined) update.email = changes.email;
+    if (changes.company !== undefined) update.company = changes.company;
+    if (changes.billing_email !== undefined) update.billing_email = changes.billing_email;
+    const row = await accounts.updateAccount(this.store.db, accountId, update);
+    if (!row) throw new NotFound('account', accountId);
+    return view(row);
+  }
+
+  private async ensureEmailFree(email: string, exceptAccountId?: string): Promise<void> {
+    const holder = await accounts.findAccountByEmail(this.store.db, email);
+    if (holder && holder.id !== exceptAccountId) {
+      throw new Conflict('Another account already uses this e-mail address', {
+        field: 'email',
+        value: email,
+      });
+    }
+  }
+
+  /** Operator: a new account with one key holding every permission. */
+  async create(input: { email: string; name?: string | undefined; plan?: string | undefined }): Promise<{
+    account: AccountView;
+    apiKey: CreatedApiKey;
+  }> {
+    requireEmail('email', input.email);
+    const plan = input.plan ?? 'free';
+    requireOneOf('plan', plan, PLANS);
+    const name = input.name ?? input.email.split('@')[0] ?? input.email;
+    if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
+      throw new InvalidRequest(`name must be 1 to ${MAX_NAME_LENGTH} characters`, {
+        field: 'name',
+        value: name,
+      });
+    }
+    await this.ensureEmailFree(input.email);
+    const now = this.clock.now().toISOString();
+    const row: AccountRow = {
+      id: newId('account'),
+      name,
+      email: input.email,
+      company: null,
+      billing_email: null,
+      plan,
+      status: 'active',
+      rate_limit_per_hour: null,
+      rate_limit_burst: null,
+      created_at: now,
+      updated_at: now,
+    };
+    const apiKey = await this.store.db.transaction().execute(async (trx) => {
+      await accounts.insertAccount(trx, row);
+      return this.apiKeys.mint(trx, row.id, {
+        name: 'admin',
+        permissions: ['*'],
+        expiresAt: null,
+        checkQuota: false,
+      });
+    });
+    return { account: view(row), apiKey };
+  }
+
+  async list(): Promise<AccountView[]> {
+    return (await accounts.listAccounts(this.store.db)).map(view);
+  }
+
+  async setPlan(accountId: string, plan: string): Promise<AccountView> {
+    requireOneOf('plan', plan, PLANS);
+    return this.operatorUpdate(accountId, { plan });
+  }
+
+  async setStatus(accountId: string, status: string): Promise<AccountView> {
+    requireOneOf('status', status, ACCOUNT_STATUSES);
+    return this.operatorUpdate(accountId, { status });
+  }
+
+  async setRateLimit(accountId: string, perHour: number, burst: number) {
+    for (const [field, value] of [
+      ['per_hour', perHour],
+      ['burst', burst],
+    ] as const) {
+      if (!Number.isInteger(value) || value < 1 || value > 100_000_000) {
+        throw new InvalidRequest(`${field} must be a whole number from 1 to 100000000`, { field, value });
+      }
+    }
+    const account = await this.operatorUpdate(accountId, {
+      rate_limit_per_hour: perHour,
+      rate_limit_burst: burst,
+    });
+    return {
+      account,
+      rate_limit: rateLimitPolicyOf({
+        plan: account.plan,
+        rate_limit_per_hour: perHour,
+        rate_limit_burst: burst,
+      }),
+    };
+  }
+
+  async setQuota(
+    accountId: string,
+    name: string,
+    limit: number,
+  ): Promise<{ name: QuotaName; limit: number }> {
+    requireOneOf('name', name, QUOTA_NAMES);
+    if (!Number.isInteger(limit) || limit < 0) {
+      throw new InvalidRequest('limit must be a whole number of at least 0', {
+        field: 'limit',
+        value: limit,
+      });
+    }
+    await this.get(accountId);
+    await accounts.setQuotaOverride(this.store.db, accountId, name, limit);
+    return { name, limit };
+  }
+
+  private async operatorUpdate(accountId: string, changes: AccountUpdate): Promise<AccountView> {
+    const row = await accounts.updateAccount(this.store.db, accountId, {
+      ...changes,
+      updated_at: this.clock.now().toISOString(),
+    });
+    if (!row) throw new NotFound('account', accountId);
+    await this.apiKeys.forgetAccount(accountId);
+    return view(row);
+  }
+}

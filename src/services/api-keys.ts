@@ -1,0 +1,272 @@
+/**
+ * API keys: minting, listing, revoking, and verifying a presented key.
+ *
+ * Keys are `nmb_` + 32 random bytes in base62. Only their SHA-256 is stored. Verification hashes the
+ * presented key and looks the hash up; a verified key is then kept in memory for `cacheMs` so the hot
+ * path costs one hash and one map lookup. Revocation drops the entry at once on this replica and
+ * broadcasts the hash so other replicas drop it too; if a notice is missed, the entry still expires
+ * after `cacheMs`. Expiry (`expires_at`) is checked on every request, cached or not.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Clock } from '../domain/clock.js';
+import { newId } from '../domain/ids.js';
+import type { PageRequest } from '../domain/pagination.js';
+import { covers, isKnownPermission, normalizePermissions } from '../domain/permissions.js';
+import type { AccountStatus, Plan } from '../domain/plans.js';
+import type { Broadcaster } from '../events/broadcast.js';
+import { recordEvent } from '../events/outbox.js';
+import { lockAccount } from '../store/accounts.js';
+import * as keys from '../store/api-keys.js';
+import type { Store } from '../store/db.js';
+import type { ApiKeyRow, Executor } from '../store/schema.js';
+import { AuthenticationFailed, Forbidden, InvalidRequest, NotFound } from './errors.js';
+import type { Principal } from './principal.js';
+import type { QuotaService } from './quotas.js';
+import { rateLimitPolicyOf } from './rate-limits.js';
+
+export const KEY_PREFIX = 'nmb_';
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const INVALIDATE_CHANNEL = 'auth.invalidate';
+const LAST_USED_FLUSH_MS = 15_000;
+export const ROTATION_RECOMMENDED_DAYS = 90;
+
+export interface ApiKeyView {
+  id: string;
+  name: string;
+  prefix: string;
+  permissions: string[];
+  expires_at: string | null;
+  last_used_at: string | null;
+  created_at: string;
+}
+
+export interface CreatedApiKey extends ApiKeyView {
+  /** The key itself; returned once, at creation. */
+  key: string;
+}
+
+export interface NewApiKey {
+  name: string;
+  permissions?: string[] | undefined;
+  expires_at?: string | undefined;
+}
+
+function toBase62(bytes: Buffer): string {
+  let value = BigInt(`0x${bytes.toString('hex')}`);
+  let out = '';
+  while (value > 0n) {
+    out = BASE62[Number(value % 62n)] + out;
+    value /= 62n;
+  }
+  // 32 bytes need at most 43 base62 digits; pad so every key has the same length.
+  return out.padStart(43, '0');
+}
+
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+function view(row: ApiKeyRow): ApiKeyView {
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    permissions: JSON.parse(row.permissions) as string[],
+    expires_at: row.expires_at,
+    last_used_at: row.last_used_at,
+    created_at: row.created_at,
+  };
+}
+
+interface CacheEntry {
+  principal: Principal;
+  cachedAtMs: number;
+}
+
+export class ApiKeyService {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly pendingLastUsed = new Map<string, string>();
+  private readonly flusher: NodeJS.Timeout;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly quotas: QuotaService,
+    private readonly broadcaster: Broadcaster,
+    private readonly cacheMs: number,
+  ) {
+    this.flusher = setInterval(() => void this.flushLastUsed(), LAST_USED_FLUSH_MS);
+    this.flusher.unref();
+  }
+
+  /** Subscribes to revocations published by other replicas and by the admin CLI. */
+  async start(): Promise<void> {
+    await this.broadcaster.subscribe(INVALIDATE_CHANNEL, (notice) => {
+      if (typeof notice.keyHash === 'string') this.cache.delete(notice.keyHash);
+      if (typeof notice.accountId === 'string') this.forgetAccountLocally(notice.accountId);
+    });
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.flusher);
+    await this.flushLastUsed();
+  }
+
+  /** The principal a presented key stands for; throws AuthenticationFailed for anything else. */
+  async authenticate(presented: string): Promise<Principal> {
+    if (!presented.startsWith(KEY_PREFIX) || presented.length > 200) throw new AuthenticationFailed();
+    const keyHash = hashKey(presented);
+    const nowMs = this.clock.now().getTime();
+    let principal = this.cached(keyHash, nowMs);
+    if (!principal) {
+      const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
+      if (!found) throw new AuthenticationFailed();
+      principal = {
+        accountId: found.account.id,
+        keyId: found.key.id,
+        permissions: JSON.parse(found.key.permissions) as string[],
+        keyCreatedAt: new Date(found.key.created_at),
+        keyExpiresAt: found.key.expires_at ? new Date(found.key.expires_at) : null,
+        plan: found.account.plan as Plan,
+        accountStatus: found.account.status as AccountStatus,
+        rateLimit: rateLimitPolicyOf(found.account),
+      };
+      if (this.cacheMs > 0) this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
+    }
+    if (principal.keyExpiresAt && principal.keyExpiresAt.getTime() <= nowMs) {
+      throw new AuthenticationFailed('API key expired');
+    }
+    this.pendingLastUsed.set(principal.keyId, new Date(nowMs).toISOString());
+    return principal;
+  }
+
+  private cached(keyHash: string, nowMs: number): Principal | undefined {
+    const entry = this.cache.get(keyHash);
+    if (!entry) return undefined;
+    if (nowMs - entry.cachedAtMs >= this.cacheMs) {
+      this.cache.delete(keyHash);
+      return undefined;
+    }
+    return entry.principal;
+  }
+
+  /** Forgets every cached key of an account here and on every replica (plan, status or limits changed). */
+  async forgetAccount(accountId: string): Promise<void> {
+    this.forgetAccountLocally(accountId);
+    await this.broadcaster.publish(INVALIDATE_CHANNEL, { accountId });
+  }
+
+  private forgetAccountLocally(accountId: string): void {
+    for (const [hash, entry] of this.cache) {
+      if (entry.principal.accountId === accountId) this.cache.delete(hash);
+    }
+  }
+
+  /** Writes last-used times in one batch: exact to the flush interval, without a write per request. */
+  async flushLastUsed(): Promise<void> {
+    if (this.pendingLastUsed.size === 0) return;
+    const byTime = new Map<string, string[]>();
+    for (const [id, at] of this.pendingLastUsed) byTime.set(at, [...(byTime.get(at) ?? []), id]);
+    this.pendingLastUsed.clear();
+    for (const [at, ids] of byTime) await keys.touchApiKeys(this.store.db, ids, at);
+  }
+
+  async create(principal: Principal, input: NewApiKey): Promise<CreatedApiKey> {
+    const requested = input.permissions ?? [...principal.permissions];
+    const unknown = requested.find((p) => !isKnownPermission(p));
+    if (unknown !== undefined) {
+      throw new InvalidRequest(`Unknown permission ${unknown}`, { field: 'permissions', value: unknown });
+    }
+    const beyond = requested.filter((p) => !covers(principal.permissions, p));
+    if (beyond.length > 0) {
+      throw new Forbidden('A key cannot grant permissions it does not hold', {
+        permissions: beyond,
+        held: principal.permissions,
+      });
+    }
+    const now = this.clock.now();
+    if (input.expires_at !== undefined && new Date(input.expires_at).getTime() <= now.getTime()) {
+      throw new InvalidRequest('expires_at must be in the future', {
+        field: 'expires_at',
+        value: input.expires_at,
+      });
+    }
+    return this.store.db.transaction().execute((trx) =>
+      this.mint(trx, principal.accountId, {
+        name: input.name,
+        permissions: normalizePermissions(requested),
+        expiresAt: input.expires_at ? new Date(input.expires_at).toISOString() : null,
+        checkQuota: true,
+      }),
+    );
+  }
+
+  /** Creates a key inside the caller's transaction (also used by account creation and bootstrap). */
+  async mint(
+    trx: Executor,
+    accountId: string,
+    options: { name: string; permissions: string[]; expiresAt: string | null; checkQuota: boolean },
+  ): Promise<CreatedApiKey> {
+    if (options.checkQuota) {
+      await lockAccount(trx, accountId);
+      await this.quotas.ensureRoom(trx, accountId, 'api_keys', 1);
+    }
+    const now = this.clock.now();
+    const key = KEY_PREFIX + toBase62(randomBytes(32));
+    const row: ApiKeyRow = {
+      id: newId('apiKey', now),
+      account_id: accountId,
+      name: options.name,
+      prefix: key.slice(0, KEY_PREFIX.length + 6),
+      key_hash: hashKey(key),
+      permissions: JSON.stringify(options.permissions),
+      expires_at: options.expiresAt,
+      last_used_at: null,
+      created_at: now.toISOString(),
+    };
+    await keys.insertApiKey(trx, row);
+    const created = view(row);
+    await recordEvent(trx, this.clock, {
+      accountId,
+      type: 'api_key.created',
+      resourceId: row.id,
+      data: { api_key_id: row.id, name: row.name, permissions: created.permissions },
+    });
+    return { ...created, key };
+  }
+
+  async list(accountId: string, request: PageRequest) {
+    const page = await keys.listApiKeys(this.store.db, accountId, request);
+    return { items: page.items.map(view), pagination: page.pagination };
+  }
+
+  async get(accountId: string, id: string): Promise<ApiKeyView> {
+    const row = await keys.findApiKey(this.store.db, accountId, id);
+    if (!row) throw new NotFound('API key', id);
+    return view(row);
+  }
+
+  async delete(accountId: string, id: string): Promise<ApiKeyView> {
+    const row = await this.store.db.transaction().execute(async (trx) => {
+      const deleted = await keys.deleteApiKey(trx, accountId, id);
+      if (!deleted) throw new NotFound('API key', id);
+      await recordEvent(trx, this.clock, {
+        accountId,
+        type: 'api_key.deleted',
+        resourceId: id,
+        data: { api_key_id: id, name: deleted.name },
+      });
+      return deleted;
+    });
+    this.cache.delete(row.key_hash);
+    this.pendingLastUsed.delete(row.id);
+    await this.broadcaster.publish(INVALIDATE_CHANNEL, { keyHash: row.key_hash });
+    return view(row);
+  }
+
+  /** True when the key is old enough that rotating it is recommended (SPEC.md: every 90 days). */
+  rotationDue(principal: Principal): boolean {
+    const ageMs = this.clock.now().getTime() - principal.keyCreatedAt.getTime();
+    return ageMs > ROTATION_RECOMMENDED_DAYS * 24 * 3600 * 1000;
+  }
+}

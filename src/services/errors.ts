@@ -1,0 +1,99 @@
+/**
+ * The one error type services throw. Each subclass has a stable machine code; the HTTP layer maps
+ * codes to statuses in one table (http/plugins/errors.ts), so services never speak HTTP.
+ */
+
+export type ErrorDetails = Record<string, unknown>;
+
+export class DomainError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly details?: ErrorDetails,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class InvalidRequest extends DomainError {
+  constructor(
+    message: string,
+    details?: { field?: string; value?: unknown; allowed_values?: unknown[] } & ErrorDetails,
+  ) {
+    super('invalid_request', message, details);
+  }
+}
+
+export class AuthenticationFailed extends DomainError {
+  constructor(message = 'Invalid API key') {
+    super('authentication_failed', message);
+  }
+}
+
+export class Forbidden extends DomainError {
+  constructor(message: string, details?: ErrorDetails) {
+    super('forbidden', message, details);
+  }
+}
+
+export class NotFound extends DomainError {
+  constructor(resource: string, id: string) {
+    super('not_found', `${resource} ${id} not found`, { resource, id });
+  }
+}
+
+export class Conflict extends DomainError {
+  constructor(message: string, details?: ErrorDetails) {
+    super('conflict', message, details);
+  }
+}
+
+export class QuotaExceeded extends DomainError {
+  constructor(quota: string, limit: number, used: number, requested: number) {
+    super('quota_exceeded', `Quota ${quota} exceeded: limit ${limit}, used ${used}, requested ${requested}`, {
+      quota,
+      limit,
+      used,
+      requested,
+    });
+  }
+}
+
+export class PaymentRequired extends DomainError {
+  constructor(
+    message = 'The account is past due; creating and starting resources is disabled until it is paid',
+  ) {
+    super('payment_required', message);
+  }
+}
+
+export class RateLimitExceeded extends DomainError {
+  constructor(readonly retryAfterSeconds: number) {
+    super('rate_limit_exceeded', `Rate limit exceeded, retry in ${retryAfterSeconds} seconds`);
+  }
+}
+
+export class IdempotencyKeyReused extends DomainError {
+  constructor() {
+    super(
+      'idempotency_key_reused',
+      'This Idempotency-Key was already used with a different request; use a new key for a new request',
+    );
+  }
+}
+
+export class IdempotencyKeyInUse extends DomainError {
+  constructor() {
+    super(
+      'idempotency_key_in_use',
+      'A request with this Idempotency-Key is still being processed; retry shortly',
+    );
+  }
+}
+
+export class ServiceUnavailable extends DomainError {
+  constructor(message: string, details?: ErrorDetails) {
+    super('service_unavailable', message, details);
+  }
+}

@@ -1,0 +1,38 @@
+/** Builds every service over one store; main.ts (the server) and the admin CLI both start here. */
+import type { Clock } from '../domain/clock.js';
+import type { Broadcaster } from '../events/broadcast.js';
+import type { Store } from '../store/db.js';
+import type { RateCounters } from '../store/rate-counters.js';
+import { AccountService } from './accounts.js';
+import { ApiKeyService } from './api-keys.js';
+import { IdempotencyService } from './idempotency.js';
+import { QuotaService } from './quotas.js';
+import { RateLimitService } from './rate-limits.js';
+
+export interface ServiceDeps {
+  store: Store;
+  clock: Clock;
+  broadcaster: Broadcaster;
+  rateCounters: RateCounters;
+  authCacheMs: number;
+}
+
+export interface Services {
+  accounts: AccountService;
+  apiKeys: ApiKeyService;
+  quotas: QuotaService;
+  rateLimits: RateLimitService;
+  idempotency: IdempotencyService;
+}
+
+export function createServices(deps: ServiceDeps): Services {
+  const quotas = new QuotaService(deps.store);
+  const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
+  return {
+    accounts: new AccountService(deps.store, deps.clock, apiKeys),
+    apiKeys,
+    quotas,
+    rateLimits: new RateLimitService(deps.rateCounters, deps.clock),
+    idempotency: new IdempotencyService(deps.store, deps.clock),
+  };
+}

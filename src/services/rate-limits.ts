@@ -1,0 +1,45 @@
+/**
+ * Who gets which rate-limit budget: an account its plan's (or its per-account override), a caller
+ * without a valid key the Free plan's, counted per client IP. The counting itself is in
+ * store/rate-counters.ts.
+ */
+import type { Clock } from '../domain/clock.js';
+import { PLAN_RATE_LIMITS, type Plan, type RateLimitPolicy } from '../domain/plans.js';
+import type { RateCounters, RateDecision } from '../store/rate-counters.js';
+import type { AccountRow } from '../store/schema.js';
+import type { Principal } from './principal.js';
+
+export function rateLimitPolicyOf(
+  account: Pick<AccountRow, 'plan' | 'rate_limit_per_hour' | 'rate_limit_burst'>,
+): RateLimitPolicy {
+  const plan = PLAN_RATE_LIMITS[account.plan as Plan] ?? PLAN_RATE_LIMITS.free;
+  return {
+    perHour: account.rate_limit_per_hour ?? plan.perHour,
+    burst: account.rate_limit_burst ?? plan.burst,
+  };
+}
+
+export const ANONYMOUS_POLICY = PLAN_RATE_LIMITS.free;
+
+export class RateLimitService {
+  constructor(
+    private readonly counters: RateCounters,
+    private readonly clock: Clock,
+  ) {}
+
+  consumeForAccount(principal: Principal): Promise<RateDecision> {
+    return this.counters.consume(
+      `acct:${principal.accountId}`,
+      principal.rateLimit,
+      this.clock.now().getTime(),
+    );
+  }
+
+  peekForAccount(principal: Principal): Promise<RateDecision> {
+    return this.counters.peek(`acct:${principal.accountId}`, principal.rateLimit, this.clock.now().getTime());
+  }
+
+  consumeForClient(clientIp: string): Promise<RateDecision> {
+    return this.counters.consume(`ip:${clientIp}`, ANONYMOUS_POLICY, this.clock.now().getTime());
+  }
+}

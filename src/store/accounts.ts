@@ -1,0 +1,59 @@
+import type { QuotaName } from '../domain/plans.js';
+import { isPostgres } from './dialect.js';
+import type { AccountRow, AccountUpdate, Executor, NewAccountRow } from './schema.js';
+
+export async function insertAccount(db: Executor, row: NewAccountRow): Promise<void> {
+  await db.insertInto('accounts').values(row).execute();
+}
+
+export function findAccount(db: Executor, id: string): Promise<AccountRow | undefined> {
+  return db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findAccountByEmail(db: Executor, email: string): Promise<AccountRow | undefined> {
+  return db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
+}
+
+export function listAccounts(db: Executor): Promise<AccountRow[]> {
+  return db.selectFrom('accounts').selectAll().orderBy('created_at').orderBy('id').execute();
+}
+
+export async function updateAccount(
+  db: Executor,
+  id: string,
+  changes: AccountUpdate,
+): Promise<AccountRow | undefined> {
+  return db.updateTable('accounts').set(changes).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+/**
+ * Serialises writers that check a per-account limit (quotas) inside a transaction. PostgreSQL locks the
+ * account row; SQLite already runs one write transaction at a time.
+ */
+export async function lockAccount(db: Executor, id: string): Promise<void> {
+  if (isPostgres(db)) {
+    await db.selectFrom('accounts').select('id').where('id', '=', id).forUpdate().execute();
+  }
+}
+
+export async function setQuotaOverride(
+  db: Executor,
+  accountId: string,
+  name: QuotaName,
+  limit: number,
+): Promise<void> {
+  await db
+    .insertInto('account_quotas')
+    .values({ account_id: accountId, name, limit })
+    .onConflict((oc) => oc.columns(['account_id', 'name']).doUpdateSet({ limit }))
+    .execute();
+}
+
+export async function quotaOverrides(db: Executor, accountId: string): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('account_quotas')
+    .select(['name', 'limit'])
+    .where('account_id', '=', accountId)
+    .execute();
+  return new Map(rows.map((r) => [r.name, r.limit]));
+}

@@ -1,0 +1,77 @@
+/**
+ * Opens the store: SQLite (better-sqlite3, WAL) in the data dir by default, PostgreSQL when a database
+ * URL is configured. Both serve the same schema through Kysely.
+ */
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import { isPostgres } from './dialect.js';
+import { migrationProvider } from './migrations/index.js';
+import type { Database } from './schema.js';
+
+export interface StoreOptions {
+  /** postgres://… selects PostgreSQL; otherwise SQLite at `<dataDir>/nimbus.db`. */
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  /** Connections in the PostgreSQL pool. */
+  poolSize?: number;
+}
+
+export interface Store {
+  db: Kysely<Database>;
+  kind: 'sqlite' | 'postgres';
+  /** Throws when the database cannot answer. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const PG_INT8 = 20;
+
+export function openStore(options: StoreOptions): Store {
+  const db = options.databaseUrl
+    ? openPostgres(options.databaseUrl, options.poolSize ?? 10)
+    : openSqlite(options.dataDir);
+  return {
+    db,
+    kind: isPostgres(db) ? 'postgres' : 'sqlite',
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}
+
+function openPostgres(url: string, max: number): Kysely<Database> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    // Counts and sequences are int8; every value Nimbus keeps fits a double exactly.
+    types: {
+      getTypeParser: (oid: number, format?: 'text' | 'binary') =>
+        oid === PG_INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format),
+    } as pg.CustomTypesConfig,
+  });
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+function openSqlite(dataDir: string): Kysely<Database> {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const database = new SqliteDatabase(path.join(dataDir, 'nimbus.db'));
+  database.pragma('journal_mode = WAL');
+  // FULL: a commit that returned is on disk, even after a power cut.
+  database.pragma('synchronous = FULL');
+  database.pragma('foreign_keys = ON');
+  // The admin CLI writes to the same file as the server; wait for the lock instead of failing.
+  database.pragma('busy_timeout = 5000');
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+}
+
+/** Brings the schema up to date; safe to run from several replicas at once (Kysely takes a lock). */
+export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: migrationProvider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error;
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

@@ -1,0 +1,213 @@
+/**
+ * Rate-limit counters: an hourly window plus a token bucket per subject (an account, or a client IP
+ * before authentication), updated in one atomic step.
+ *
+ * How it works: the window is the current clock hour; it allows `perHour` requests and resets at the
+ * hour's end. The bucket holds at most `burst` tokens and refills at perHour/3600 tokens a second. A
+ * request passes only when the window has room AND a whole token is left; passing takes one of each.
+ * Both backends below implement exactly this; the Redis one runs it as a Lua script, so replicas that
+ * share a Redis share one budget and never race on it.
+ */
+import type { Redis } from 'ioredis';
+import type { RateLimitPolicy } from '../domain/plans.js';
+
+export const WINDOW_SECONDS = 3600;
+
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  /** Requests left in the current window. */
+  remaining: number;
+  /** Unix seconds at which the window ends. */
+  reset: number;
+  /** Whole seconds until a denied request could pass; 0 when allowed. */
+  retryAfter: number;
+  burst: number;
+  burstRemaining: number;
+}
+
+export interface RateCounters {
+  /** Takes one request from the subject's budget when it has room. */
+  consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
+  /** Reports the budget without taking from it. */
+  peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
+  close(): Promise<void>;
+}
+
+interface BucketState {
+  windowStart: number;
+  count: number;
+  tokens: number;
+  tokensAtMs: number;
+}
+
+/** The algorithm, as a pure function; MemoryRateCounters runs it, the Lua script mirrors it. */
+export function decide(
+  state: BucketState | undefined,
+  policy: RateLimitPolicy,
+  nowMs: number,
+  cost: 0 | 1,
+): { decision: RateDecision; next: BucketState } {
+  const nowSeconds = Math.floor(nowMs / 1000);
+  const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
+  const reset = windowStart + WINDOW_SECONDS;
+  const refillPerSecond = policy.perHour / WINDOW_SECONDS;
+  let count = state && state.windowStart === windowStart ? state.count : 0;
+  let tokens = state
+    ? Math.min(policy.burst, state.tokens + (Math.max(0, nowMs - state.tokensAtMs) / 1000) * refillPerSecond)
+    : policy.burst;
+  let allowed = true;
+  let retryAfter = 0;
+  if (cost === 1) {
+    if (count < policy.perHour && tokens >= 1) {
+      count += 1;
+      tokens -= 1;
+    } else {
+      allowed = false;
+      retryAfter =
+        count >= policy.perHour ? reset - nowSeconds : Math.max(1, Math.ceil((1 - tokens) / refillPerSecond));
+    }
+  }
+  return {
+    decision: {
+      allowed,
+      limit: policy.perHour,
+      remaining: Math.max(0, policy.perHour - count),
+      reset,
+      retryAfter,
+      burst: policy.burst,
+      burstRemaining: Math.floor(tokens),
+    },
+    next: { windowStart, count, tokens, tokensAtMs: nowMs },
+  };
+}
+
+export class MemoryRateCounters implements RateCounters {
+  private readonly states = new Map<string, BucketState>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor() {
+    // Subjects idle for a whole window are back to a full budget: forgetting them changes nothing.
+    this.sweeper = setInterval(() => this.sweep(Date.now()), 60_000);
+    this.sweeper.unref();
+  }
+
+  async consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    const { decision, next } = decide(this.states.get(subject), policy, nowMs, 1);
+    this.states.set(subject, next);
+    return decision;
+  }
+
+  async peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    return decide(this.states.get(subject), policy, nowMs, 0).decision;
+  }
+
+  sweep(nowMs: number): void {
+    for (const [subject, state] of this.states) {
+      if (nowMs - state.tokensAtMs > WINDOW_SECONDS * 1000) this.states.delete(subject);
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+  }
+}
+
+// KEYS[1] = state hash; ARGV = nowMs, perHour, burst, cost, ttlMs. Mirrors decide() above.
+const LUA_DECIDE = `
+local now_ms = tonumber(ARGV[1])
+local per_hour = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+local now_s = math.floor(now_ms / 1000)
+local window_start = now_s - (now_s % 3600)
+local reset = window_start + 3600
+local refill = per_hour / 3600
+local s = redis.call('HMGET', KEYS[1], 'w', 'c', 't', 'ts')
+local count = 0
+local tokens = burst
+if s[1] then
+  if tonumber(s[1]) == window_start then count = tonumber(s[2]) end
+  local elapsed = math.max(0, now_ms - tonumber(s[4]))
+  tokens = math.min(burst, tonumber(s[3]) + (elapsed / 1000) * refill)
+end
+local allowed = 1
+local retry_after = 0
+if cost == 1 then
+  if count < per_hour and tokens >= 1 then
+    count = count + 1
+    tokens = tokens - 1
+  else
+    allowed = 0
+    if count >= per_hour then
+      retry_after = reset - now_s
+    else
+      retry_after = math.max(1, math.ceil((1 - tokens) / refill))
+    end
+  end
+  redis.call('HSET', KEYS[1], 'w', window_start, 'c', count, 't', tostring(tokens), 'ts', now_ms)
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
+end
+return {allowed, math.max(0, per_hour - count), reset, retry_after, math.floor(tokens)}
+`;
+
+type RedisWithDecide = Redis & {
+  nimbusRateDecide(
+    key: string,
+    nowMs: number,
+    perHour: number,
+    burst: number,
+    cost: number,
+    ttlMs: number,
+  ): Promise<number[]>;
+};
+
+export class RedisRateCounters implements RateCounters {
+  private readonly redis: RedisWithDecide;
+
+  constructor(
+    redis: Redis,
+    private readonly keyPrefix = 'nimbus:rl:',
+  ) {
+    redis.defineCommand('nimbusRateDecide', { numberOfKeys: 1, lua: LUA_DECIDE });
+    this.redis = redis as RedisWithDecide;
+  }
+
+  consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    return this.run(subject, policy, nowMs, 1);
+  }
+
+  peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    return this.run(subject, policy, nowMs, 0);
+  }
+
+  private async run(
+    subject: string,
+    policy: RateLimitPolicy,
+    nowMs: number,
+    cost: 0 | 1,
+  ): Promise<RateDecision> {
+    const ttlMs = (WINDOW_SECONDS + 60) * 1000;
+    const [allowed, remaining, reset, retryAfter, burstRemaining] = await this.redis.nimbusRateDecide(
+      this.keyPrefix + subject,
+      nowMs,
+      policy.perHour,
+      policy.burst,
+      cost,
+      ttlMs,
+    );
+    return {
+      allowed: allowed === 1,
+      limit: policy.perHour,
+      remaining: remaining ?? 0,
+      reset: reset ?? 0,
+      retryAfter: retryAfter ?? 0,
+      burst: policy.burst,
+      burstRemaining: burstRemaining ?? 0,
+    };
+  }
+
+  async close(): Promise<void> {
+    // The Redis connection belongs to whoever opened it (main.ts).
+  }
+}
