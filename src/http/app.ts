@@ -48,7 +48,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: deps.trustProxy,
     bodyLimit: BODY_LIMIT_BYTES,
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
-    return503OnClosing: true,
+    return503OnClosing: false,
     ajv: {
       customOptions: {
         // Reject what the schema does not name instead of silently dropping it.

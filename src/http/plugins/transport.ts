@@ -8,7 +8,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { DomainError, InvalidRequest } from '../../services/errors.js';
+import { DomainError, InvalidRequest, ServiceUnavailable } from '../../services/errors.js';
 
 export const SUPPORTED_VERSIONS = ['v1'] as const;
 const DEPRECATION_NOTICE_MONTHS = 12;
@@ -37,8 +37,25 @@ export const transportPlugin = fp<TransportOptions>(
     const headersByVersion = new Map(
       Object.entries(options.endOfLife).map(([version, date]) => [version, deprecationHeaders(date as Date)]),
     );
+    // Requests that arrive on kept-alive connections while the server drains get a 503 in the envelope
+    // (Fastify's own return503OnClosing answer is not) and are told to reconnect.
+    let closing = false;
+    app.addHook('preClose', async () => {
+      closing = true;
+    });
+    // Answers finished while draining close their connection, so shutdown need not wait for keep-alive.
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (closing) reply.header('Connection', 'close');
+      return payload;
+    });
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       reply.header('X-Request-Id', request.id);
+      if (closing) {
+        reply.header('Connection', 'close');
+        throw new ServiceUnavailable('The server is shutting down; retry the request', {
+          reason: 'shutting_down',
+        });
+      }
       if (request.protocol !== 'https') {
         const carriedKey =
           request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined;

@@ -1,0 +1,131 @@
+/**
+ * Generates the OpenAPI document from the compiled route schemas (dist/, so run `npm run build` first)
+ * by building the app without listening, over a throwaway SQLite store.
+ *
+ *   node scripts/openapi.mjs --write   writes openapi/v1.json
+ *   node scripts/openapi.mjs --check   fails when openapi/v1.json differs from the code, or when the
+ *                                      document has lint errors (@redocly/openapi-core, recommended rules)
+ *
+ * The serialisation is deterministic (key order as generated, 2-space indent, trailing newline), so the
+ * committed file changes exactly when the API does.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createConfig, formatProblems, getTotals, lintFromString } from '@redocly/openapi-core';
+import { Registry } from 'prom-client';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const committedFile = path.join(root, 'openapi', 'v1.json');
+const relativeFile = path.relative(root, committedFile);
+
+async function importDist(module) {
+  try {
+    return await import(path.join(root, 'dist', module));
+  } catch (error) {
+    throw new Error(`cannot load dist/${module} (run npm run build first): ${error.message}`);
+  }
+}
+
+/** Builds the app as main.ts does, minus listeners and TLS, and returns its generated document. */
+async function generateDocument() {
+  const { migrateToLatest, openStore } = await importDist('store/db.js');
+  const { createServices } = await importDist('services/index.js');
+  const { systemClock } = await importDist('domain/clock.js');
+  const { LocalBroadcaster } = await importDist('events/broadcast.js');
+  const { MemoryRateCounters } = await importDist('store/rate-counters.js');
+  const { httpMetrics } = await importDist('http/plugins/observability.js');
+  const { createLogger } = await importDist('logger.js');
+  const { buildApp } = await importDist('http/app.js');
+
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-openapi-'));
+  const store = openStore({ dataDir });
+  const broadcaster = new LocalBroadcaster();
+  const rateCounters = new MemoryRateCounters();
+  let services = null;
+  let app = null;
+  try {
+    await migrateToLatest(store.db);
+    services = createServices({ store, clock: systemClock, broadcaster, rateCounters, authCacheMs: 0 });
+    app = await buildApp({
+      services,
+      logger: createLogger('silent'),
+      metrics: httpMetrics(new Registry()),
+      checkReady: async () => {},
+      trustProxy: false,
+      v1EndOfLife: null,
+    });
+    await app.ready();
+    return app.swagger();
+  } finally {
+    if (app) await app.close();
+    if (services) await services.apiKeys.stop();
+    await rateCounters.close();
+    await broadcaster.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function serialise(document) {
+  return `${JSON.stringify(document, null, 2)}\n`;
+}
+
+/** Lints with Redocly's recommended ruleset; prints every problem and returns the totals. */
+async function lint(source) {
+  const config = await createConfig({ extends: ['recommended'] });
+  const problems = await lintFromString({ source, absoluteRef: committedFile, config });
+  const totals = getTotals(problems);
+  if (problems.length > 0) formatProblems(problems, { totals, format: 'stylish', color: false, cwd: root });
+  return totals;
+}
+
+async function main(argv) {
+  const mode = argv[0];
+  if (argv.length !== 1 || (mode !== '--write' && mode !== '--check')) {
+    console.error('usage: node scripts/openapi.mjs --write | --check');
+    return 2;
+  }
+  const generated = serialise(await generateDocument());
+
+  if (mode === '--write') {
+    mkdirSync(path.dirname(committedFile), { recursive: true });
+    writeFileSync(committedFile, generated);
+    console.log(`wrote ${relativeFile}`);
+    const totals = await lint(generated);
+    console.log(`lint: ${totals.errors} error(s), ${totals.warnings} warning(s)`);
+    return totals.errors > 0 ? 1 : 0;
+  }
+
+  let status = 0;
+  let committed = null;
+  try {
+    committed = readFileSync(committedFile, 'utf8');
+  } catch {
+    // reported below as out of date
+  }
+  if (committed !== generated) {
+    console.error(`${relativeFile} is out of date: run npm run openapi:write`);
+    status = 1;
+  }
+  const totals = await lint(generated);
+  if (totals.errors > 0) {
+    console.error(`${relativeFile}: ${totals.errors} lint error(s), ${totals.warnings} warning(s)`);
+    status = 1;
+  } else {
+    console.log(`${relativeFile}: lint passed (${totals.warnings} warning(s))`);
+  }
+  if (status === 0) console.log(`${relativeFile} matches the code`);
+  return status;
+}
+
+main(process.argv.slice(2)).then(
+  (status) => {
+    process.exitCode = status;
+  },
+  (error) => {
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+    process.exitCode = 1;
+  },
+);

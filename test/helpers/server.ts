@@ -1,0 +1,199 @@
+/**
+ * Starts the real server (main.ts) for a test: HTTPS on an ephemeral port, the plain-HTTP listener,
+ * a temporary data dir, and SQLite or a fresh PostgreSQL database. Requests go over real TLS, trusting
+ * the certificate the server generated.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { runAdmin } from '../../src/cli/admin.js';
+import { type Config, loadConfig } from '../../src/config.js';
+import type { Clock } from '../../src/domain/clock.js';
+import { createLogger } from '../../src/logger.js';
+import { BOOTSTRAP_KEY_FILE, type RunningServer, startServer } from '../../src/main.js';
+import { createPostgresDatabase, type StoreKind } from './backends.js';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Reply<T = any> {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  key?: string | null;
+  body?: unknown;
+  /** Sent as-is instead of JSON-encoding `body`. */
+  rawBody?: string | Buffer;
+  headers?: Record<string, string>;
+}
+
+export interface TestServer {
+  url: string;
+  httpUrl: string | null;
+  config: Config;
+  running: RunningServer;
+  /** The bootstrap account's key (enterprise plan, every permission). */
+  rootKey: string;
+  /** Captured log output (every line the server wrote). */
+  logs(): string;
+  request<T = any>(method: string, path: string, options?: RequestOptions): Promise<Reply<T>>;
+  /** Runs `bin/nimbus admin …` in process against this server's store; returns parsed --json output. */
+  admin<T = any>(...args: string[]): Promise<T>;
+  /** Creates an account; returns its id and all-permissions key. */
+  createAccount(options?: {
+    plan?: string;
+    perHour?: number;
+    burst?: number;
+  }): Promise<{ id: string; key: string }>;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  store?: StoreKind;
+  /** Reuse a database (replicas). */
+  databaseUrl?: string;
+  dataDir?: string;
+  env?: Record<string, string>;
+  clock?: Clock;
+}
+
+let accountCounter = 0;
+
+export function sendRequest<T = any>(
+  baseUrl: string,
+  ca: Buffer | null,
+  method: string,
+  urlPath: string,
+  options: RequestOptions = {},
+): Promise<Reply<T>> {
+  const url = new URL(urlPath, baseUrl);
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  let payload: string | Buffer | undefined = options.rawBody;
+  if (payload === undefined && options.body !== undefined) {
+    payload = JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = transport.request(
+      url,
+      {
+        method,
+        headers,
+        ...(url.protocol === 'https:' ? { ca: ca ?? undefined, servername: 'localhost' } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: unknown = text;
+          try {
+            body = text.length > 0 ? JSON.parse(text) : undefined;
+          } catch {
+            // not JSON: keep the text
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body as T, text });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+export async function startTestServer(options: StartOptions = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'nimbus-test-'));
+  const ownsDataDir = options.dataDir === undefined;
+  let dropDatabase: (() => Promise<void>) | null = null;
+  let databaseUrl = options.databaseUrl;
+  if (!databaseUrl && options.store === 'postgres') {
+    const database = await createPostgresDatabase();
+    databaseUrl = database.url;
+    dropDatabase = database.drop;
+  }
+  const env: Record<string, string> = {
+    NIMBUS_DATA_DIR: dataDir,
+    NIMBUS_HTTPS_PORT: '0',
+    NIMBUS_HTTP_PORT: String(await freePort()),
+    NIMBUS_METRICS_PORT: String(await freePort()),
+    NIMBUS_LOG_LEVEL: 'info',
+    ...(databaseUrl ? { NIMBUS_DATABASE_URL: databaseUrl } : {}),
+    ...options.env,
+  };
+  const config = loadConfig(env);
+  let captured = '';
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      captured += chunk.toString();
+      done();
+    },
+  });
+  const logger = createLogger(config.logLevel, sink);
+  const running = await startServer(config, { logger, ...(options.clock ? { clock: options.clock } : {}) });
+  const ca = readFileSync(running.certFile);
+  const url = `https://127.0.0.1:${running.httpsPort}`;
+  const rootKey = readFileSync(path.join(dataDir, BOOTSTRAP_KEY_FILE), 'utf8').trim();
+
+  const server: TestServer = {
+    url,
+    httpUrl: running.httpPort ? `http://127.0.0.1:${running.httpPort}` : null,
+    config,
+    running,
+    rootKey,
+    logs: () => captured,
+    request: (method, urlPath, requestOptions) => sendRequest(url, ca, method, urlPath, requestOptions),
+    admin: async (...args) => {
+      const lines: string[] = [];
+      await runAdmin([...args, '--json'], config, { out: (line) => lines.push(line) });
+      return JSON.parse(lines.join('\n'));
+    },
+    createAccount: async (accountOptions = {}) => {
+      accountCounter += 1;
+      const email = `user${accountCounter}-${Date.now()}-${process.pid}@example.com`;
+      const created = await server.admin<{ account_id: string; api_key: string }>(
+        'create-account',
+        '--email',
+        email,
+        '--plan',
+        accountOptions.plan ?? 'professional',
+      );
+      if (accountOptions.perHour !== undefined || accountOptions.burst !== undefined) {
+        await server.admin(
+          'set-rate-limit',
+          '--account',
+          created.account_id,
+          '--per-hour',
+          String(accountOptions.perHour ?? 10_000),
+          '--burst',
+          String(accountOptions.burst ?? 200),
+        );
+      }
+      return { id: created.account_id, key: created.api_key };
+    },
+    close: async () => {
+      await running.close();
+      if (dropDatabase) await dropDatabase();
+      if (ownsDataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}

@@ -1,0 +1,211 @@
+/** Health, readiness, Prometheus metrics, API versions, the trusted-proxy rule and graceful shutdown. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, sendRequest, startTestServer, type TestServer } from './helpers/server.js';
+
+describe('operations', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ env: { NIMBUS_V1_END_OF_LIFE: '2027-12-31' } });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('answers /healthz and /readyz without a key and without rate limiting', async () => {
+    const health = await server.request('GET', '/healthz');
+    expect(health.status).toBe(200);
+    expect(health.body.data).toEqual({ status: 'ok' });
+    expect(health.headers['x-ratelimit-limit']).toBeUndefined();
+    const ready = await server.request('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body.data).toEqual({ status: 'ready' });
+  });
+
+  it('exports request counts and latency by route and status on the loopback metrics port', async () => {
+    await server.request('GET', '/v1/account', { key: server.rootKey });
+    await server.request('GET', '/v1/account');
+    const metrics = await sendRequest(
+      `http://127.0.0.1:${server.running.metricsPort}`,
+      null,
+      'GET',
+      '/metrics',
+    );
+    expect(metrics.status).toBe(200);
+    expect(metrics.text).toMatch(
+      /nimbus_http_requests_total\{route="\/v1\/account",method="GET",status="200"\} \d+/,
+    );
+    expect(metrics.text).toMatch(
+      /nimbus_http_requests_total\{route="\/v1\/account",method="GET",status="401"\} \d+/,
+    );
+    expect(metrics.text).toMatch(
+      /nimbus_http_request_duration_seconds_bucket\{le="0.005",route="\/v1\/account"/,
+    );
+  });
+
+  it('answers unknown API versions with 404 naming the supported ones, before asking for a key', async () => {
+    for (const url of ['/v3/instances', '/v0/account', '/v9']) {
+      const reply = await server.request('GET', url);
+      expect(reply.status, url).toBe(404);
+      expect(reply.body.error.code).toBe('not_found');
+      expect(reply.body.error.message).toMatch(/supported versions: v1/);
+      expect(reply.body.error.details.supported_versions).toEqual(['v1']);
+    }
+  });
+
+  it('sends Deprecation and Sunset headers for a version with a configured end of life', async () => {
+    const reply = await server.request('GET', '/v1/regions', { key: server.rootKey });
+    expect(reply.status).toBe(200);
+    expect(reply.headers.sunset).toBe('Fri, 31 Dec 2027 00:00:00 GMT');
+    // Twelve months' notice: deprecated from 2026-12-31.
+    expect(reply.headers.deprecation).toBe(`@${Date.UTC(2026, 11, 31) / 1000}`);
+    const health = await server.request('GET', '/healthz');
+    expect(health.headers.sunset).toBeUndefined();
+  });
+
+  it('sends no deprecation headers when no end of life is configured', async () => {
+    const plain = await startTestServer();
+    try {
+      const reply = await plain.request('GET', '/v1/regions', { key: plain.rootKey });
+      expect(reply.status).toBe(200);
+      expect(reply.headers.sunset).toBeUndefined();
+      expect(reply.headers.deprecation).toBeUndefined();
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe('NIMBUS_TRUST_PROXY', () => {
+  it('ignores X-Forwarded-Proto on plain HTTP unless the proxy is trusted', async () => {
+    const untrusting = await startTestServer();
+    try {
+      const reply = await sendRequest(untrusting.httpUrl!, null, 'GET', '/v1/account', {
+        key: untrusting.rootKey,
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      expect(reply.status).toBe(400);
+      expect(reply.body.error.message).toMatch(/HTTPS is required/);
+    } finally {
+      await untrusting.close();
+    }
+  });
+
+  it('accepts a trusted proxy’s X-Forwarded-Proto: https on the HTTP listener', async () => {
+    const trusting = await startTestServer({ env: { NIMBUS_TRUST_PROXY: '127.0.0.1' } });
+    try {
+      const forwarded = await sendRequest(trusting.httpUrl!, null, 'GET', '/v1/account', {
+        key: trusting.rootKey,
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      expect(forwarded.status).toBe(200);
+      expect(forwarded.body.data.plan).toBe('enterprise');
+      const direct = await sendRequest(trusting.httpUrl!, null, 'GET', '/v1/account', {
+        key: trusting.rootKey,
+      });
+      expect(direct.status).toBe(400);
+    } finally {
+      await trusting.close();
+    }
+  });
+});
+
+describe('graceful shutdown', () => {
+  const bin = path.resolve(import.meta.dirname, '../bin/nimbus');
+  let child: ChildProcess | undefined;
+  let dataDir: string;
+
+  afterAll(() => {
+    child?.kill('SIGKILL');
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('on SIGTERM stops accepting, finishes the in-flight request, then exits 0', async () => {
+    dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-shutdown-'));
+    const port = await freePort();
+    let output = '';
+    child = spawn(process.execPath, [bin, 'serve'], {
+      env: {
+        ...process.env,
+        NIMBUS_DATA_DIR: dataDir,
+        NIMBUS_HTTPS_PORT: String(port),
+        NIMBUS_HTTP_PORT: '0',
+        NIMBUS_METRICS_PORT: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.stderr?.on('data', (chunk) => {
+      output += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
+
+    const base = `https://127.0.0.1:${port}`;
+    const deadline = Date.now() + 20_000;
+    let up = false;
+    while (!up && Date.now() < deadline) {
+      try {
+        up =
+          (await sendRequest(base, readFileSync(path.join(dataDir, 'tls/cert.pem')), 'GET', '/healthz'))
+            .status === 200;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    expect(up, output).toBe(true);
+    const ca = readFileSync(path.join(dataDir, 'tls/cert.pem'));
+    const key = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();
+
+    // An in-flight request: headers and half the body sent before SIGTERM, the rest after it.
+    const body = JSON.stringify({ company: 'Finished In Flight' });
+    const inFlight = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = https.request(
+        `${base}/v1/account`,
+        {
+          method: 'PATCH',
+          ca,
+          servername: 'localhost',
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c) => {
+            text += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => {
+        child?.kill('SIGTERM');
+        setTimeout(() => req.end(body.slice(10)), 500);
+      }, 300);
+    });
+
+    const finished = await inFlight;
+    expect(finished.status, finished.text).toBe(200);
+    expect(JSON.parse(finished.text).data.company).toBe('Finished In Flight');
+
+    // New connections are refused once the server has stopped accepting.
+    const fresh = new Promise((resolve, reject) => {
+      https
+        .get(`${base}/healthz`, { ca, servername: 'localhost', agent: false }, resolve)
+        .on('error', reject);
+    });
+    await expect(fresh).rejects.toThrow(/ECONNREFUSED|ECONNRESET|socket hang up/);
+    expect(await exited).toBe(0);
+    expect(output).toMatch(/nimbus stopped/);
+    expect(output).not.toContain(key);
+  });
+});
