@@ -17,6 +17,21 @@ export const REDACTED_PATHS = [
   'secret',
   '*.secret',
 ];
+const REDACTION_CENSOR = '[redacted]';
+
+/**
+ * A child for lines made only of scalar fields (the access log). Redaction works by field name, and the
+ * wildcard paths above (`*.api_key`, `*.secret`) only ever match inside an object-valued field; pino
+ * still runs them over every field of every line, which costs more than formatting the line. A line
+ * with no object-valued field comes out byte for byte the same without them, so this child keeps only
+ * the other paths. Anything that may hold an object must be logged through the ordinary logger.
+ */
+export function scalarLineLogger(logger: Logger): Logger {
+  return logger.child(
+    {},
+    { redact: { paths: REDACTED_PATHS.filter((p) => !p.startsWith('*')), censor: REDACTION_CENSOR } },
+  );
+}
 
 export function createLogger(
   level: LogLevel,
@@ -27,7 +42,7 @@ export function createLogger(
       level,
       base: { service: 'nimbus' },
       timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      redact: { paths: REDACTED_PATHS, censor: REDACTION_CENSOR },
     },
     destination,
   );

@@ -133,6 +133,26 @@ describe.each(STORES)('error envelope (%s)', (store) => {
     expect(unknownField.status).toBe(400);
     expect(unknownField.body.error.details).toMatchObject({ field: 'plan', value: 'free' });
 
+    // JSON bodies are typed: nothing is converted (a number is not a name, a string not a list).
+    const numberName = await server.request('POST', '/v1/account/api-keys', {
+      key: server.rootKey,
+      body: { name: 42 },
+    });
+    expect(numberName.status).toBe(400);
+    expect(numberName.body.error.details).toMatchObject({ field: 'name', value: 42 });
+    const stringList = await server.request('POST', '/v1/account/api-keys', {
+      key: server.rootKey,
+      body: { name: 'k', permissions: 'account:read' },
+    });
+    expect(stringList.status).toBe(400);
+    expect(stringList.body.error.details).toMatchObject({ field: 'permissions', value: 'account:read' });
+    const emptyCompany = await server.request('PATCH', '/v1/account', {
+      key: server.rootKey,
+      body: { company: '' },
+    });
+    expect(emptyCompany.status).toBe(400);
+    expect(emptyCompany.body.error.details.field).toBe('company');
+
     const badPermission = await server.request('POST', '/v1/account/api-keys', {
       key: server.rootKey,
       body: { name: 'k', permissions: ['instances:delete'] },

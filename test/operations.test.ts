@@ -1,10 +1,13 @@
 /** Health, readiness, Prometheus metrics, API versions, the trusted-proxy rule and graceful shutdown. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { startServer } from '../src/main.js';
 import { freePort, sendRequest, startTestServer, type TestServer } from './helpers/server.js';
 
 describe('operations', () => {
@@ -76,6 +79,42 @@ describe('operations', () => {
       expect(reply.headers.deprecation).toBeUndefined();
     } finally {
       await plain.close();
+    }
+  });
+});
+
+describe('data directory', () => {
+  it('keeps the database, the bootstrap key and the TLS key readable by the owner only', async () => {
+    const server = await startTestServer();
+    try {
+      const mode = (file: string) => statSync(path.join(server.config.dataDir, file)).mode & 0o777;
+      expect(mode('.')).toBe(0o700);
+      expect(mode('nimbus.db')).toBe(0o600);
+      expect(mode('bootstrap-api-key')).toBe(0o600);
+      expect(mode('tls/key.pem')).toBe(0o600);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('releases everything it opened when a start fails (port taken), so the next start works', async () => {
+    const first = await startTestServer();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-failed-start-'));
+    try {
+      const config = loadConfig({
+        NIMBUS_DATA_DIR: dataDir,
+        NIMBUS_HTTPS_PORT: String(first.running.httpsPort),
+        NIMBUS_HTTP_PORT: '0',
+        NIMBUS_METRICS_PORT: '0',
+      });
+      await expect(startServer(config, { logger: createLogger('silent') })).rejects.toMatchObject({
+        code: 'EADDRINUSE',
+      });
+      const second = await startServer({ ...config, httpsPort: 0 }, { logger: createLogger('silent') });
+      await second.close();
+    } finally {
+      await first.close();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -4,9 +4,9 @@
  * auth-cache lifetime (NIMBUS_AUTH_CACHE_SECONDS).
  */
 import { parseArgs } from 'node:util';
+import { type Backends, openBackends } from '../backends.js';
 import type { Config } from '../config.js';
-import { openBackends } from '../main.js';
-import { migrateToLatest } from '../store/db.js';
+import { migrateToLatest, openStore } from '../store/db.js';
 
 export class UsageError extends Error {}
 
@@ -41,7 +41,11 @@ function wholeNumber(values: Values, name: string): number {
   return Number(text);
 }
 
-export async function runAdmin(argv: string[], config: Config, output: Output): Promise<void> {
+/**
+ * `shared`: run on backends that are already open (tests, which share the server's in-process store)
+ * instead of opening and closing new ones.
+ */
+export async function runAdmin(argv: string[], config: Config, output: Output, shared?: Backends): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help') {
     output.out(ADMIN_USAGE);
@@ -64,18 +68,22 @@ export async function runAdmin(argv: string[], config: Config, output: Output): 
   });
   const print = (json: unknown, text: string) => output.out(values.json ? JSON.stringify(json) : text);
 
-  const backends = await openBackends(config);
+  if (command === 'migrate') {
+    // Not through openBackends: it migrates on open, which would leave nothing here to report.
+    const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    try {
+      const applied = await migrateToLatest(store.db);
+      print({ applied }, applied.length > 0 ? `Applied: ${applied.join(', ')}` : 'The schema is up to date');
+    } finally {
+      await store.close();
+    }
+    return;
+  }
+
+  const backends = shared ?? (await openBackends(config));
   try {
     const { accounts } = backends.services;
     switch (command) {
-      case 'migrate': {
-        const applied = await migrateToLatest(backends.store.db);
-        print(
-          { applied },
-          applied.length > 0 ? `Applied: ${applied.join(', ')}` : 'The schema is up to date',
-        );
-        return;
-      }
       case 'create-account': {
         const { account, apiKey } = await accounts.create({
           email: required(values, 'email'),
@@ -142,6 +150,6 @@ export async function runAdmin(argv: string[], config: Config, output: Output): 
         throw new UsageError(`Unknown admin command "${command}"\n\n${ADMIN_USAGE}`);
     }
   } finally {
-    await backends.close();
+    if (!shared) await backends.close();
   }
 }

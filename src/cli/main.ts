@@ -1,7 +1,6 @@
 /** `bin/nimbus`: serve | admin … | help. Exit codes: 0 ok, 1 the command failed, 2 wrong usage. */
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../config.js';
-import { startServer } from '../main.js';
 import { DomainError } from '../services/errors.js';
 import { runAdmin, UsageError } from './admin.js';
 
@@ -13,6 +12,8 @@ Commands:
   version          print the version`;
 
 async function serve(): Promise<void> {
+  // Loaded here so that operator commands do not pay for the HTTP stack.
+  const { startServer } = await import('../main.js');
   const server = await startServer(loadConfig());
   let stopping = false;
   const stop = (signal: string) => {

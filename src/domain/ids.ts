@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /**
  * Identifiers are a type prefix plus 10 characters of base32 time (milliseconds) and 16 of randomness,
@@ -34,10 +34,20 @@ function encodeTime(ms: number): string {
   return out;
 }
 
+// Random characters are drawn from a pool refilled from the CSPRNG 4 KiB at a time: every request gets an
+// id, and one randomBytes call (and Buffer) per id was a visible share of the request path. The bytes
+// are the same CSPRNG output either way; each is used once. (Node's randomUUID pools the same way.)
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
+
 function encodeRandom(length: number): string {
-  const bytes = randomBytes(length);
+  if (poolOffset + length > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
   let out = '';
-  for (const byte of bytes) out += CROCKFORD[byte % 32];
+  for (let i = poolOffset; i < poolOffset + length; i++) out += CROCKFORD[(pool[i] as number) % 32];
+  poolOffset += length;
   return out;
 }
 

@@ -25,6 +25,7 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { healthRoutes } from './routes/health.js';
 import { ErrorEnvelope } from './schemas.js';
+import { validatorCompiler } from './validation.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
@@ -49,20 +50,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: BODY_LIMIT_BYTES,
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
     return503OnClosing: false,
-    ajv: {
-      customOptions: {
-        // Reject what the schema does not name instead of silently dropping it.
-        removeAdditional: false,
-        coerceTypes: 'array',
-        useDefaults: true,
-        allErrors: false,
-      },
-    },
     routerOptions: { ignoreTrailingSlash: true },
   });
 
   // Fastify parses text/plain by default; Nimbus speaks JSON only, so other bodies get a clear 400.
   app.removeContentTypeParser('text/plain');
+  app.setValidatorCompiler(validatorCompiler());
   app.addSchema(ErrorEnvelope);
   await app.register(errorsPlugin);
   await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });

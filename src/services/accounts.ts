@@ -15,6 +15,7 @@ import {
 import { isEmail, MAX_NAME_LENGTH } from '../domain/validation.js';
 import * as accounts from '../store/accounts.js';
 import type { Store } from '../store/db.js';
+import { isUniqueViolation } from '../store/dialect.js';
 import type { AccountRow, AccountUpdate } from '../store/schema.js';
 import type { ApiKeyService, CreatedApiKey } from './api-keys.js';
 import { Conflict, InvalidRequest, NotFound } from './errors.js';
@@ -53,6 +54,15 @@ function view(row: AccountRow): AccountView {
   };
 }
 
+/** E-mail addresses are compared without regard to case: they are stored lowercased. */
+function normalizeEmail<T extends string | undefined>(email: T): T {
+  return (email === undefined ? email : email.trim().toLowerCase()) as T;
+}
+
+function emailTaken(email: string): Conflict {
+  return new Conflict('Another account already uses this e-mail address', { field: 'email', value: email });
+}
+
 function requireEmail(field: string, value: string): void {
   if (!isEmail(value)) throw new InvalidRequest(`${field} must be an e-mail address`, { field, value });
 }
@@ -84,7 +94,8 @@ export class AccountService {
     return view(row);
   }
 
-  async update(accountId: string, changes: AccountChanges): Promise<AccountView> {
+  async update(accountId: string, requested: AccountChanges): Promise<AccountView> {
+    const changes = { ...requested, email: normalizeEmail(requested.email) };
     if (changes.email !== undefined) requireEmail('email', changes.email);
     if (changes.billing_email) requireEmail('billing_email', changes.billing_email);
     if (changes.email !== undefined) await this.ensureEmailFree(changes.email, accountId);
@@ -93,7 +104,9 @@ export class AccountService {
     if (changes.email !== undefined) update.email = changes.email;
     if (changes.company !== undefined) update.company = changes.company;
     if (changes.billing_email !== undefined) update.billing_email = changes.billing_email;
-    const row = await accounts.updateAccount(this.store.db, accountId, update);
+    const row = await accounts.updateAccount(this.store.db, accountId, update).catch((error: unknown) => {
+      throw isUniqueViolation(error) ? emailTaken(update.email ?? '') : error;
+    });
     if (!row) throw new NotFound('account', accountId);
     return view(row);
   }
@@ -109,10 +122,11 @@ export class AccountService {
   }
 
   /** Operator: a new account with one key holding every permission. */
-  async create(input: { email: string; name?: string | undefined; plan?: string | undefined }): Promise<{
+  async create(request: { email: string; name?: string | undefined; plan?: string | undefined }): Promise<{
     account: AccountView;
     apiKey: CreatedApiKey;
   }> {
+    const input = { ...request, email: normalizeEmail(request.email) };
     requireEmail('email', input.email);
     const plan = input.plan ?? 'free';
     requireOneOf('plan', plan, PLANS);
@@ -139,7 +153,9 @@ export class AccountService {
       updated_at: now,
     };
     const apiKey = await this.store.db.transaction().execute(async (trx) => {
-      await accounts.insertAccount(trx, row);
+      await accounts.insertAccount(trx, row).catch((error: unknown) => {
+        throw isUniqueViolation(error) ? emailTaken(input.email) : error;
+      });
       return this.apiKeys.mint(trx, row.id, {
         name: 'admin',
         permissions: ['*'],

@@ -85,7 +85,8 @@ interface CacheEntry {
 
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
-  private readonly pendingLastUsed = new Map<string, string>();
+  /** Key id → last use (epoch ms); turned into timestamps only when flushed, not on every request. */
+  private readonly pendingLastUsed = new Map<string, number>();
   private readonly flusher: NodeJS.Timeout;
 
   constructor(
@@ -136,7 +137,7 @@ export class ApiKeyService {
     if (principal.keyExpiresAt && principal.keyExpiresAt.getTime() <= nowMs) {
       throw new AuthenticationFailed('API key expired');
     }
-    this.pendingLastUsed.set(principal.keyId, new Date(nowMs).toISOString());
+    this.pendingLastUsed.set(principal.keyId, nowMs);
     return principal;
   }
 
@@ -165,10 +166,10 @@ export class ApiKeyService {
   /** Writes last-used times in one batch: exact to the flush interval, without a write per request. */
   async flushLastUsed(): Promise<void> {
     if (this.pendingLastUsed.size === 0) return;
-    const byTime = new Map<string, string[]>();
-    for (const [id, at] of this.pendingLastUsed) byTime.set(at, [...(byTime.get(at) ?? []), id]);
+    const byTime = new Map<number, string[]>();
+    for (const [id, atMs] of this.pendingLastUsed) byTime.set(atMs, [...(byTime.get(atMs) ?? []), id]);
     this.pendingLastUsed.clear();
-    for (const [at, ids] of byTime) await keys.touchApiKeys(this.store.db, ids, at);
+    for (const [atMs, ids] of byTime) await keys.touchApiKeys(this.store.db, ids, new Date(atMs).toISOString());
   }
 
   async create(principal: Principal, input: NewApiKey): Promise<CreatedApiKey> {

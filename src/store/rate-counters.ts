@@ -41,6 +41,16 @@ interface BucketState {
   tokensAtMs: number;
 }
 
+/**
+ * Rounds to millionths. Token counts and waits are kept at this precision, in both backends, so that
+ * refills add up exactly (ten refills of 0.1 make a whole token, not 0.9999999999999999) and a wait of
+ * exactly 3 s is not rounded up to 4 by float error. floor(x + 0.5), not Math.round, because Lua has
+ * only the former and the two backends must compute the same numbers.
+ */
+function micro(x: number): number {
+  return Math.floor(x * 1e6 + 0.5) / 1e6;
+}
+
 /** The algorithm, as a pure function; MemoryRateCounters runs it, the Lua script mirrors it. */
 export function decide(
   state: BucketState | undefined,
@@ -54,18 +64,25 @@ export function decide(
   const refillPerSecond = policy.perHour / WINDOW_SECONDS;
   let count = state && state.windowStart === windowStart ? state.count : 0;
   let tokens = state
-    ? Math.min(policy.burst, state.tokens + (Math.max(0, nowMs - state.tokensAtMs) / 1000) * refillPerSecond)
+    ? micro(
+        Math.min(
+          policy.burst,
+          state.tokens + (Math.max(0, nowMs - state.tokensAtMs) / 1000) * refillPerSecond,
+        ),
+      )
     : policy.burst;
   let allowed = true;
   let retryAfter = 0;
   if (cost === 1) {
     if (count < policy.perHour && tokens >= 1) {
       count += 1;
-      tokens -= 1;
+      tokens = micro(tokens - 1);
     } else {
       allowed = false;
       retryAfter =
-        count >= policy.perHour ? reset - nowSeconds : Math.max(1, Math.ceil((1 - tokens) / refillPerSecond));
+        count >= policy.perHour
+          ? reset - nowSeconds
+          : Math.max(1, Math.ceil(micro((1 - tokens) / refillPerSecond)));
     }
   }
   return {
@@ -123,29 +140,31 @@ local now_s = math.floor(now_ms / 1000)
 local window_start = now_s - (now_s % 3600)
 local reset = window_start + 3600
 local refill = per_hour / 3600
+local function micro(x) return math.floor(x * 1e6 + 0.5) / 1e6 end
 local s = redis.call('HMGET', KEYS[1], 'w', 'c', 't', 'ts')
 local count = 0
 local tokens = burst
 if s[1] then
   if tonumber(s[1]) == window_start then count = tonumber(s[2]) end
   local elapsed = math.max(0, now_ms - tonumber(s[4]))
-  tokens = math.min(burst, tonumber(s[3]) + (elapsed / 1000) * refill)
+  tokens = micro(math.min(burst, tonumber(s[3]) + (elapsed / 1000) * refill))
 end
 local allowed = 1
 local retry_after = 0
 if cost == 1 then
   if count < per_hour and tokens >= 1 then
     count = count + 1
-    tokens = tokens - 1
+    tokens = micro(tokens - 1)
   else
     allowed = 0
     if count >= per_hour then
       retry_after = reset - now_s
     else
-      retry_after = math.max(1, math.ceil((1 - tokens) / refill))
+      retry_after = math.max(1, math.ceil(micro((1 - tokens) / refill)))
     end
   end
-  redis.call('HSET', KEYS[1], 'w', window_start, 'c', count, 't', tostring(tokens), 'ts', now_ms)
+  -- %.17g: tostring() keeps only 14 digits, and the memory backend keeps the exact double.
+  redis.call('HSET', KEYS[1], 'w', window_start, 'c', count, 't', string.format('%.17g', tokens), 'ts', now_ms)
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
 end
 return {allowed, math.max(0, per_hour - count), reset, retry_after, math.floor(tokens)}

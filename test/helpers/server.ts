@@ -53,7 +53,7 @@ export interface TestServer {
   /** Captured log output (every line the server wrote). */
   logs(): string;
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<Reply<T>>;
-  /** Runs `bin/nimbus admin …` in process against this server's store; returns parsed --json output. */
+  /** Runs `bin/nimbus admin …` in process on this server's own backends; returns parsed --json output. */
   admin<T = any>(...args: string[]): Promise<T>;
   /** Creates an account; returns its id and all-permissions key. */
   createAccount(options?: {
@@ -130,16 +130,6 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
     databaseUrl = database.url;
     dropDatabase = database.drop;
   }
-  const env: Record<string, string> = {
-    NIMBUS_DATA_DIR: dataDir,
-    NIMBUS_HTTPS_PORT: '0',
-    NIMBUS_HTTP_PORT: String(await freePort()),
-    NIMBUS_METRICS_PORT: String(await freePort()),
-    NIMBUS_LOG_LEVEL: 'info',
-    ...(databaseUrl ? { NIMBUS_DATABASE_URL: databaseUrl } : {}),
-    ...options.env,
-  };
-  const config = loadConfig(env);
   let captured = '';
   const sink = new Writable({
     write(chunk, _encoding, done) {
@@ -147,8 +137,29 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       done();
     },
   });
-  const logger = createLogger(config.logLevel, sink);
-  const running = await startServer(config, { logger, ...(options.clock ? { clock: options.clock } : {}) });
+  // freePort() cannot reserve a port: another process may take it before the server binds, so a
+  // start that loses that race is retried with new ports.
+  let config: Config | undefined;
+  let running: RunningServer | undefined;
+  for (let attempt = 1; running === undefined; attempt++) {
+    const env: Record<string, string> = {
+      NIMBUS_DATA_DIR: dataDir,
+      NIMBUS_HTTPS_PORT: '0',
+      NIMBUS_HTTP_PORT: String(await freePort()),
+      NIMBUS_METRICS_PORT: String(await freePort()),
+      NIMBUS_LOG_LEVEL: 'info',
+      ...(databaseUrl ? { NIMBUS_DATABASE_URL: databaseUrl } : {}),
+      ...options.env,
+    };
+    config = loadConfig(env);
+    const logger = createLogger(config.logLevel, sink);
+    try {
+      running = await startServer(config, { logger, ...(options.clock ? { clock: options.clock } : {}) });
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'EADDRINUSE' || attempt >= 5) throw error;
+    }
+  }
+  if (!config) throw new Error('unreachable');
   const ca = readFileSync(running.certFile);
   const url = `https://127.0.0.1:${running.httpsPort}`;
   const rootKey = readFileSync(path.join(dataDir, BOOTSTRAP_KEY_FILE), 'utf8').trim();
@@ -163,7 +174,7 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
     request: (method, urlPath, requestOptions) => sendRequest(url, ca, method, urlPath, requestOptions),
     admin: async (...args) => {
       const lines: string[] = [];
-      await runAdmin([...args, '--json'], config, { out: (line) => lines.push(line) });
+      await runAdmin([...args, '--json'], config, { out: (line) => lines.push(line) }, running.backends);
       return JSON.parse(lines.join('\n'));
     },
     createAccount: async (accountOptions = {}) => {

@@ -13,9 +13,45 @@ declare module 'fastify' {
   interface FastifyRequest {
     idempotencyKey: string | null;
   }
+  interface FastifyContextConfig {
+    /**
+     * Fields of `data` that are secrets shown once (a new API key): they are left out of the saved
+     * response, so the store never holds them and a replay does not show them again.
+     */
+    idempotencyOmit?: readonly string[];
+  }
 }
 
 const MAX_KEY_LENGTH = 255;
+
+function withoutSecrets(payload: string, omit: readonly string[] | undefined): string {
+  if (!omit || omit.length === 0) return payload;
+  try {
+    const body = JSON.parse(payload) as { data?: Record<string, unknown> };
+    if (body.data === null || typeof body.data !== 'object') return payload;
+    for (const field of omit) delete body.data[field];
+    return JSON.stringify(body);
+  } catch {
+    return payload;
+  }
+}
+
+/**
+ * JSON with object keys sorted: the same fields sent in another order are the same request, so they
+ * must make the same fingerprint (array order still counts).
+ */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const object = value as Record<string, unknown>;
+    const fields = Object.keys(object)
+      .filter((name) => object[name] !== undefined)
+      .sort()
+      .map((name) => `${JSON.stringify(name)}:${canonicalJson(object[name])}`);
+    return `{${fields.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
 
 export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
   async (app: FastifyInstance, { idempotency }) => {
@@ -31,7 +67,7 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
         });
       }
       const fingerprint = createHash('sha256')
-        .update(`${request.method} ${request.url}\n${JSON.stringify(request.body ?? null)}`)
+        .update(`${request.method} ${request.url}\n${canonicalJson(request.body ?? null)}`)
         .digest('hex');
       const outcome = await idempotency.begin(request.principal.accountId, key, fingerprint);
       if (outcome.kind === 'replay') {
@@ -46,7 +82,8 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
       const key = request.idempotencyKey;
       if (key === null || !request.principal) return payload;
       request.idempotencyKey = null;
-      await idempotency.finish(request.principal.accountId, key, reply.statusCode, String(payload));
+      const saved = withoutSecrets(String(payload), request.routeOptions.config.idempotencyOmit);
+      await idempotency.finish(request.principal.accountId, key, reply.statusCode, saved);
       return payload;
     });
   },

@@ -52,7 +52,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
         body: NewApiKey,
         response: responses({ 201: Envelope(CreatedApiKey) }),
       },
-      config: { permission: ['account', 'write'] },
+      // The key is shown once: an Idempotency-Key replay returns the record without it.
+      config: { permission: ['account', 'write'], idempotencyOmit: ['key'] },
     },
     async (request, reply) => {
       const created = await apiKeys.create(principalOf(request), request.body);

@@ -1,0 +1,284 @@
+/**
+ * The authorization matrix (STYLE.md habit 8): every /v1 endpoint, driven by one table. For each row:
+ * no key and a wrong key are 401 authentication_failed, a key without the needed permission is 403
+ * forbidden, a key holding exactly that permission succeeds, and another account's resource is 404
+ * (never 403). A further test reads the served OpenAPI document and fails when an endpoint exists that
+ * the table does not cover, so a new endpoint is one new row here.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PermissionArea } from '../src/domain/permissions.js';
+import { STORES } from './helpers/backends.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+type Permission = `${PermissionArea}:${'read' | 'write'}`;
+
+/** Makes a resource of the account whose (all-permission) key is given; returns its id. */
+type ResourceFactory = (server: TestServer, key: string) => Promise<string>;
+
+interface Endpoint {
+  method: Method;
+  /** As in the OpenAPI document; `{id}` is replaced by a resource made with `resource`. */
+  path: string;
+  /** null: any valid key will do (the catalogue). */
+  permission: Permission | null;
+  /** Status of a successful call. */
+  ok: number;
+  body?: unknown;
+  resource?: ResourceFactory;
+}
+
+const apiKey: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/account/api-keys', {
+    key,
+    body: { name: `fixture-${randomBytes(3).toString('hex')}`, permissions: ['account:read'] },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
+};
+
+const ENDPOINTS: Endpoint[] = [
+  { method: 'GET', path: '/v1/account', permission: 'account:read', ok: 200 },
+  {
+    method: 'PATCH',
+    path: '/v1/account',
+    permission: 'account:write',
+    ok: 200,
+    body: { company: 'Matrix Ltd' },
+  },
+  { method: 'GET', path: '/v1/account/quota', permission: 'account:read', ok: 200 },
+  { method: 'GET', path: '/v1/account/rate-limit', permission: 'account:read', ok: 200 },
+  {
+    method: 'POST',
+    path: '/v1/account/api-keys',
+    permission: 'account:write',
+    ok: 201,
+    body: { name: 'matrix', permissions: ['account:read'] },
+  },
+  { method: 'GET', path: '/v1/account/api-keys', permission: 'account:read', ok: 200 },
+  { method: 'GET', path: '/v1/account/api-keys/{id}', permission: 'account:read', ok: 200, resource: apiKey },
+  {
+    method: 'DELETE',
+    path: '/v1/account/api-keys/{id}',
+    permission: 'account:write',
+    ok: 200,
+    resource: apiKey,
+  },
+  { method: 'GET', path: '/v1/instance-types', permission: null, ok: 200 },
+  { method: 'GET', path: '/v1/regions', permission: null, ok: 200 },
+  { method: 'GET', path: '/v1/images', permission: null, ok: 200 },
+];
+
+/** Permissions that do not grant `needed`: another area entirely, and for writes the same area's read. */
+function lacking(needed: Permission): Permission[] {
+  const [area, access] = needed.split(':') as [PermissionArea, string];
+  const other: Permission = area === 'instances' ? 'volumes:write' : 'instances:write';
+  return access === 'write' ? [other, `${area}:read`] : [other];
+}
+
+const label = (e: Endpoint) => `${e.method} ${e.path}`;
+
+async function mintKey(server: TestServer, key: string, permissions: string[]): Promise<string> {
+  const reply = await server.request('POST', '/v1/account/api-keys', {
+    key,
+    body: { name: `perm-${permissions.join('+')}`, permissions },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.key as string;
+}
+
+describe.each(STORES)('authorization matrix (%s)', (store) => {
+  let server: TestServer;
+  let owner: { id: string; key: string };
+  let stranger: { id: string; key: string };
+  const keysByPermissions = new Map<string, string>();
+
+  /** A key of the owner's account holding exactly these permissions (made once, then reused). */
+  async function ownerKey(permissions: string[]): Promise<string> {
+    const id = permissions.join(',');
+    let key = keysByPermissions.get(id);
+    if (!key) {
+      key = await mintKey(server, owner.key, permissions);
+      keysByPermissions.set(id, key);
+    }
+    return key;
+  }
+
+  let anonymousCalls = 0;
+  async function call(endpoint: Endpoint, key: string | null, headers: Record<string, string> = {}) {
+    const id = endpoint.resource ? await endpoint.resource(server, owner.key) : undefined;
+    const path = id ? endpoint.path.replace('{id}', id) : endpoint.path;
+    // Callers without a valid key share a per-IP budget (burst 50); a client address of its own per
+    // call keeps a long table from running into it.
+    anonymousCalls += 1;
+    const clientIp = `10.${(anonymousCalls >> 8) & 255}.${anonymousCalls & 255}.1`;
+    return server.request(endpoint.method, path, {
+      key,
+      headers: { 'x-forwarded-for': clientIp, ...headers },
+      ...(endpoint.body !== undefined ? { body: endpoint.body } : {}),
+    });
+  }
+
+  beforeAll(async () => {
+    server = await startTestServer({ store, env: { NIMBUS_TRUST_PROXY: '127.0.0.1' } });
+    owner = await server.createAccount();
+    stranger = await server.createAccount();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('the table covers every authenticated endpoint the server serves', async () => {
+    const reply = await server.request('GET', '/v1/openapi.json');
+    expect(reply.status).toBe(200);
+    const served: string[] = [];
+    for (const [path, operations] of Object.entries(reply.body.paths as Record<string, object>)) {
+      if (!path.startsWith('/v1/')) continue;
+      for (const [method, operation] of Object.entries(
+        operations as Record<string, { security?: unknown[] }>,
+      )) {
+        const isPublic = Array.isArray(operation.security) && operation.security.length === 0;
+        if (!isPublic) served.push(`${method.toUpperCase()} ${path}`);
+      }
+    }
+    expect(served.length).toBeGreaterThanOrEqual(ENDPOINTS.length);
+    expect(ENDPOINTS.map(label).sort()).toEqual(served.sort());
+  });
+
+  it.each(ENDPOINTS.map((e) => [label(e), e] as const))(
+    '%s: no key → 401 authentication_failed',
+    async (_, e) => {
+      const reply = await call(e, null);
+      expect(reply.status).toBe(401);
+      expect(reply.body.error.code).toBe('authentication_failed');
+      expect(reply.body.data).toBeUndefined();
+      expect(reply.headers['x-ratelimit-limit']).toBeDefined();
+    },
+  );
+
+  it.each(ENDPOINTS.map((e) => [label(e), e] as const))(
+    '%s: wrong key → 401 authentication_failed',
+    async (_, e) => {
+      const wrong = `nmb_${randomBytes(32).toString('base64url').replace(/[-_]/g, 'x').slice(0, 43)}`;
+      const bearer = await call(e, wrong);
+      expect(bearer.status).toBe(401);
+      expect(bearer.body.error.code).toBe('authentication_failed');
+      const header = await call(e, null, { 'x-api-key': wrong });
+      expect(header.status).toBe(401);
+      expect(header.body.error.code).toBe('authentication_failed');
+    },
+  );
+
+  it.each(ENDPOINTS.map((e) => [label(e), e] as const))(
+    '%s: key without the permission → 403 forbidden; with exactly it → success',
+    async (_, e) => {
+      if (e.permission) {
+        // Each lacking permission alone, and all of them together.
+        const lackingSets = [...lacking(e.permission).map((p) => [p]), lacking(e.permission)];
+        for (const permissions of lackingSets) {
+          const reply = await call(e, await ownerKey(permissions));
+          expect(reply.status, `${permissions} ${reply.text}`).toBe(403);
+          expect(reply.body.error.code).toBe('forbidden');
+          expect(reply.body.error.message).toContain(e.permission);
+        }
+      }
+      // The positive control: the least a key may hold and still be let in.
+      const sufficient = await ownerKey([e.permission ?? 'instances:read']);
+      const reply = await call(e, sufficient);
+      expect(reply.status, reply.text).toBe(e.ok);
+      expect(reply.body.success).toBe(true);
+    },
+  );
+
+  it.each(ENDPOINTS.filter((e) => e.resource).map((e) => [label(e), e] as const))(
+    "%s: another account's resource → 404 not_found, never 403",
+    async (_, e) => {
+      const theirs = await e.resource!(server, stranger.key);
+      const path = e.path.replace('{id}', theirs);
+      // Even with every permission, the owner cannot see or touch the stranger's resource.
+      for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
+        const reply = await server.request(e.method, path, { key });
+        expect(reply.status, reply.text).toBe(404);
+        expect(reply.body.error.code).toBe('not_found');
+      }
+      // The resource is untouched: its owner still sees it.
+      const still = await server.request('GET', `/v1/account/api-keys/${theirs}`, { key: stranger.key });
+      expect(still.status).toBe(200);
+      // A made-up id is the same 404 as someone else's, so ids cannot be probed.
+      const missing = await server.request(
+        e.method,
+        e.path.replace('{id}', 'key_00000000000000000000000000'),
+        {
+          key: owner.key,
+        },
+      );
+      expect(missing.status).toBe(404);
+      expect(missing.body.error.code).toBe('not_found');
+    },
+  );
+
+  it("lists never include another account's resources", async () => {
+    const theirs = await apiKey(server, stranger.key);
+    const mine = await server.request('GET', '/v1/account/api-keys?limit=100', { key: owner.key });
+    expect(mine.status).toBe(200);
+    const ids = mine.body.data.map((k: { id: string }) => k.id);
+    expect(ids).not.toContain(theirs);
+    expect(ids.length).toBeGreaterThan(0);
+  });
+});
+
+describe.each(STORES)('account status and access (%s)', (store) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    // The admin command runs beside the server, not inside it: read every key afresh.
+    server = await startTestServer({ store, env: { NIMBUS_AUTH_CACHE_SECONDS: '0' } });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('a suspended account gets 403 forbidden on every endpoint, and works again when reactivated', async () => {
+    const account = await server.createAccount();
+    expect((await server.request('GET', '/v1/account', { key: account.key })).status).toBe(200);
+
+    const set = await server.admin('set-account-status', '--account', account.id, '--status', 'suspended');
+    expect(set).toEqual({ account_id: account.id, status: 'suspended' });
+    for (const e of ENDPOINTS) {
+      const path = e.path.replace('{id}', 'key_00000000000000000000000000');
+      const reply = await server.request(e.method, path, {
+        key: account.key,
+        ...(e.body !== undefined ? { body: e.body } : {}),
+      });
+      expect(reply.status, `${label(e)} ${reply.text}`).toBe(403);
+      expect(reply.body.error.code).toBe('forbidden');
+      expect(reply.body.error.message).toMatch(/suspended/);
+    }
+    // Other accounts are unaffected.
+    expect((await server.request('GET', '/v1/account', { key: server.rootKey })).status).toBe(200);
+
+    await server.admin('set-account-status', '--account', account.id, '--status', 'active');
+    const back = await server.request('GET', '/v1/account', { key: account.key });
+    expect(back.status).toBe(200);
+    expect(back.body.data.status).toBe('active');
+  });
+
+  it('a past_due account still reads (and deletes)', async () => {
+    const account = await server.createAccount();
+    const extra = await apiKey(server, account.key);
+    await server.admin('set-account-status', '--account', account.id, '--status', 'past_due');
+    const me = await server.request('GET', '/v1/account', { key: account.key });
+    expect(me.status).toBe(200);
+    expect(me.body.data.status).toBe('past_due');
+    for (const path of [
+      '/v1/account/quota',
+      '/v1/account/rate-limit',
+      '/v1/account/api-keys',
+      '/v1/regions',
+    ]) {
+      expect((await server.request('GET', path, { key: account.key })).status, path).toBe(200);
+    }
+    const removed = await server.request('DELETE', `/v1/account/api-keys/${extra}`, { key: account.key });
+    expect(removed.status).toBe(200);
+  });
+});
