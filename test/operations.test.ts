@@ -4,10 +4,12 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { startServer } from '../src/main.js';
+import { HAVE_POSTGRES, POSTGRES_ADMIN_URL } from './helpers/backends.js';
 import { freePort, sendRequest, startTestServer, type TestServer } from './helpers/server.js';
 
 describe('operations', () => {
@@ -115,6 +117,31 @@ describe('data directory', () => {
     } finally {
       await first.close();
       rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.skipIf(!HAVE_POSTGRES)('PostgreSQL connection loss', () => {
+  it('keeps serving when PostgreSQL closes its connections (restart, failover, terminate)', async () => {
+    const server = await startTestServer({ store: 'postgres' });
+    try {
+      expect((await server.request('GET', '/v1/account', { key: server.rootKey })).status).toBe(200);
+      const database = new URL(server.config.databaseUrl!).pathname.slice(1);
+      const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
+      await admin.connect();
+      const killed = await admin.query(
+        'select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+        [database],
+      );
+      await admin.end();
+      expect(killed.rowCount).toBeGreaterThan(0);
+      // The pool notices the dead idle connections ('error' events) and opens new ones on demand.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const after = await server.request('GET', '/v1/account/quota', { key: server.rootKey });
+      expect(after.status).toBe(200);
+      expect((await server.request('GET', '/readyz')).status).toBe(200);
+    } finally {
+      await server.close();
     }
   });
 });

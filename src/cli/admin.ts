@@ -45,7 +45,12 @@ function wholeNumber(values: Values, name: string): number {
  * `shared`: run on backends that are already open (tests, which share the server's in-process store)
  * instead of opening and closing new ones.
  */
-export async function runAdmin(argv: string[], config: Config, output: Output, shared?: Backends): Promise<void> {
+export async function runAdmin(
+  argv: string[],
+  config: Config,
+  output: Output,
+  shared?: Backends,
+): Promise<void> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help') {
     output.out(ADMIN_USAGE);

@@ -169,7 +169,8 @@ export class ApiKeyService {
     const byTime = new Map<number, string[]>();
     for (const [id, atMs] of this.pendingLastUsed) byTime.set(atMs, [...(byTime.get(atMs) ?? []), id]);
     this.pendingLastUsed.clear();
-    for (const [atMs, ids] of byTime) await keys.touchApiKeys(this.store.db, ids, new Date(atMs).toISOString());
+    for (const [atMs, ids] of byTime)
+      await keys.touchApiKeys(this.store.db, ids, new Date(atMs).toISOString());
   }
 
   async create(principal: Principal, input: NewApiKey): Promise<CreatedApiKey> {
