@@ -1,10 +1,11 @@
 /** Health, readiness, Prometheus metrics, API versions, the trusted-proxy rule and graceful shutdown. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { generate } from 'selfsigned';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
@@ -142,6 +143,30 @@ describe.skipIf(!HAVE_POSTGRES)('PostgreSQL connection loss', () => {
       expect((await server.request('GET', '/readyz')).status).toBe(200);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('operator-supplied TLS certificate', () => {
+  it('serves with NIMBUS_TLS_CERT/NIMBUS_TLS_KEY and generates nothing', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-own-tls-'));
+    const pems = await generate([{ name: 'commonName', value: 'api.example.test' }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] }],
+    });
+    writeFileSync(path.join(dir, 'own-cert.pem'), pems.cert);
+    writeFileSync(path.join(dir, 'own-key.pem'), pems.private, { mode: 0o600 });
+    const server = await startTestServer({
+      env: { NIMBUS_TLS_CERT: path.join(dir, 'own-cert.pem'), NIMBUS_TLS_KEY: path.join(dir, 'own-key.pem') },
+    });
+    try {
+      const reply = await sendRequest(server.url, Buffer.from(pems.cert), 'GET', '/healthz');
+      expect(reply.status).toBe(200);
+      expect(existsSync(path.join(server.config.dataDir, 'tls'))).toBe(false);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
