@@ -10,19 +10,11 @@ import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
+import type { CreatedApiKey } from '../src/services/api-keys.js';
 import { STORES } from './helpers/backends.js';
 import { sendRequest, startTestServer, type TestServer } from './helpers/server.js';
 
-interface CreatedKey {
-  id: string;
-  key: string;
-  name: string;
-  prefix: string;
-  permissions: string[];
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
-}
+type CreatedKey = CreatedApiKey;
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const DAY_MS = 24 * 3600 * 1000;

@@ -1,3 +1,4 @@
+import { CompiledQuery } from 'kysely';
 import type { QuotaName } from '../domain/plans.js';
 import { isPostgres } from './dialect.js';
 import type { AccountRow, AccountUpdate, Executor, NewAccountRow } from './schema.js';
@@ -6,8 +7,19 @@ export async function insertAccount(db: Executor, row: NewAccountRow): Promise<v
   await db.insertInto('accounts').values(row).execute();
 }
 
-export function findAccount(db: Executor, id: string): Promise<AccountRow | undefined> {
-  return db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+// Every authenticated GET /v1/account runs this lookup. Building and compiling it with Kysely cost more
+// than SQLite's (cached) statement takes to run it, and its SQL only differs between engines, so it is
+// compiled once per database handle and then run with the new id.
+const findAccountSql = new WeakMap<Executor, string>();
+
+export async function findAccount(db: Executor, id: string): Promise<AccountRow | undefined> {
+  let sqlText = findAccountSql.get(db);
+  if (sqlText === undefined) {
+    sqlText = db.selectFrom('accounts').selectAll().where('id', '=', id).compile().sql;
+    findAccountSql.set(db, sqlText);
+  }
+  const { rows } = await db.executeQuery<AccountRow>(CompiledQuery.raw(sqlText, [id]));
+  return rows[0];
 }
 
 export function findAccountByEmail(db: Executor, email: string): Promise<AccountRow | undefined> {

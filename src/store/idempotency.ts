@@ -1,16 +1,7 @@
-import type { Executor } from './schema.js';
+import type { Selectable } from 'kysely';
+import type { Executor, IdempotencyKeysTable } from './schema.js';
 
-export interface IdempotencyRecord {
-  account_id: string;
-  key: string;
-  fingerprint: string;
-  state: 'in_progress' | 'completed';
-  response_status: number | null;
-  response_body: string | null;
-  locked_until: string;
-  created_at: string;
-  expires_at: string;
-}
+export type IdempotencyRecord = Selectable<IdempotencyKeysTable>;
 
 /** True when this call created the record (and so owns the request). */
 export async function claimIdempotencyKey(db: Executor, record: IdempotencyRecord): Promise<boolean> {
@@ -32,7 +23,7 @@ export function findIdempotencyKey(
     .selectAll()
     .where('account_id', '=', accountId)
     .where('key', '=', key)
-    .executeTakeFirst() as Promise<IdempotencyRecord | undefined>;
+    .executeTakeFirst();
 }
 
 /**

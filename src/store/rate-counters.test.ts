@@ -199,19 +199,21 @@ function uniqueSubject(): string {
   return `test:${randomBytes(8).toString('hex')}`;
 }
 
+async function keepsSubjectsApart(counters: RateCounters): Promise<void> {
+  const policy = { perHour: 10, burst: 1 };
+  const first = uniqueSubject();
+  expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(true);
+  expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(false);
+  expect((await counters.consume(uniqueSubject(), policy, HOUR_START_MS)).allowed).toBe(true);
+}
+
 describe('MemoryRateCounters', () => {
   const counters = new MemoryRateCounters();
   afterAll(() => counters.close());
 
   it.each(SCENARIOS)('$name', (scenario) => runScenario(counters, uniqueSubject(), scenario));
 
-  it('keeps subjects apart', async () => {
-    const policy = { perHour: 10, burst: 1 };
-    const first = uniqueSubject();
-    expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(true);
-    expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(false);
-    expect((await counters.consume(uniqueSubject(), policy, HOUR_START_MS)).allowed).toBe(true);
-  });
+  it('keeps subjects apart', () => keepsSubjectsApart(counters));
 });
 
 describe.skipIf(!HAVE_REDIS)('RedisRateCounters', () => {
@@ -232,13 +234,7 @@ describe.skipIf(!HAVE_REDIS)('RedisRateCounters', () => {
 
   it.each(SCENARIOS)('$name', (scenario) => runScenario(counters, uniqueSubject(), scenario));
 
-  it('keeps subjects apart', async () => {
-    const policy = { perHour: 10, burst: 1 };
-    const first = uniqueSubject();
-    expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(true);
-    expect((await counters.consume(first, policy, HOUR_START_MS)).allowed).toBe(false);
-    expect((await counters.consume(uniqueSubject(), policy, HOUR_START_MS)).allowed).toBe(true);
-  });
+  it('keeps subjects apart', () => keepsSubjectsApart(counters));
 
   it('decides exactly as the memory backend over long pseudo-random request sequences', async () => {
     // A fixed-seed generator: the same sequences on every run, so a failure can be replayed.
