@@ -5,7 +5,18 @@
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, type SqliteDialectConfig, sql } from 'kysely';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  SqliteDialect,
+  type SqliteDialectConfig,
+  SqliteDriver,
+  sql,
+} from 'kysely';
 import pg from 'pg';
 import { isPostgres } from './dialect.js';
 import { migrationProvider } from './migrations/index.js';
@@ -72,7 +83,31 @@ function openSqlite(dataDir: string): Kysely<Database> {
   database.pragma('foreign_keys = ON');
   // The admin CLI writes to the same file as the server; wait for the lock instead of failing.
   database.pragma('busy_timeout = 5000');
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
+  return new Kysely<Database>({
+    dialect: new ImmediateSqliteDialect({ database: withStatementCache(database) }),
+  });
+}
+
+/**
+ * SQLite transactions that take the write lock when they begin. Kysely's plain BEGIN defers it to the
+ * first write; a transaction that reads first and then writes, while another connection (an admin
+ * command, another process) wrote meanwhile, fails at once with SQLITE_BUSY, because it cannot wait for
+ * the lock without losing what it read. BEGIN IMMEDIATE waits for the lock (busy_timeout) instead.
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly settings: SqliteDialectConfig) {
+    super(settings);
+  }
+
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver(this.settings);
+  }
+}
+
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
 }
 
 const STATEMENT_CACHE_SIZE = 500;
