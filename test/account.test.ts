@@ -3,7 +3,7 @@
  * GET /v1/account/quota (every quota of DESIGN.md §4 with the plan's limit, operator overrides, usage).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STORES } from './helpers/backends.js';
+import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL, STORES } from './helpers/backends.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /** DESIGN.md §4 "Quotas", copied here on purpose: the test checks the code against the document. */
@@ -368,5 +368,38 @@ describe.each(STORES)('account e-mail addresses (%s)', (store) => {
     const statuses = replies.map((r) => r.status).sort();
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 409)).toHaveLength(5);
+  });
+});
+
+describe.skipIf(!HAVE_REDIS || !HAVE_POSTGRES)('account changes across replicas (PostgreSQL + Redis)', () => {
+  it('a PATCH on one replica is what the other replica shows next, though it had the account cached', async () => {
+    const database = await createPostgresDatabase();
+    const env = { NIMBUS_REDIS_URL: REDIS_URL, NIMBUS_AUTH_CACHE_SECONDS: '300' };
+    const a = await startTestServer({ databaseUrl: database.url, env });
+    const b = await startTestServer({ databaseUrl: database.url, env });
+    try {
+      const account = await a.createAccount();
+      expect((await b.request('GET', '/v1/account', { key: account.key })).body.data.company).toBeNull();
+      const patched = await a.request('PATCH', '/v1/account', {
+        key: account.key,
+        body: { company: 'Replicated Ltd' },
+      });
+      expect(patched.status).toBe(200);
+      // The replica that made the change shows it at once (its cache held the account too).
+      expect((await a.request('GET', '/v1/account', { key: account.key })).body.data.company).toBe(
+        'Replicated Ltd',
+      );
+      // The notice travels by Redis pub/sub: give it a moment, far less than the 300 s cache lifetime.
+      let company: string | null = null;
+      for (let attempt = 0; attempt < 50 && company !== 'Replicated Ltd'; attempt++) {
+        company = (await b.request('GET', '/v1/account', { key: account.key })).body.data.company;
+        if (company !== 'Replicated Ltd') await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(company).toBe('Replicated Ltd');
+    } finally {
+      await a.close();
+      await b.close();
+      await database.drop();
+    }
   });
 });

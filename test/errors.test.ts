@@ -171,7 +171,7 @@ describe('internal errors', () => {
       expect((await server.request('GET', '/v1/account', { key: server.rootKey })).status).toBe(200);
       await server.running.backends.store.close();
 
-      const reply = await server.request('GET', '/v1/account', { key: server.rootKey });
+      const reply = await server.request('GET', '/v1/account/api-keys', { key: server.rootKey });
       expect(reply.status).toBe(500);
       expectErrorEnvelope(reply.body, 'server_error');
       expect(reply.body.error.message).toBe('Internal server error');

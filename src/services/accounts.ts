@@ -4,54 +4,23 @@
  */
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
-import {
-  ACCOUNT_STATUSES,
-  type AccountStatus,
-  PLANS,
-  type Plan,
-  QUOTA_NAMES,
-  type QuotaName,
-} from '../domain/plans.js';
+import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
 import { isEmail, MAX_NAME_LENGTH } from '../domain/validation.js';
 import * as accounts from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import { isUniqueViolation } from '../store/dialect.js';
 import type { AccountRow, AccountUpdate } from '../store/schema.js';
+import { type AccountView, accountView } from './account-view.js';
 import type { ApiKeyService, CreatedApiKey } from './api-keys.js';
 import { Conflict, InvalidRequest, NotFound } from './errors.js';
+import type { Principal } from './principal.js';
 import { rateLimitPolicyOf } from './rate-limits.js';
-
-export interface AccountView {
-  id: string;
-  name: string;
-  email: string;
-  company: string | null;
-  billing_email: string | null;
-  plan: Plan;
-  status: AccountStatus;
-  created_at: string;
-  updated_at: string;
-}
 
 export interface AccountChanges {
   name?: string | undefined;
   email?: string | undefined;
   company?: string | null | undefined;
   billing_email?: string | null | undefined;
-}
-
-function view(row: AccountRow): AccountView {
-  return {
-    id: row.id,
-    name: row.name,
-    email: row.email,
-    company: row.company,
-    billing_email: row.billing_email,
-    plan: row.plan as Plan,
-    status: row.status as AccountStatus,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
 }
 
 /** E-mail addresses are compared without regard to case: they are stored lowercased. */
@@ -88,10 +57,18 @@ export class AccountService {
     private readonly apiKeys: ApiKeyService,
   ) {}
 
+  /**
+   * The caller's account as read when its key was verified (at most NIMBUS_AUTH_CACHE_SECONDS old;
+   * changes made through this service are seen at once, see update()).
+   */
+  current(principal: Principal): AccountView {
+    return principal.account;
+  }
+
   async get(accountId: string): Promise<AccountView> {
     const row = await accounts.findAccount(this.store.db, accountId);
     if (!row) throw new NotFound('account', accountId);
-    return view(row);
+    return accountView(row);
   }
 
   async update(accountId: string, requested: AccountChanges): Promise<AccountView> {
@@ -108,7 +85,9 @@ export class AccountService {
       throw isUniqueViolation(error) ? emailTaken(update.email ?? '') : error;
     });
     if (!row) throw new NotFound('account', accountId);
-    return view(row);
+    // Cached principals carry a snapshot of the account: drop them here and on every replica.
+    await this.apiKeys.forgetAccount(accountId);
+    return accountView(row);
   }
 
   private async ensureEmailFree(email: string, exceptAccountId?: string): Promise<void> {
@@ -163,11 +142,11 @@ export class AccountService {
         checkQuota: false,
       });
     });
-    return { account: view(row), apiKey };
+    return { account: accountView(row), apiKey };
   }
 
   async list(): Promise<AccountView[]> {
-    return (await accounts.listAccounts(this.store.db)).map(view);
+    return (await accounts.listAccounts(this.store.db)).map(accountView);
   }
 
   async setPlan(accountId: string, plan: string): Promise<AccountView> {
@@ -227,6 +206,6 @@ export class AccountService {
     });
     if (!row) throw new NotFound('account', accountId);
     await this.apiKeys.forgetAccount(accountId);
-    return view(row);
+    return accountView(row);
   }
 }

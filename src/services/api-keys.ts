@@ -19,6 +19,7 @@ import { lockAccount } from '../store/accounts.js';
 import * as keys from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
 import type { ApiKeyRow, Executor } from '../store/schema.js';
+import { accountView } from './account-view.js';
 import { AuthenticationFailed, Forbidden, InvalidRequest, NotFound } from './errors.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -87,6 +88,11 @@ interface CacheEntry {
 
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
+  /**
+   * Counts invalidations. A request that missed the cache caches what it read only if no invalidation
+   * happened meanwhile: otherwise a key revoked while it was being read could be cached again.
+   */
+  private invalidations = 0;
   /** Key id → last use (epoch ms); turned into timestamps only when flushed, not on every request. */
   private readonly pendingLastUsed = new Map<string, number>();
   private readonly flusher: NodeJS.Timeout;
@@ -105,7 +111,7 @@ export class ApiKeyService {
   /** Subscribes to revocations published by other replicas and by the admin CLI. */
   async start(): Promise<void> {
     await this.broadcaster.subscribe(INVALIDATE_CHANNEL, (notice) => {
-      if (typeof notice.keyHash === 'string') this.cache.delete(notice.keyHash);
+      if (typeof notice.keyHash === 'string') this.forgetKeyLocally(notice.keyHash);
       if (typeof notice.accountId === 'string') this.forgetAccountLocally(notice.accountId);
     });
   }
@@ -122,6 +128,7 @@ export class ApiKeyService {
     const nowMs = this.clock.now().getTime();
     let principal = this.cached(keyHash, nowMs);
     if (!principal) {
+      const invalidationsBefore = this.invalidations;
       const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
       if (!found) throw new AuthenticationFailed();
       principal = {
@@ -133,8 +140,11 @@ export class ApiKeyService {
         plan: found.account.plan as Plan,
         accountStatus: found.account.status as AccountStatus,
         rateLimit: rateLimitPolicyOf(found.account),
+        account: accountView(found.account),
       };
-      if (this.cacheMs > 0) this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
+      if (this.cacheMs > 0 && this.invalidations === invalidationsBefore) {
+        this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
+      }
     }
     if (principal.keyExpiresAt && principal.keyExpiresAt.getTime() <= nowMs) {
       throw new AuthenticationFailed('API key expired');
@@ -159,7 +169,13 @@ export class ApiKeyService {
     await this.broadcaster.publish(INVALIDATE_CHANNEL, { accountId });
   }
 
+  private forgetKeyLocally(keyHash: string): void {
+    this.invalidations += 1;
+    this.cache.delete(keyHash);
+  }
+
   private forgetAccountLocally(accountId: string): void {
+    this.invalidations += 1;
     for (const [hash, entry] of this.cache) {
       if (entry.principal.accountId === accountId) this.cache.delete(hash);
     }
@@ -262,7 +278,7 @@ export class ApiKeyService {
       });
       return deleted;
     });
-    this.cache.delete(row.key_hash);
+    this.forgetKeyLocally(row.key_hash);
     this.pendingLastUsed.delete(row.id);
     await this.broadcaster.publish(INVALIDATE_CHANNEL, { keyHash: row.key_hash });
     return view(row);

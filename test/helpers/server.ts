@@ -3,7 +3,7 @@
  * a temporary data dir, and SQLite or a fresh PostgreSQL database. Requests go over real TLS, trusting
  * the certificate the server generated.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { createServer } from 'node:net';
@@ -48,7 +48,7 @@ export interface TestServer {
   httpUrl: string | null;
   config: Config;
   running: RunningServer;
-  /** The bootstrap account's key (enterprise plan, every permission). */
+  /** The bootstrap account's key (enterprise plan, every permission); '' on a replica that did not bootstrap. */
   rootKey: string;
   /** Captured log output (every line the server wrote). */
   logs(): string;
@@ -162,7 +162,9 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
   if (!config) throw new Error('unreachable');
   const ca = readFileSync(running.certFile);
   const url = `https://127.0.0.1:${running.httpsPort}`;
-  const rootKey = readFileSync(path.join(dataDir, BOOTSTRAP_KEY_FILE), 'utf8').trim();
+  // Only the replica that created the bootstrap account has its key file.
+  const keyFile = path.join(dataDir, BOOTSTRAP_KEY_FILE);
+  const rootKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
 
   const server: TestServer = {
     url,

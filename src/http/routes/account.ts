@@ -77,7 +77,7 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
       },
       config: { permission: ['account', 'read'] },
     },
-    async (request) => ok(request, await accounts.get(principalOf(request).accountId)),
+    async (request) => ok(request, accounts.current(principalOf(request))),
   );
 
   app.patch(
