@@ -495,7 +495,7 @@ function writeResults({
       "Nimbus' own certificate. Nimbus runs the embedded profile (SQLite) with `NIMBUS_LOG_LEVEL=info`, " +
       'logging to a file; the request carries the bootstrap key, is authenticated (key cache at its ' +
       'default 5 s), rate-limited (limit raised to 100000000/h with `admin set-rate-limit`), checked ' +
-      'for the `account:read` permission, reads the account from the store, and writes an access-log ' +
+      'for the `account:read` permission, answers with the account snapshot cached with the verified key (dropped on any change to the account), and writes an access-log ' +
       'line and two Prometheus series.',
     '',
     '| server | req/s | p50 (ms) | p99 (ms) | requests | server CPU while measured |',
