@@ -4,7 +4,7 @@
  * services/idempotency.ts; this plugin only carries HTTP in and out.
  */
 import { createHash } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onSendAsyncHookHandler, preHandlerAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { InvalidRequest } from '../../services/errors.js';
 import type { IdempotencyService } from '../../services/idempotency.js';
@@ -23,6 +23,11 @@ declare module 'fastify' {
 }
 
 const MAX_KEY_LENGTH = 255;
+
+function asArray<T>(value: T | T[] | undefined): T[] {
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : [value];
+}
 
 function withoutSecrets(payload: string, omit: readonly string[] | undefined): string {
   if (!omit || omit.length === 0) return payload;
@@ -57,9 +62,9 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
   async (app: FastifyInstance, { idempotency }) => {
     app.decorateRequest('idempotencyKey', null);
 
-    app.addHook('preHandler', async (request, reply) => {
+    const claim: preHandlerAsyncHookHandler = async (request, reply) => {
       const key = request.headers['idempotency-key'];
-      if (request.method !== 'POST' || key === undefined || !request.principal) return;
+      if (key === undefined || !request.principal) return;
       if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) {
         throw new InvalidRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`, {
           field: 'Idempotency-Key',
@@ -76,15 +81,23 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
         return reply.send(outcome.body);
       }
       request.idempotencyKey = key;
-    });
+    };
 
-    app.addHook('onSend', async (request, reply, payload) => {
+    const save: onSendAsyncHookHandler = async (request, reply, payload) => {
       const key = request.idempotencyKey;
       if (key === null || !request.principal) return payload;
       request.idempotencyKey = null;
       const saved = withoutSecrets(String(payload), request.routeOptions.config.idempotencyOmit);
       await idempotency.finish(request.principal.accountId, key, reply.statusCode, saved);
       return payload;
+    };
+
+    // Only POST routes get the hooks, so reads do not pay for them on every request.
+    app.addHook('onRoute', (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      if (!methods.includes('POST')) return;
+      route.preHandler = [...asArray(route.preHandler), claim];
+      route.onSend = [...asArray(route.onSend), save];
     });
   },
   { name: 'nimbus-idempotency' },

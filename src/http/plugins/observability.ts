@@ -34,14 +34,30 @@ export const observabilityPlugin = fp<{ metrics: HttpMetrics }>(
     // The access line holds only scalar fields, so it can skip the per-field wildcard redaction (see
     // scalarLineLogger); it names the request id itself, as `request.log` would.
     const accessLog = scalarLineLogger(app.log as Logger);
+    // Series bound to their labels once per route, method and status: prom-client would otherwise
+    // hash the label object on every request.
+    const series = new Map<
+      string,
+      { requests: { inc(): void }; duration: { observe(value: number): void } }
+    >();
+    const seriesFor = (route: string, method: string, status: number) => {
+      const key = `${method} ${route} ${status}`;
+      let found = series.get(key);
+      if (found === undefined) {
+        const labels = { route, method, status: String(status) };
+        found = { requests: metrics.requests.labels(labels), duration: metrics.duration.labels(labels) };
+        series.set(key, found);
+      }
+      return found;
+    };
     // A callback hook rather than an async one: nothing here waits, and every request pays for a promise.
     app.addHook('onResponse', (request, reply, done) => {
       // Unmatched URLs share one label so random paths cannot blow up the series count.
       const route = request.routeOptions.url ?? 'unmatched';
       const elapsedMs = reply.elapsedTime;
-      const labels = { route, method: request.method, status: String(reply.statusCode) };
-      metrics.requests.inc(labels);
-      metrics.duration.observe(labels, elapsedMs / 1000);
+      const bound = seriesFor(route, request.method, reply.statusCode);
+      bound.requests.inc();
+      bound.duration.observe(elapsedMs / 1000);
       const query = request.url.indexOf('?');
       accessLog.info(
         {
