@@ -2,9 +2,9 @@
  * The account endpoints over HTTPS: GET and PATCH /v1/account (validated; the plan is read-only here) and
  * GET /v1/account/quota (every quota of DESIGN.md §4 with the plan's limit, operator overrides, usage).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL, STORES } from './helpers/backends.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { serverForSuite, startTestServer } from './helpers/server.js';
 
 /** DESIGN.md §4 "Quotas", copied here on purpose: the test checks the code against the document. */
 const QUOTAS = {
@@ -56,14 +56,8 @@ let emailCounter = 0;
 const uniqueEmail = (label: string) => `${label}-${Date.now()}-${++emailCounter}@example.org`;
 
 describe.each(STORES)('account (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    // Operator commands here run beside the server: read keys (plan, status) afresh on every request.
-    server = await startTestServer({ store, env: { NIMBUS_AUTH_CACHE_SECONDS: '0' } });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  // Operator commands here run beside the server: read keys (plan, status) afresh on every request.
+  const server = serverForSuite({ store, env: { NIMBUS_AUTH_CACHE_SECONDS: '0' } });
 
   async function quotas(key: string): Promise<Record<string, QuotaItem>> {
     const reply = await server.request('GET', '/v1/account/quota', { key });
@@ -329,13 +323,7 @@ describe.each(STORES)('account (%s)', (store) => {
 });
 
 describe.each(STORES)('account e-mail addresses (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('compares e-mail addresses without regard to case, and stores them lowercased', async () => {
     const first = await server.createAccount();

@@ -8,11 +8,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
 import type { CreatedApiKey } from '../src/services/api-keys.js';
 import { STORES } from './helpers/backends.js';
-import { sendRequest, startTestServer, type TestServer } from './helpers/server.js';
+import { sendRequest, serverForSuite, type TestServer } from './helpers/server.js';
 
 type CreatedKey = CreatedApiKey;
 
@@ -47,13 +47,7 @@ async function everyStoredRow(server: TestServer): Promise<string> {
 }
 
 describe.each(STORES)('API keys (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('creates a key shown once (201, nmb_…), then never shows it again in get or list', async () => {
     const reply = await server.request('POST', '/v1/account/api-keys', {
@@ -391,13 +385,7 @@ describe.each(STORES)('API keys (%s)', (store) => {
 });
 
 describe('API keys in the SQLite file', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store: 'sqlite' });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store: 'sqlite' });
 
   it('the plain key is nowhere in the database file bytes (db, -wal, -shm)', async () => {
     const created = await createKey(server, server.rootKey);
@@ -456,13 +444,7 @@ describe('API keys in the SQLite file', () => {
 
 describe.each(STORES)('API key rotation warning (%s)', (store) => {
   const clock = new ManualClock(new Date());
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store, clock });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store, clock });
 
   it('sends a Warning header recommending rotation on keys older than 90 days, none on fresh keys', async () => {
     const old = await createKey(server, server.rootKey);
@@ -492,13 +474,7 @@ describe.each(STORES)('API key rotation warning (%s)', (store) => {
 });
 
 describe.each(STORES)('logs never contain API keys (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('logs each request with its request id, and no key from Authorization or X-API-Key, valid or not', async () => {
     const created = await createKey(server, server.rootKey);

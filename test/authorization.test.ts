@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PermissionArea } from '../src/domain/permissions.js';
 import { STORES } from './helpers/backends.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 type Permission = `${PermissionArea}:${'read' | 'write'}`;
@@ -229,14 +229,8 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
 });
 
 describe.each(STORES)('account status and access (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    // The admin command runs beside the server, not inside it: read every key afresh.
-    server = await startTestServer({ store, env: { NIMBUS_AUTH_CACHE_SECONDS: '0' } });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  // The admin command runs beside the server, not inside it: read every key afresh.
+  const server = serverForSuite({ store, env: { NIMBUS_AUTH_CACHE_SECONDS: '0' } });
 
   it('a suspended account gets 403 forbidden on every endpoint, and works again when reactivated', async () => {
     const account = await server.createAccount();

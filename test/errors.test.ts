@@ -2,9 +2,9 @@
 
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { serverForSuite, startTestServer } from './helpers/server.js';
 
 function expectErrorEnvelope(body: any, code: string) {
   expect(body).toMatchObject({ success: false, error: { code, message: expect.any(String) } });
@@ -14,13 +14,7 @@ function expectErrorEnvelope(body: any, code: string) {
 }
 
 describe.each(STORES)('error envelope (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('answers an unknown route with 404 not_found', async () => {
     const reply = await server.request('GET', '/v1/no-such-thing', { key: server.rootKey });

@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
-import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
+import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 function newKey(): string {
   return `idem-${randomBytes(8).toString('hex')}`;
@@ -43,13 +43,7 @@ function createKey(server: TestServer, key: string, idempotencyKey: string, body
 }
 
 describe.each(STORES)('Idempotency-Key (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('replays the first answer for a repeated request, and the effect happens once', async () => {
     const account = await server.createAccount();

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
-import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
+import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 interface ApiKeyItem {
   id: string;
@@ -266,15 +266,8 @@ interface InstanceTypeItem {
 }
 
 describe('catalog', () => {
-  let server: TestServer;
+  const server = serverForSuite();
   const get = (path: string) => server.request('GET', path, { key: server.rootKey });
-
-  beforeAll(async () => {
-    server = await startTestServer();
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
 
   it('lists the twenty instance types of SPEC.md with their exact specifications and prices', async () => {
     const reply = await get('/v1/instance-types?limit=100');

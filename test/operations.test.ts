@@ -6,21 +6,15 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { generate } from 'selfsigned';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { startServer } from '../src/main.js';
 import { HAVE_POSTGRES, POSTGRES_ADMIN_URL } from './helpers/backends.js';
-import { freePort, sendRequest, startTestServer, type TestServer } from './helpers/server.js';
+import { freePort, sendRequest, serverForSuite, startTestServer } from './helpers/server.js';
 
 describe('operations', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ env: { NIMBUS_V1_END_OF_LIFE: '2027-12-31' } });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ env: { NIMBUS_V1_END_OF_LIFE: '2027-12-31' } });
 
   it('answers /healthz and /readyz without a key and without rate limiting', async () => {
     const health = await server.request('GET', '/healthz');

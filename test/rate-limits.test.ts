@@ -1,20 +1,7 @@
-/**
- * Rate limits as users see them over HTTPS (SPEC.md Limits, DESIGN.md §4 "Rate limits"): the three
- * headers on every answer, the 429 body and Retry-After, burst and hourly window, the non-consuming
- * status endpoint, plan numbers and per-account overrides, and — with NIMBUS_REDIS_URL — one budget
- * shared by two servers.
- *
- * Most tests run the server on a ManualClock, so nothing refills between requests and every
- * retry_after is an exact number; the tests move the clock to show refill and window rollover.
- */
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
-import { BOOTSTRAP_KEY_FILE } from '../src/main.js';
 import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL } from './helpers/backends.js';
-import { type Reply, type StartOptions, startTestServer, type TestServer } from './helpers/server.js';
+import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -54,17 +41,6 @@ function expectRateLimited(reply: Reply, retryAfter: number): void {
     },
   });
   expect(reply.headers['retry-after']).toBe(String(retryAfter));
-}
-
-/** Starts a second server on the first one's database, with a data dir of its own. */
-async function startReplica(
-  primary: TestServer,
-  options: StartOptions,
-): Promise<{ server: TestServer; dataDir: string }> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-replica-'));
-  // Only the first server to start creates the bootstrap account; the harness reads its key file.
-  copyFileSync(path.join(primary.config.dataDir, BOOTSTRAP_KEY_FILE), path.join(dataDir, BOOTSTRAP_KEY_FILE));
-  return { server: await startTestServer({ ...options, dataDir }), dataDir };
 }
 
 describe('rate limits (in-process counters, manual clock)', () => {
@@ -335,7 +311,6 @@ describe.skipIf(!HAVE_REDIS || !HAVE_POSTGRES)('rate limits shared through Redis
   let database: { url: string; drop: () => Promise<void> };
   let a: TestServer;
   let b: TestServer;
-  const replicaDirs: string[] = [];
   const started: TestServer[] = [];
 
   beforeAll(async () => {
@@ -343,14 +318,12 @@ describe.skipIf(!HAVE_REDIS || !HAVE_POSTGRES)('rate limits shared through Redis
     const options = { databaseUrl: database.url, env: { NIMBUS_REDIS_URL: REDIS_URL } };
     a = await startTestServer(options);
     started.push(a);
-    const replica = await startReplica(a, options);
-    b = replica.server;
+    // A second replica: same database and Redis, a data dir of its own.
+    b = await startTestServer(options);
     started.push(b);
-    replicaDirs.push(replica.dataDir);
   });
   afterAll(async () => {
     for (const server of started.reverse()) await server.close();
-    for (const dir of replicaDirs) rmSync(dir, { recursive: true, force: true });
     await database?.drop();
   });
 
@@ -394,17 +367,15 @@ describe.skipIf(!HAVE_REDIS || !HAVE_POSTGRES)('rate limits shared through Redis
   });
 
   it('by contrast, two servers without Redis each keep a budget of their own', async () => {
-    const c = await startReplica(a, { databaseUrl: database.url });
-    started.push(c.server);
-    replicaDirs.push(c.dataDir);
-    const d = await startReplica(a, { databaseUrl: database.url });
-    started.push(d.server);
-    replicaDirs.push(d.dataDir);
+    const c = await startTestServer({ databaseUrl: database.url });
+    started.push(c);
+    const d = await startTestServer({ databaseUrl: database.url });
+    started.push(d);
 
     const account = await a.createAccount({ perHour: 100, burst: 4 });
     const statuses: number[] = [];
     for (let i = 0; i < 10; i += 1) {
-      const server = i % 2 === 0 ? c.server : d.server;
+      const server = i % 2 === 0 ? c : d;
       statuses.push((await server.request('GET', '/v1/account', { key: account.key })).status);
     }
     // Four on each server: twice the budget the account was given.

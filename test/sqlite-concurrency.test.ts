@@ -4,8 +4,8 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { serverForSuite } from './helpers/server.js';
 
 /** Another process takes the write lock, writes, and commits after `holdMs`; resolves once it holds the lock. */
 function holdWriteLock(databaseFile: string, holdMs: number): Promise<{ done: Promise<number | null> }> {
@@ -30,13 +30,7 @@ function holdWriteLock(databaseFile: string, holdMs: number): Promise<{ done: Pr
 }
 
 describe('SQLite shared with another process', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store: 'sqlite' });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store: 'sqlite' });
 
   it('a write that meets another process’s write transaction waits for it and succeeds', async () => {
     // Warm up: the account and key are cached, so the request below reaches its transaction at once.

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
-import { sendRequest, startTestServer, type TestServer } from './helpers/server.js';
+import { sendRequest, serverForSuite } from './helpers/server.js';
 
 describe.each(STORES)('transport and envelope (%s)', (store) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ store });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = serverForSuite({ store });
 
   it('serves HTTPS with HSTS, a request id and the success envelope', async () => {
     const reply = await server.request('GET', '/v1/account', { key: server.rootKey });

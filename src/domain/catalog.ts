@@ -127,22 +127,9 @@ export const IMAGES: readonly Image[] = [
   },
 ];
 
-export const INSTANCE_TYPE_NAMES = INSTANCE_TYPES.map((t) => t.name);
 export const REGION_NAMES = REGIONS.map((r) => r.name);
-export const IMAGE_NAMES = IMAGES.map((i) => i.name);
 
-const typesByName = new Map(INSTANCE_TYPES.map((t) => [t.name, t]));
-
-export function findInstanceType(name: string): InstanceType | undefined {
-  return typesByName.get(name);
-}
-
-/** GPU types run only in GPU regions and only on images built with GPU drivers in mind. */
-export function isOffered(typeName: string, regionName: string, imageName: string): boolean {
-  const instanceType = typesByName.get(typeName);
-  const region = REGIONS.find((r) => r.name === regionName);
-  const image = IMAGES.find((i) => i.name === imageName);
-  if (!instanceType || !region || !image) return false;
-  if (instanceType.gpu === null) return true;
-  return region.gpu_available && image.gpu_compatible;
+/** GPU types run only in regions with GPU capacity; every other type runs everywhere. */
+export function regionsOffering(instanceType: InstanceType): string[] {
+  return REGIONS.filter((r) => instanceType.gpu === null || r.gpu_available).map((r) => r.name);
 }

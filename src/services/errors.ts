@@ -60,14 +60,6 @@ export class QuotaExceeded extends DomainError {
   }
 }
 
-export class PaymentRequired extends DomainError {
-  constructor(
-    message = 'The account is past due; creating and starting resources is disabled until it is paid',
-  ) {
-    super('payment_required', message);
-  }
-}
-
 export class RateLimitExceeded extends DomainError {
   constructor(readonly retryAfterSeconds: number) {
     super('rate_limit_exceeded', `Rate limit exceeded, retry in ${retryAfterSeconds} seconds`);

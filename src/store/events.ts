@@ -16,14 +16,3 @@ export async function insertEvent(db: Executor, event: NewEvent): Promise<void> 
     .values({ ...event, data: JSON.stringify(event.data) })
     .execute();
 }
-
-export function listEventsSince(db: Executor, accountId: string, afterSeq: number, limit: number) {
-  return db
-    .selectFrom('events')
-    .selectAll()
-    .where('account_id', '=', accountId)
-    .where('seq', '>', afterSeq)
-    .orderBy('seq')
-    .limit(limit)
-    .execute();
-}

@@ -9,8 +9,3 @@ export async function claimSetting(db: Executor, key: string, value: string): Pr
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }
-
-export async function readSetting(db: Executor, key: string): Promise<string | undefined> {
-  const row = await db.selectFrom('settings').select('value').where('key', '=', key).executeTakeFirst();
-  return row?.value;
-}

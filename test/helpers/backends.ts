@@ -68,7 +68,7 @@ export async function createPostgresDatabase(): Promise<{ url: string; drop: () 
   };
 }
 
-/** A Redis key prefix namespace is not needed: each test flushes only keys it created via unique ids. */
+/** A client of the test Redis; tests keep to keys of their own (unique subjects or prefixes). */
 export function redisClient(): Redis {
   return new Redis(REDIS_URL);
 }

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import { afterAll, beforeAll } from 'vitest';
 import { runAdmin } from '../../src/cli/admin.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Clock } from '../../src/domain/clock.js';
@@ -209,4 +210,25 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
     },
   };
   return server;
+}
+
+/**
+ * One server for the enclosing `describe` block: started before its first test, closed after its last.
+ * Returns a stand-in that forwards to that server, so a suite declares it in one line and uses it as
+ * the server itself.
+ */
+export function serverForSuite(options: StartOptions = {}): TestServer {
+  let started: TestServer | undefined;
+  beforeAll(async () => {
+    started = await startTestServer(options);
+  });
+  afterAll(async () => {
+    await started?.close();
+  });
+  return new Proxy({} as TestServer, {
+    get(_target, property) {
+      if (!started) throw new Error('the suite server is used before beforeAll started it');
+      return started[property as keyof TestServer];
+    },
+  });
 }

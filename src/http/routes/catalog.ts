@@ -1,7 +1,14 @@
 /** The read-only catalogue: instance types, regions and images, paged like every other list. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { IMAGES, INSTANCE_TYPES, type InstanceFamily, REGIONS } from '../../domain/catalog.js';
+import {
+  IMAGES,
+  INSTANCE_TYPES,
+  type InstanceFamily,
+  REGION_NAMES,
+  REGIONS,
+  regionsOffering,
+} from '../../domain/catalog.js';
 import { microsToUsd } from '../../domain/money.js';
 import { pageArray } from '../../domain/pagination.js';
 import { okList } from '../envelope.js';
@@ -52,7 +59,7 @@ const instanceTypes = INSTANCE_TYPES.map((t) => ({
   iops: t.iops,
   gpu: t.gpu,
   price_per_hour: microsToUsd(t.price_per_hour_micros),
-  regions: REGIONS.filter((r) => t.gpu === null || r.gpu_available).map((r) => r.name),
+  regions: regionsOffering(t),
 }));
 
 export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -67,7 +74,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
           { sort: 'price_per_hour', order: 'asc' },
           {
             family: Type.Optional(StringEnum(FAMILIES)),
-            region: Type.Optional(StringEnum(REGIONS.map((r) => r.name))),
+            region: Type.Optional(StringEnum(REGION_NAMES)),
           },
         ),
         response: responses({ 200: ListEnvelope(InstanceTypeSchema) }),
