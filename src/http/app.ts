@@ -23,7 +23,9 @@ import { transportPlugin } from './plugins/transport.js';
 import { accountRoutes } from './routes/account.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { catalogRoutes } from './routes/catalog.js';
+import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
+import { sshKeyRoutes } from './routes/ssh-keys.js';
 import { ErrorEnvelope } from './schemas.js';
 import { validatorCompiler } from './validation.js';
 
@@ -83,6 +85,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(accountRoutes, deps.services);
       await v1.register(apiKeyRoutes, deps.services);
       await v1.register(catalogRoutes);
+      await v1.register(sshKeyRoutes, deps.services);
+      await v1.register(eventRoutes, deps.services);
     },
     { prefix: '/v1' },
   );

@@ -5,9 +5,11 @@ import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
 import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
+import { EventService } from './events.js';
 import { IdempotencyService } from './idempotency.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
+import { SshKeyService } from './ssh-keys.js';
 
 export interface ServiceDeps {
   store: Store;
@@ -23,6 +25,8 @@ export interface Services {
   quotas: QuotaService;
   rateLimits: RateLimitService;
   idempotency: IdempotencyService;
+  sshKeys: SshKeyService;
+  events: EventService;
 }
 
 export function createServices(deps: ServiceDeps): Services {
@@ -34,5 +38,7 @@ export function createServices(deps: ServiceDeps): Services {
     quotas,
     rateLimits: new RateLimitService(deps.rateCounters, deps.clock),
     idempotency: new IdempotencyService(deps.store, deps.clock),
+    sshKeys: new SshKeyService(deps.store, deps.clock),
+    events: new EventService(deps.store),
   };
 }

@@ -67,6 +67,111 @@ export interface SettingsTable {
   value: string;
 }
 
+export interface SshKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  /** The key as uploaded, normalised to `type base64 [comment]`. */
+  public_key: string;
+  /** `SHA256:` + unpadded base64 of the SHA-256 of the key blob, as `ssh-keygen -l` prints it. */
+  fingerprint: string;
+  created_at: string;
+}
+
+export interface InstancesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  status: string;
+  /** The user action in progress (create, start, stop, restart, resize, delete), null when settled. */
+  operation: string | null;
+  /** When that action was asked for. */
+  operation_at: string | null;
+  instance_type: string;
+  region: string;
+  image: string;
+  /** JSON array of SSH key ids. */
+  ssh_key_ids: string;
+  public_ip: string;
+  private_ip: string;
+  mac_address: string;
+  /** JSON object string → string; mirrored into instance_tags for filtering. */
+  tags: string;
+  user_data: string | null;
+  encryption_key_id: string | null;
+  firewall_preset: string;
+  monitoring: number;
+  /** JSON {frequency, retention} or null. */
+  backup_schedule: string | null;
+  root_volume_id: string;
+  /** Bumped by every write; writers guard on it so two of them cannot both win. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InstanceTagsTable {
+  instance_id: string;
+  account_id: string;
+  key: string;
+  value: string;
+}
+
+/** Maintained counts of instances per account, region and status, so lists never count rows. */
+export interface InstanceCountsTable {
+  account_id: string;
+  region: string;
+  status: string;
+  count: number;
+}
+
+/** GPUs held per region by instances of every account, checked against the region's capacity. */
+export interface RegionGpuUsageTable {
+  region: string;
+  gpus: number;
+}
+
+export interface VolumesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  region: string;
+  size_gb: number;
+  status: string;
+  /** 'root' (an instance's OS disk, lives and dies with it) or 'data'. */
+  kind: string;
+  instance_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface JobsTable {
+  id: string;
+  /** One job per key (e.g. `instance:<id>`): enqueueing an existing key moves its run_at instead. */
+  key: string;
+  kind: string;
+  subject_id: string;
+  run_at: string;
+  attempts: number;
+  /** Bumped on every enqueue, so a runner finishing an older run does not delete a newer request. */
+  version: number;
+  lease_owner: string | null;
+  lease_until: string | null;
+  last_error: string | null;
+  created_at: string;
+}
+
+/** The simulated driver's machines: durable, so a restart finds every machine as it was. */
+export interface SimMachinesTable {
+  id: string;
+  instance_type: string;
+  image: string;
+  state: string;
+  state_since: string;
+  boot_started_at: string | null;
+  created_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -74,6 +179,14 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
   settings: SettingsTable;
+  ssh_keys: SshKeysTable;
+  instances: InstancesTable;
+  instance_tags: InstanceTagsTable;
+  instance_counts: InstanceCountsTable;
+  region_gpu_usage: RegionGpuUsageTable;
+  volumes: VolumesTable;
+  jobs: JobsTable;
+  sim_machines: SimMachinesTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */
@@ -84,3 +197,9 @@ export type NewAccountRow = Insertable<AccountsTable>;
 export type AccountUpdate = Updateable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
+export type SshKeyRow = Selectable<SshKeysTable>;
+export type InstanceRow = Selectable<InstancesTable>;
+export type NewInstanceRow = Insertable<InstancesTable>;
+export type JobRow = Selectable<JobsTable>;
+export type SimMachineRow = Selectable<SimMachinesTable>;
+export type VolumeRow = Selectable<VolumesTable>;
