@@ -5,9 +5,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { Redis } from 'ioredis';
-import type { Config } from './config.js';
+import { type Config, ConfigError } from './config.js';
 import { type Clock, systemClock } from './domain/clock.js';
+import type { ComputeDriver } from './drivers/driver.js';
+import { SimulatedDriver } from './drivers/simulator/simulator.js';
 import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './events/broadcast.js';
+import { JobRunner } from './jobs/runner.js';
 import { createServices, type Services } from './services/index.js';
 import { migrateToLatest, openStore, type Store } from './store/db.js';
 import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
@@ -18,11 +21,26 @@ export interface Backends {
   broadcaster: Broadcaster;
   rateCounters: RateCounters;
   services: Services;
+  jobs: JobRunner;
+  driver: ComputeDriver;
   close(): Promise<void>;
 }
 
+export interface BackendOptions {
+  clock?: Clock;
+  /** Tests holding a manual clock: jobs run only when `jobs.runDue()` is called. */
+  steppedJobs?: boolean;
+  onJobError?: (error: unknown, job: { kind: string; subject_id: string; attempts: number }) => void;
+}
+
 /** Store, Redis and services, as the server and the admin CLI both need them. */
-export async function openBackends(config: Config, clock: Clock = systemClock): Promise<Backends> {
+export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
+  const clock = options.clock ?? systemClock;
+  if (config.driver !== 'simulator') {
+    throw new ConfigError(
+      `Invalid configuration: NIMBUS_DRIVER=${config.driver} is not available in this build yet; use simulator`,
+    );
+  }
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   await migrateToLatest(store.db);
@@ -32,12 +50,24 @@ export async function openBackends(config: Config, clock: Clock = systemClock): 
   if (redis) await redis.connect();
   const broadcaster = redis ? new RedisBroadcaster(redis) : new LocalBroadcaster();
   const rateCounters = redis ? new RedisRateCounters(redis) : new MemoryRateCounters();
+  const jobs = new JobRunner(store, clock, {
+    automatic: options.steppedJobs !== true,
+    ...(options.onJobError ? { onError: options.onJobError } : {}),
+  });
+  const driver = new SimulatedDriver({ db: store.db, clock, speedup: config.simSpeedup });
   const services = createServices({
     store,
     clock,
     broadcaster,
     rateCounters,
     authCacheMs: config.authCacheMs,
+    driver,
+    jobs,
+    instances: {
+      publicDomain: config.publicDomain,
+      gpuCapacity: config.gpuCapacity,
+      publicIpPools: config.publicIpPools,
+    },
   });
   return {
     store,
@@ -45,7 +75,10 @@ export async function openBackends(config: Config, clock: Clock = systemClock): 
     broadcaster,
     rateCounters,
     services,
+    jobs,
+    driver,
     close: async () => {
+      await jobs.stop();
       await services.apiKeys.stop();
       await rateCounters.close();
       await broadcaster.close();

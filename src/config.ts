@@ -5,6 +5,8 @@
 import path from 'node:path';
 import { FormatRegistry, type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { DEFAULT_PUBLIC_POOLS, parseCidr } from './domain/addresses.js';
+import { REGION_NAMES, REGIONS } from './domain/catalog.js';
 
 FormatRegistry.Set('date', (value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)));
 
@@ -32,6 +34,10 @@ const EnvSchema = Type.Object({
   ),
   /** End of life of /v1 as an ISO date; when set, /v1 answers carry Deprecation and Sunset headers. */
   NIMBUS_V1_END_OF_LIFE: Type.Optional(Type.String({ format: 'date' })),
+  /** GPUs each region can hand out, as `region=count,…`; regions not named have none. */
+  NIMBUS_GPU_CAPACITY: Type.Optional(Type.String()),
+  /** Public IPv4 pools as `region=cidr,…`; regions not named keep their default documentation range. */
+  NIMBUS_PUBLIC_IP_POOLS: Type.Optional(Type.String()),
   /** Seconds a verified API key is served from memory before it is read again. */
   NIMBUS_AUTH_CACHE_SECONDS: Type.Number({ default: 5, minimum: 0, maximum: 300 }),
 });
@@ -58,6 +64,10 @@ export interface Config {
   logLevel: LogLevel;
   v1EndOfLife: Date | null;
   authCacheMs: number;
+  /** GPUs per region (0 where none). */
+  gpuCapacity: Record<string, number>;
+  /** Public IPv4 pool (CIDR) per region. */
+  publicIpPools: Record<string, string>;
 }
 
 export class ConfigError extends Error {}
@@ -98,6 +108,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: raw.NIMBUS_LOG_LEVEL,
     v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
     authCacheMs: raw.NIMBUS_AUTH_CACHE_SECONDS * 1000,
+    gpuCapacity: parseGpuCapacity(raw.NIMBUS_GPU_CAPACITY),
+    publicIpPools: parsePublicPools(raw.NIMBUS_PUBLIC_IP_POOLS),
   };
 }
 
@@ -107,4 +119,52 @@ function parseTrustProxy(value: string | undefined): boolean | string {
   if (value === '1' || value.toLowerCase() === 'true') return true;
   if (value === '0' || value.toLowerCase() === 'false') return false;
   return value;
+}
+
+/** `a=1,b=2` → entries, each region checked against the catalogue. */
+function regionMap(variable: string, value: string): [string, string][] {
+  return value
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean)
+    .map((part) => {
+      const [region, setting] = part.split('=').map((s) => s.trim());
+      if (!region || !setting || !REGION_NAMES.includes(region)) {
+        throw new ConfigError(
+          `Invalid configuration: ${variable} entries are region=value with a region of ${REGION_NAMES.join(', ')} (got "${part}")`,
+        );
+      }
+      return [region, setting];
+    });
+}
+
+/** Default: 64 GPUs in each region the catalogue offers GPUs in. */
+function parseGpuCapacity(value: string | undefined): Record<string, number> {
+  const capacity = Object.fromEntries(REGIONS.map((r) => [r.name, r.gpu_available ? 64 : 0]));
+  if (value === undefined) return capacity;
+  for (const region of REGION_NAMES) capacity[region] = 0;
+  for (const [region, setting] of regionMap('NIMBUS_GPU_CAPACITY', value)) {
+    const count = Number(setting);
+    if (!Number.isInteger(count) || count < 0) {
+      throw new ConfigError(
+        `Invalid configuration: NIMBUS_GPU_CAPACITY for ${region} must be a whole number`,
+      );
+    }
+    capacity[region] = count;
+  }
+  return capacity;
+}
+
+function parsePublicPools(value: string | undefined): Record<string, string> {
+  const pools = { ...DEFAULT_PUBLIC_POOLS };
+  for (const [region, cidr] of regionMap('NIMBUS_PUBLIC_IP_POOLS', value ?? '')) {
+    try {
+      pools[region] = parseCidr(cidr).cidr;
+    } catch (error) {
+      throw new ConfigError(
+        `Invalid configuration: NIMBUS_PUBLIC_IP_POOLS for ${region}: ${(error as Error).message}`,
+      );
+    }
+  }
+  return pools;
 }

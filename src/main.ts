@@ -49,7 +49,7 @@ function closeServer(server: http.Server): Promise<void> {
 
 export async function startServer(
   config: Config,
-  options: { clock?: Clock; logger?: Logger } = {},
+  options: { clock?: Clock; logger?: Logger; steppedJobs?: boolean } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel);
   // Each component pushes its shutdown as it starts; they run in reverse, on close or on a failed start.
@@ -58,7 +58,15 @@ export async function startServer(
     for (const closeOne of closers.reverse()) await closeOne();
   };
   try {
-    const backends = await openBackends(config, options.clock);
+    const backends = await openBackends(config, {
+      ...(options.clock ? { clock: options.clock } : {}),
+      steppedJobs: options.steppedJobs === true,
+      onJobError: (error, job) =>
+        logger.warn(
+          { err: error, job: job.kind, subject: job.subject_id, attempts: job.attempts },
+          'job failed',
+        ),
+    });
     closers.push(backends.close);
     const { services, store, redis } = backends;
     await services.apiKeys.start();
@@ -115,6 +123,8 @@ export async function startServer(
       closers.push(() => closeServer(metricsServer));
       metricsPort = await listen(metricsServer, config.metricsPort, '127.0.0.1');
     }
+
+    backends.jobs.start();
 
     const purge = setInterval(() => void services.idempotency.purgeExpired().catch(() => {}), 3600_000);
     purge.unref();

@@ -17,6 +17,7 @@ export const ID_PREFIXES = {
   invoice: 'inv',
   account: 'acct',
   sshKey: 'sshk',
+  job: 'job',
   request: 'req',
 } as const;
 

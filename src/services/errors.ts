@@ -60,6 +60,12 @@ export class QuotaExceeded extends DomainError {
   }
 }
 
+export class PaymentRequired extends DomainError {
+  constructor(message: string) {
+    super('payment_required', message);
+  }
+}
+
 export class RateLimitExceeded extends DomainError {
   constructor(readonly retryAfterSeconds: number) {
     super('rate_limit_exceeded', `Rate limit exceeded, retry in ${retryAfterSeconds} seconds`);

@@ -1,6 +1,80 @@
-/** Reading the account's events (the outbox), so users see them before webhooks exist. (Being written.) */
+/**
+ * Reading the account's event log: the rows the transactional outbox (events/outbox.ts) wrote with each
+ * change, so users see events before, and besides, webhooks. Events are shown in the webhook payload's
+ * shape without the signature.
+ */
+import type { Page, PageRequest } from '../domain/pagination.js';
 import type { Store } from '../store/db.js';
+import * as events from '../store/events.js';
+import { InvalidRequest, NotFound } from './errors.js';
+
+export interface EventView {
+  id: string;
+  type: string;
+  /** When the change happened: the row's created_at. */
+  timestamp: string;
+  resource_id: string;
+  data: Record<string, unknown>;
+}
+
+export interface EventQuery {
+  /** An exact type, or `<prefix>.*` for every type starting with `<prefix>.` (the route checks the form). */
+  type?: string | undefined;
+  resource_id?: string | undefined;
+  /** ISO 8601 date-time; events created at or after it. */
+  since?: string | undefined;
+}
+
+function view(row: events.StoredEvent): EventView {
+  return {
+    id: row.id,
+    type: row.type,
+    timestamp: row.created_at,
+    resource_id: row.resource_id,
+    data: JSON.parse(row.data) as Record<string, unknown>,
+  };
+}
+
+/**
+ * `since` as stored timestamps are written (UTC, `toISOString`), so comparing the text compares times.
+ * That holds for four-digit years only: an offset can push a valid date-time outside them.
+ */
+function sinceText(since: string): string {
+  const at = new Date(since);
+  const year = at.getUTCFullYear();
+  // Number.isNaN: the schema's date-time format admits a leap second (23:59:60), which Date does not.
+  if (Number.isNaN(at.getTime()) || year < 0 || year > 9999) {
+    throw new InvalidRequest('since must be an ISO 8601 date-time between the years 0000 and 9999 UTC', {
+      field: 'since',
+      value: since,
+    });
+  }
+  return at.toISOString();
+}
 
 export class EventService {
   constructor(readonly store: Store) {}
+
+  async list(accountId: string, query: EventQuery, request: PageRequest): Promise<Page<EventView>> {
+    // 'instance.*' → the prefix 'instance.'
+    const prefix = query.type?.endsWith('.*') ? query.type.slice(0, -1) : undefined;
+    const page = await events.listEvents(
+      this.store.db,
+      accountId,
+      {
+        type: prefix === undefined ? query.type : undefined,
+        typePrefix: prefix,
+        resourceId: query.resource_id,
+        since: query.since === undefined ? undefined : sinceText(query.since),
+      },
+      request,
+    );
+    return { items: page.items.map(view), pagination: page.pagination };
+  }
+
+  async get(accountId: string, id: string): Promise<EventView> {
+    const row = await events.findEvent(this.store.db, accountId, id);
+    if (!row) throw new NotFound('Event', id);
+    return view(row);
+  }
 }

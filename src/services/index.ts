@@ -1,12 +1,16 @@
 /** Builds every service over one store; main.ts (the server) and the admin CLI both start here. */
 import type { Clock } from '../domain/clock.js';
+import type { ComputeDriver } from '../drivers/driver.js';
 import type { Broadcaster } from '../events/broadcast.js';
+import type { JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
 import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
 import { EventService } from './events.js';
 import { IdempotencyService } from './idempotency.js';
+import { InstanceReconciler } from './instance-reconciler.js';
+import { InstanceService, type InstanceServiceOptions, RECONCILE_JOB } from './instances.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
 import { SshKeyService } from './ssh-keys.js';
@@ -17,6 +21,9 @@ export interface ServiceDeps {
   broadcaster: Broadcaster;
   rateCounters: RateCounters;
   authCacheMs: number;
+  driver: ComputeDriver;
+  jobs: JobRunner;
+  instances: InstanceServiceOptions;
 }
 
 export interface Services {
@@ -27,18 +34,23 @@ export interface Services {
   idempotency: IdempotencyService;
   sshKeys: SshKeyService;
   events: EventService;
+  instances: InstanceService;
 }
 
 export function createServices(deps: ServiceDeps): Services {
   const quotas = new QuotaService(deps.store);
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
+  const sshKeys = new SshKeyService(deps.store, deps.clock);
+  const instances = new InstanceService(deps.store, deps.clock, deps.jobs, quotas, sshKeys, deps.instances);
+  deps.jobs.register(RECONCILE_JOB, new InstanceReconciler(deps.store, deps.clock, deps.driver, instances));
   return {
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,
     quotas,
     rateLimits: new RateLimitService(deps.rateCounters, deps.clock),
     idempotency: new IdempotencyService(deps.store, deps.clock),
-    sshKeys: new SshKeyService(deps.store, deps.clock),
+    sshKeys,
     events: new EventService(deps.store),
+    instances,
   };
 }

@@ -1,4 +1,7 @@
-import type { Executor } from './schema.js';
+import { sql } from 'kysely';
+import type { PageRequest } from '../domain/pagination.js';
+import { fetchPage } from './lists.js';
+import type { EventRow, Executor } from './schema.js';
 
 export interface NewEvent {
   id: string;
@@ -15,4 +18,50 @@ export async function insertEvent(db: Executor, event: NewEvent): Promise<void> 
     .insertInto('events')
     .values({ ...event, data: JSON.stringify(event.data) })
     .execute();
+}
+
+export type StoredEvent = Omit<EventRow, 'seq' | 'account_id'>;
+
+export interface EventFilter {
+  /** Exact type. */
+  type?: string | undefined;
+  /** Every type starting with this text (e.g. `instance.`); matched literally. */
+  typePrefix?: string | undefined;
+  resourceId?: string | undefined;
+  /** ISO 8601 UTC as `Date.toISOString()` writes it, so text order is time order; inclusive. */
+  since?: string | undefined;
+}
+
+/** `%`, `_` and `\` are LIKE wildcards or the escape; a prefix must match them as themselves. */
+function likePrefix(prefix: string): string {
+  return `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/**
+ * One page of an account's events, ordered by `seq` (the order rows were inserted), whatever the
+ * request's sort: created_at can tie within a millisecond and comes from each replica's own clock, so it
+ * cannot order events on its own. `seq` is unique, so the helper's id tie-break never comes into play.
+ */
+export function listEvents(db: Executor, accountId: string, filter: EventFilter, request: PageRequest) {
+  let query = db
+    .selectFrom('events')
+    .select(['id', 'type', 'resource_id', 'data', 'created_at'])
+    .where('account_id', '=', accountId);
+  if (filter.type !== undefined) query = query.where('type', '=', filter.type);
+  if (filter.typePrefix !== undefined) {
+    // ESCAPE is explicit: SQLite has no default escape character.
+    query = query.where(sql<boolean>`${sql.ref('type')} like ${likePrefix(filter.typePrefix)} escape '\\'`);
+  }
+  if (filter.resourceId !== undefined) query = query.where('resource_id', '=', filter.resourceId);
+  if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since);
+  return fetchPage(query, { ...request, sort: 'seq' });
+}
+
+export function findEvent(db: Executor, accountId: string, id: string): Promise<StoredEvent | undefined> {
+  return db
+    .selectFrom('events')
+    .select(['id', 'type', 'resource_id', 'data', 'created_at'])
+    .where('account_id', '=', accountId)
+    .where('id', '=', id)
+    .executeTakeFirst();
 }

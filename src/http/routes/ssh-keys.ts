@@ -1,4 +1,122 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import {
+  MAX_PUBLIC_KEY_LENGTH,
+  MAX_SSH_KEY_NAME_LENGTH,
+  SSH_KEY_NAME_PATTERN,
+  SSH_KEY_TYPES,
+} from '../../domain/ssh-keys.js';
 import type { SshKeyService } from '../../services/ssh-keys.js';
+import { ok, okList } from '../envelope.js';
+import { principalOf } from '../plugins/guard.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery, responses, Timestamp } from '../schemas.js';
 
-export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }> = async () => {};
+const SshKeyName = Type.String({
+  minLength: 1,
+  maxLength: MAX_SSH_KEY_NAME_LENGTH,
+  pattern: SSH_KEY_NAME_PATTERN,
+  description: 'Letters, digits, ".", "_" and "-"; unique in the account',
+});
+
+const SshKey = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    public_key: Type.String({
+      description: 'OpenSSH one-line form: type, base64 key data, optional comment',
+    }),
+    fingerprint: Type.String({ description: 'SHA256:… as `ssh-keygen -lf` prints it' }),
+    created_at: Timestamp,
+  },
+  { $id: 'SshKey', title: 'SshKey' },
+);
+
+const NewSshKey = Type.Object(
+  {
+    name: SshKeyName,
+    public_key: Type.String({
+      minLength: 1,
+      maxLength: MAX_PUBLIC_KEY_LENGTH,
+      description: `The contents of a .pub file. Types: ${SSH_KEY_TYPES.join(', ')}; RSA keys of at least 2048 bits`,
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const SshKeyListQuery = ListQuery(
+  ['created_at', 'name'] as const,
+  { sort: 'created_at' },
+  {
+    name: Type.Optional(
+      Type.String({ minLength: 1, maxLength: MAX_SSH_KEY_NAME_LENGTH, description: 'Exact name' }),
+    ),
+  },
+);
+
+export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }> = async (
+  app,
+  { sshKeys },
+) => {
+  app.post(
+    '/ssh-keys',
+    {
+      schema: {
+        tags: ['ssh-keys'],
+        summary: 'Upload SSH public key',
+        description: 'The name and the key (by fingerprint) are each unique in the account (409 otherwise).',
+        body: NewSshKey,
+        response: responses({ 201: Envelope(SshKey) }),
+      },
+      config: { permission: ['instances', 'write'] },
+    },
+    async (request, reply) => {
+      const created = await sshKeys.create(principalOf(request).accountId, request.body);
+      return reply.code(201).send(ok(request, created));
+    },
+  );
+
+  app.get(
+    '/ssh-keys',
+    {
+      schema: {
+        tags: ['ssh-keys'],
+        summary: 'List SSH keys',
+        querystring: SshKeyListQuery,
+        response: responses({ 200: ListEnvelope(SshKey) }),
+      },
+      config: { permission: ['instances', 'read'] },
+    },
+    async (request) => okList(request, await sshKeys.list(principalOf(request).accountId, request.query)),
+  );
+
+  app.get(
+    '/ssh-keys/:id',
+    {
+      schema: {
+        tags: ['ssh-keys'],
+        summary: 'Get SSH key',
+        params: IdParams,
+        response: responses({ 200: Envelope(SshKey) }),
+      },
+      config: { permission: ['instances', 'read'] },
+    },
+    async (request) => ok(request, await sshKeys.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.delete(
+    '/ssh-keys/:id',
+    {
+      schema: {
+        tags: ['ssh-keys'],
+        summary: 'Delete SSH key (instances created with it keep it)',
+        description:
+          'Allowed while instances created with the key exist: they keep the key they booted with. ' +
+          'New instances can no longer name it.',
+        params: IdParams,
+        response: responses({ 200: Envelope(SshKey) }),
+      },
+      config: { permission: ['instances', 'write'] },
+    },
+    async (request) => ok(request, await sshKeys.delete(principalOf(request).accountId, request.params.id)),
+  );
+};

@@ -146,7 +146,11 @@ export async function up(db: AnyDb): Promise<void> {
     .on('events')
     .columns(['account_id', 'resource_id', 'seq'])
     .execute();
-  await db.schema.createIndex('events_account_type').on('events').columns(['account_id', 'type', 'seq']).execute();
+  await db.schema
+    .createIndex('events_account_type')
+    .on('events')
+    .columns(['account_id', 'type', 'seq'])
+    .execute();
 }
 
 export async function down(db: AnyDb): Promise<void> {

@@ -1,0 +1,74 @@
+/**
+ * The compute driver: what the control plane asks of whatever runs instances (the simulator, QEMU).
+ *
+ * Every call is idempotent and returns quickly: a call starts a change on the machine, and `inspect`
+ * reports where the machine is, with the time the current change is expected to settle. The reconciler
+ * (services/instance-reconciler.ts) drives a machine by calling, persisting, and coming back at that
+ * time, so nothing is lost when the server dies mid-change. A driver keeps its own durable state.
+ */
+import type { InstanceType } from '../domain/catalog.js';
+
+/** What the driver needs to know about the machine it runs for an instance. */
+export interface MachineSpec {
+  /** The instance id; the machine's identity. */
+  id: string;
+  instanceType: InstanceType;
+  image: string;
+  region: string;
+  userData: string | null;
+  tags: Readonly<Record<string, string>>;
+}
+
+export type PowerState =
+  /** No machine (never provisioned, or destroyed). */
+  | 'absent'
+  | 'off'
+  | 'booting'
+  | 'running'
+  /** Graceful shutdown in progress. */
+  | 'stopping'
+  /** Changing the machine's type while it is off. */
+  | 'resizing'
+  /** The guest failed to boot. */
+  | 'failed';
+
+export interface MachineState {
+  power: PowerState;
+  /** The type the machine has now (after a finished resize: the new one). */
+  instanceType: string | null;
+  /** When the current change should settle; null when settled, or when it will not settle by itself (stuck). */
+  settlesAt: Date | null;
+  /** When the machine last began to boot; tells whether a reboot asked for at some time has happened. */
+  bootStartedAt: Date | null;
+}
+
+export interface MetricSample {
+  timestamp: string;
+  cpu_percent: number;
+  memory_used_bytes: number;
+  disk_read_bps: number;
+  disk_write_bps: number;
+  net_rx_bps: number;
+  net_tx_bps: number;
+  /** GPU types only. */
+  gpu_percent?: number;
+}
+
+export interface ComputeDriver {
+  readonly name: string;
+  /** Creates the machine and its root disk from the image, powered off. */
+  provision(spec: MachineSpec): Promise<void>;
+  /** Boots an off machine; a booting or running one is left alone. */
+  start(spec: MachineSpec): Promise<void>;
+  /** Graceful shutdown, or with `force` an immediate power-off (from any state). */
+  stop(spec: MachineSpec, options: { force: boolean }): Promise<void>;
+  /** Graceful shutdown followed by a boot; only a running machine reboots. */
+  reboot(spec: MachineSpec): Promise<void>;
+  /** Changes an off machine to `spec.instanceType` (CPU, memory, and a root disk that only grows). */
+  resize(spec: MachineSpec): Promise<void>;
+  /** Powers off and deletes the machine and its root disk; absent machines are fine. */
+  destroy(spec: MachineSpec): Promise<void>;
+  inspect(spec: MachineSpec): Promise<MachineState>;
+  /** Utilisation at one moment; zero when the machine is not running. */
+  sampleMetrics(spec: MachineSpec, at: Date): Promise<MetricSample>;
+}

@@ -1,0 +1,216 @@
+/**
+ * The simulated compute driver: machines that exist only as rows in the store, with realistic timings.
+ *
+ * A machine row holds the change in progress and when it began (`state`, `state_since`); where the
+ * machine is now is worked out from the clock when asked, so a machine keeps booting while the server
+ * is down and is found running when it comes back, exactly as a real one would be. Durations are
+ * SIM_TIMINGS_MS divided by the configured speed-up; the clock is injected, so tests that hold a manual
+ * clock step machines through their changes deterministically.
+ *
+ * Fault injection (DESIGN.md §3): the tag `nimbus.sim/fault` on the instance makes boots hang
+ * (`stuck-starting`), graceful shutdowns hang (`stuck-stopping`) or boots fail (`boot-error`). Faults are
+ * read from the spec on every call, so removing the tag lets a hung change finish.
+ */
+import { createHash } from 'node:crypto';
+import type { Clock } from '../../domain/clock.js';
+import type { Executor, SimMachineRow } from '../../store/schema.js';
+import type { ComputeDriver, MachineSpec, MachineState, MetricSample, PowerState } from '../driver.js';
+import { deleteMachine, findMachine, insertMachine, updateMachine } from './machines.js';
+
+/** Realistic durations at speed-up 1: boot about 8 s, graceful stop about 5 s, a resize about 25 s. */
+export const SIM_TIMINGS_MS = { boot: 8_000, stop: 5_000, resize: 25_000 } as const;
+
+export const FAULT_TAG = 'nimbus.sim/fault';
+export const FAULTS = ['stuck-starting', 'stuck-stopping', 'boot-error'] as const;
+type Fault = (typeof FAULTS)[number];
+
+/** What a machine row stores: the driver's powers plus a reboot (a shutdown then a boot, in one change). */
+type StoredState = Exclude<PowerState, 'absent'> | 'rebooting';
+
+export interface SimulatorOptions {
+  db: Executor;
+  clock: Clock;
+  /** Simulated durations are divided by this. */
+  speedup: number;
+}
+
+function faultOf(spec: MachineSpec): Fault | null {
+  const value = spec.tags[FAULT_TAG];
+  return (FAULTS as readonly string[]).includes(value ?? '') ? (value as Fault) : null;
+}
+
+const at = (ms: number) => new Date(ms);
+
+export class SimulatedDriver implements ComputeDriver {
+  readonly name = 'simulator';
+  private readonly db: Executor;
+  private readonly clock: Clock;
+  private readonly timings: { boot: number; stop: number; resize: number };
+
+  constructor(options: SimulatorOptions) {
+    this.db = options.db;
+    this.clock = options.clock;
+    this.timings = {
+      boot: SIM_TIMINGS_MS.boot / options.speedup,
+      stop: SIM_TIMINGS_MS.stop / options.speedup,
+      resize: SIM_TIMINGS_MS.resize / options.speedup,
+    };
+  }
+
+  async provision(spec: MachineSpec): Promise<void> {
+    if (await findMachine(this.db, spec.id)) return;
+    const now = this.clock.now().toISOString();
+    await insertMachine(this.db, {
+      id: spec.id,
+      instance_type: spec.instanceType.name,
+      image: spec.image,
+      state: 'off',
+      state_since: now,
+      boot_started_at: null,
+      created_at: now,
+    });
+  }
+
+  async start(spec: MachineSpec): Promise<void> {
+    const { row, state } = await this.current(spec);
+    if (!row || (state.power !== 'off' && state.power !== 'failed')) return;
+    const now = this.clock.now().toISOString();
+    await updateMachine(this.db, spec.id, { state: 'booting', state_since: now, boot_started_at: now });
+  }
+
+  async stop(spec: MachineSpec, options: { force: boolean }): Promise<void> {
+    const { row, state } = await this.current(spec);
+    if (!row || state.power === 'off') return;
+    const now = this.clock.now().toISOString();
+    if (options.force || state.power === 'failed') {
+      await updateMachine(this.db, spec.id, { state: 'off', state_since: now });
+    } else if (state.power === 'running' || state.power === 'booting') {
+      await updateMachine(this.db, spec.id, { state: 'stopping', state_since: now });
+    }
+  }
+
+  async reboot(spec: MachineSpec): Promise<void> {
+    const { row, state } = await this.current(spec);
+    if (!row || state.power !== 'running') return;
+    const now = this.clock.now().getTime();
+    await updateMachine(this.db, spec.id, {
+      state: 'rebooting',
+      state_since: at(now).toISOString(),
+      boot_started_at: at(now + this.timings.stop).toISOString(),
+    });
+  }
+
+  async resize(spec: MachineSpec): Promise<void> {
+    const { row, state } = await this.current(spec);
+    if (!row) throw new Error(`simulator: machine ${spec.id} does not exist`);
+    if (row.instance_type === spec.instanceType.name) return;
+    if (state.power !== 'off' && state.power !== 'failed') {
+      throw new Error(`simulator: machine ${spec.id} must be off to resize, it is ${state.power}`);
+    }
+    await updateMachine(this.db, spec.id, {
+      state: 'resizing',
+      state_since: this.clock.now().toISOString(),
+      instance_type: spec.instanceType.name,
+    });
+  }
+
+  async destroy(spec: MachineSpec): Promise<void> {
+    await deleteMachine(this.db, spec.id);
+  }
+
+  async inspect(spec: MachineSpec): Promise<MachineState> {
+    return (await this.current(spec)).state;
+  }
+
+  async sampleMetrics(spec: MachineSpec, when: Date): Promise<MetricSample> {
+    const { state } = await this.current(spec);
+    return sampleFor(spec, when, state.power === 'running');
+  }
+
+  private async current(spec: MachineSpec): Promise<{ row: SimMachineRow | undefined; state: MachineState }> {
+    const row = await findMachine(this.db, spec.id);
+    if (!row)
+      return { row, state: { power: 'absent', instanceType: null, settlesAt: null, bootStartedAt: null } };
+    return { row, state: this.stateOf(row, faultOf(spec), this.clock.now().getTime()) };
+  }
+
+  /** Where a machine is at `now`, given the change it began at `state_since`. */
+  private stateOf(row: SimMachineRow, fault: Fault | null, now: number): MachineState {
+    const since = Date.parse(row.state_since);
+    const settled = (power: PowerState, settlesAt: number | null = null): MachineState => ({
+      power,
+      instanceType: row.instance_type,
+      settlesAt: settlesAt === null ? null : at(settlesAt),
+      bootStartedAt: row.boot_started_at ? new Date(row.boot_started_at) : null,
+    });
+    const booting = (bootBegan: number): MachineState => {
+      if (fault === 'stuck-starting') return settled('booting');
+      const done = bootBegan + this.timings.boot;
+      if (now < done) return settled('booting', done);
+      return settled(fault === 'boot-error' ? 'failed' : 'running');
+    };
+    const stopping = (): MachineState | null => {
+      if (fault === 'stuck-stopping') return settled('stopping');
+      const done = since + this.timings.stop;
+      return now < done ? settled('stopping', done) : null;
+    };
+    switch (row.state as StoredState) {
+      case 'booting':
+        return booting(since);
+      case 'stopping':
+        return stopping() ?? settled('off');
+      case 'rebooting':
+        return stopping() ?? booting(since + this.timings.stop);
+      case 'resizing': {
+        const done = since + this.timings.resize;
+        return now < done ? settled('resizing', done) : settled('off');
+      }
+      case 'running':
+        return settled('running');
+      case 'failed':
+        return settled('failed');
+      default:
+        return settled('off');
+    }
+  }
+}
+
+/**
+ * Deterministic utilisation: a per-machine baseline, a daily wave and per-10-second jitter, all derived
+ * from the instance id and the time, so the same question always gets the same answer on any replica.
+ */
+function sampleFor(spec: MachineSpec, when: Date, running: boolean): MetricSample {
+  const bucket = Math.floor(when.getTime() / 10_000);
+  const timestamp = new Date(bucket * 10_000).toISOString();
+  if (!running) {
+    return {
+      timestamp,
+      cpu_percent: 0,
+      memory_used_bytes: 0,
+      disk_read_bps: 0,
+      disk_write_bps: 0,
+      net_rx_bps: 0,
+      net_tx_bps: 0,
+      ...(spec.instanceType.gpu ? { gpu_percent: 0 } : {}),
+    };
+  }
+  const unit = (label: string, input: string | number) => {
+    const digest = createHash('sha256').update(`${spec.id}:${label}:${input}`).digest();
+    return digest.readUInt32BE(0) / 0xffffffff;
+  };
+  const baseline = 5 + unit('baseline', 0) * 50;
+  const wave = Math.sin((when.getTime() / 86_400_000) * 2 * Math.PI) * 10;
+  const load = Math.min(100, Math.max(0, baseline + wave + (unit('cpu', bucket) - 0.5) * 20));
+  const round = (value: number, digits = 2) => Number(value.toFixed(digits));
+  const memoryBytes = spec.instanceType.memory_gb * 1024 ** 3;
+  return {
+    timestamp,
+    cpu_percent: round(load),
+    memory_used_bytes: Math.round(memoryBytes * (0.2 + 0.6 * (load / 100))),
+    disk_read_bps: Math.round(unit('disk_read', bucket) * 20_000_000 * (load / 100)),
+    disk_write_bps: Math.round(unit('disk_write', bucket) * 10_000_000 * (load / 100)),
+    net_rx_bps: Math.round(unit('net_rx', bucket) * 50_000_000 * (load / 100)),
+    net_tx_bps: Math.round(unit('net_tx', bucket) * 25_000_000 * (load / 100)),
+    ...(spec.instanceType.gpu ? { gpu_percent: round(Math.min(100, load * 1.3)) } : {}),
+  };
+}

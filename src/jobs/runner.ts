@@ -1,0 +1,174 @@
+/**
+ * The job runner: runs the durable jobs of the store's jobs table (store/jobs.ts).
+ *
+ * A job is a key (`instance:<id>`), a kind and a run_at. Work that must not be lost is enqueued in the
+ * same transaction as the state change that needs it, so if the change committed, so did the job. The
+ * runner claims due jobs under a lease, runs each kind's handler, and settles the job by the outcome:
+ * done (deleted), again at some time (the handler is waiting for a machine), or failed (retried with
+ * backoff; after MAX_ATTEMPTS the handler gives up on it). A process that dies holding a lease loses it
+ * when the lease runs out, and another run picks the job up: handlers must be safe to run twice.
+ *
+ * Timing: `wake(at)` arms a timer for work this process knows about; a poll every `pollMs` finds jobs
+ * other replicas enqueued and jobs left by a previous process. In stepped mode (tests holding a manual
+ * clock) there are no timers at all: the test moves the clock and calls `runDue()`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../domain/clock.js';
+import { newId } from '../domain/ids.js';
+import type { Store } from '../store/db.js';
+import { claimDueJobs, finishJob, rescheduleJob, upsertJob } from '../store/jobs.js';
+import type { Executor, JobRow } from '../store/schema.js';
+
+export interface JobHandler {
+  /** Does the next step for the subject; returns when to come back, or null when there is nothing left. */
+  run(subjectId: string): Promise<Date | null>;
+  /** Called once a job has failed MAX_ATTEMPTS times in a row. */
+  giveUp(subjectId: string, error: unknown): Promise<void>;
+}
+
+export interface JobRunnerOptions {
+  /** false: stepped mode, no timers; the caller runs `runDue()`. */
+  automatic: boolean;
+  pollMs?: number;
+  leaseMs?: number;
+  batchSize?: number;
+  /** Called when a handler throws (the runner itself never stops on it). */
+  onError?: (error: unknown, job: JobRow) => void;
+}
+
+export const MAX_ATTEMPTS = 10;
+const MAX_BACKOFF_MS = 60_000;
+
+export class JobRunner {
+  private readonly handlers = new Map<string, JobHandler>();
+  private readonly owner = `runner_${randomUUID()}`;
+  private readonly pollMs: number;
+  private readonly leaseMs: number;
+  private readonly batchSize: number;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private wakeAt = Number.POSITIVE_INFINITY;
+  private running: Promise<number> | null = null;
+  private rerun = false;
+  private stopped = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly options: JobRunnerOptions,
+  ) {
+    this.pollMs = options.pollMs ?? 1_000;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.batchSize = options.batchSize ?? 16;
+  }
+
+  register(kind: string, handler: JobHandler): void {
+    this.handlers.set(kind, handler);
+  }
+
+  /** Records the job in the caller's transaction; call `wake()` once that transaction has committed. */
+  async enqueue(trx: Executor, kind: string, subjectId: string, runAt?: Date): Promise<void> {
+    const now = this.clock.now();
+    await upsertJob(trx, {
+      id: newId('job', now),
+      key: `${kind}:${subjectId}`,
+      kind,
+      subjectId,
+      runAt: runAt ?? now,
+      now,
+    });
+  }
+
+  start(): void {
+    if (!this.options.automatic || this.pollTimer) return;
+    this.pollTimer = setInterval(() => this.wake(), this.pollMs);
+    this.pollTimer.unref();
+    this.wake();
+  }
+
+  /** Runs due jobs at `at` (default: now) in this process, without waiting for the next poll. */
+  wake(at?: Date): void {
+    if (!this.options.automatic || this.stopped) return;
+    const when = at?.getTime() ?? 0;
+    if (when >= this.wakeAt) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeAt = when;
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeTimer = null;
+        this.wakeAt = Number.POSITIVE_INFINITY;
+        void this.runDue().catch(() => {});
+      },
+      Math.max(0, when - this.clock.now().getTime()),
+    );
+  }
+
+  /** Runs every due job, batch after batch, until none is due; returns how many ran. */
+  runDue(): Promise<number> {
+    if (this.running) {
+      this.rerun = true;
+      return this.running;
+    }
+    this.running = this.drain().finally(() => {
+      this.running = null;
+      if (this.rerun && !this.stopped) {
+        this.rerun = false;
+        void this.runDue().catch(() => {});
+      }
+    });
+    return this.running;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.pollTimer = null;
+    this.wakeTimer = null;
+    await this.running?.catch(() => {});
+  }
+
+  private async drain(): Promise<number> {
+    let ran = 0;
+    while (!this.stopped) {
+      const now = this.clock.now();
+      const jobs = await claimDueJobs(
+        this.store,
+        this.owner,
+        now,
+        new Date(now.getTime() + this.leaseMs),
+        this.batchSize,
+      );
+      if (jobs.length === 0) break;
+      await Promise.all(jobs.map((job) => this.runOne(job)));
+      ran += jobs.length;
+    }
+    return ran;
+  }
+
+  private async runOne(job: JobRow): Promise<void> {
+    const db = this.store.db;
+    const handler = this.handlers.get(job.kind);
+    try {
+      if (!handler) throw new Error(`no handler for job kind ${job.kind}`);
+      const next = await handler.run(job.subject_id);
+      if (next === null) {
+        await finishJob(db, job);
+      } else {
+        await rescheduleJob(db, job, next, { progressed: true });
+        this.wake(next);
+      }
+    } catch (error) {
+      this.options.onError?.(error, job);
+      if (handler && job.attempts >= MAX_ATTEMPTS) {
+        await handler.giveUp(job.subject_id, error).catch((e) => this.options.onError?.(e, job));
+        await finishJob(db, job);
+        return;
+      }
+      const delay = Math.min(MAX_BACKOFF_MS, 1_000 * 2 ** (job.attempts - 1));
+      const retryAt = new Date(this.clock.now().getTime() + delay);
+      await rescheduleJob(db, job, retryAt, { error: String(error), progressed: false });
+      this.wake(retryAt);
+    }
+  }
+}

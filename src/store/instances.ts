@@ -1,0 +1,234 @@
+/**
+ * Instances and what hangs off them: tags (mirrored into instance_tags for filtering), the maintained
+ * per-account counts that lists use for total_items, and the addresses in use. Every write that changes
+ * an instance's status goes through `updateInstance`, which guards on the version the caller read and
+ * keeps the counts in step, in the caller's transaction.
+ */
+import { type ExpressionBuilder, sql } from 'kysely';
+import type { Page, PageRequest } from '../domain/pagination.js';
+import { isPostgres } from './dialect.js';
+import { fetchPage } from './lists.js';
+import type { Database, Executor, InstanceRow, InstancesTable, NewInstanceRow } from './schema.js';
+
+export type InstanceSort = 'created_at' | 'name' | 'status' | 'instance_type';
+
+export interface InstanceFilters {
+  status?: string | undefined;
+  region?: string | undefined;
+  name?: string | undefined;
+  /** Every [key, value] pair must be a tag of the instance. */
+  tags?: readonly (readonly [string, string])[] | undefined;
+}
+
+async function adjustCount(db: Executor, accountId: string, region: string, status: string, delta: number) {
+  await db
+    .insertInto('instance_counts')
+    .values({ account_id: accountId, region, status, count: delta })
+    .onConflict((oc) =>
+      oc.columns(['account_id', 'region', 'status']).doUpdateSet({
+        count: sql<number>`instance_counts.count + ${delta}`,
+      }),
+    )
+    .execute();
+}
+
+async function writeTags(
+  db: Executor,
+  row: Pick<InstanceRow, 'id' | 'account_id'>,
+  tags: Record<string, string>,
+) {
+  await db.deleteFrom('instance_tags').where('instance_id', '=', row.id).execute();
+  const entries = Object.entries(tags);
+  if (entries.length === 0) return;
+  await db
+    .insertInto('instance_tags')
+    .values(entries.map(([key, value]) => ({ instance_id: row.id, account_id: row.account_id, key, value })))
+    .execute();
+}
+
+export async function insertInstance(db: Executor, row: NewInstanceRow): Promise<void> {
+  await db.insertInto('instances').values(row).execute();
+  await writeTags(db, row, JSON.parse(row.tags) as Record<string, string>);
+  await adjustCount(db, row.account_id, row.region, row.status, 1);
+}
+
+export function findInstance(db: Executor, id: string): Promise<InstanceRow | undefined> {
+  return db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findAccountInstance(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<InstanceRow | undefined> {
+  return db
+    .selectFrom('instances')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .executeTakeFirst();
+}
+
+export type InstanceChanges = Partial<
+  Omit<InstancesTable, 'id' | 'account_id' | 'region' | 'version' | 'created_at'>
+>;
+
+/**
+ * Applies `changes` if the instance is still at the version `current` was read at; returns the new row,
+ * or undefined when another writer got there first (the caller reports a conflict or re-reads).
+ */
+export async function updateInstance(
+  db: Executor,
+  current: InstanceRow,
+  changes: InstanceChanges,
+): Promise<InstanceRow | undefined> {
+  const updated = await db
+    .updateTable('instances')
+    .set({ ...changes, version: current.version + 1 })
+    .where('id', '=', current.id)
+    .where('version', '=', current.version)
+    .returningAll()
+    .executeTakeFirst();
+  if (!updated) return undefined;
+  if (changes.tags !== undefined)
+    await writeTags(db, updated, JSON.parse(changes.tags) as Record<string, string>);
+  if (updated.status !== current.status) {
+    await adjustCount(db, current.account_id, current.region, current.status, -1);
+    await adjustCount(db, current.account_id, current.region, updated.status, 1);
+  }
+  return updated;
+}
+
+/** Deletes the row (its tags go with it) if it is still at the version read; false otherwise. */
+export async function deleteInstance(db: Executor, current: InstanceRow): Promise<boolean> {
+  await db.deleteFrom('instance_tags').where('instance_id', '=', current.id).execute();
+  const deleted = await db
+    .deleteFrom('instances')
+    .where('id', '=', current.id)
+    .where('version', '=', current.version)
+    .executeTakeFirst();
+  if (deleted.numDeletedRows === 0n) return false;
+  await adjustCount(db, current.account_id, current.region, current.status, -1);
+  return true;
+}
+
+function filtered(db: Executor, accountId: string, filters: InstanceFilters) {
+  let query = db.selectFrom('instances').selectAll().where('account_id', '=', accountId);
+  if (filters.status !== undefined) query = query.where('status', '=', filters.status);
+  if (filters.region !== undefined) query = query.where('region', '=', filters.region);
+  if (filters.name !== undefined) query = query.where('name', '=', filters.name);
+  for (const [key, value] of filters.tags ?? []) {
+    query = query.where('id', 'in', (eb: ExpressionBuilder<Database, 'instances'>) =>
+      eb
+        .selectFrom('instance_tags')
+        .select('instance_tags.instance_id')
+        .where('instance_tags.account_id', '=', accountId)
+        .where('instance_tags.key', '=', key)
+        .where('instance_tags.value', '=', value),
+    );
+  }
+  return query;
+}
+
+/** The maintained count, when the filters are ones it is kept by (status, region); else null. */
+async function countedTotal(
+  db: Executor,
+  accountId: string,
+  filters: InstanceFilters,
+): Promise<number | null> {
+  if (filters.name !== undefined || (filters.tags?.length ?? 0) > 0) return null;
+  let query = db
+    .selectFrom('instance_counts')
+    .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('count'), sql<number>`0`).as('total'))
+    .where('account_id', '=', accountId);
+  if (filters.status !== undefined) query = query.where('status', '=', filters.status);
+  if (filters.region !== undefined) query = query.where('region', '=', filters.region);
+  const row = await query.executeTakeFirst();
+  return Number(row?.total ?? 0);
+}
+
+export async function listInstances(
+  db: Executor,
+  accountId: string,
+  filters: InstanceFilters,
+  request: PageRequest<InstanceSort>,
+): Promise<Page<InstanceRow>> {
+  const total = await countedTotal(db, accountId, filters);
+  return fetchPage(filtered(db, accountId, filters), request, {
+    ...(total === null ? {} : { total }),
+    load: (ids) =>
+      ids.length === 0
+        ? Promise.resolve([])
+        : db.selectFrom('instances').selectAll().where('id', 'in', ids).execute(),
+  });
+}
+
+/** Instances of the account (every status); the instances quota counts these. */
+export async function countAccountInstances(db: Executor, accountId: string): Promise<number> {
+  return (await countedTotal(db, accountId, {})) ?? 0;
+}
+
+/** How many instances of each type the account has; vCPU and GPU quotas are summed from it. */
+export async function countByType(db: Executor, accountId: string): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('instances')
+    .select(['instance_type', (eb) => eb.fn.countAll<number>().as('count')])
+    .where('account_id', '=', accountId)
+    .groupBy('instance_type')
+    .execute();
+  return new Map(rows.map((row) => [row.instance_type, Number(row.count)]));
+}
+
+export async function publicIpsInUse(db: Executor, region: string): Promise<string[]> {
+  const rows = await db.selectFrom('instances').select('public_ip').where('region', '=', region).execute();
+  return rows.map((row) => row.public_ip);
+}
+
+export async function privateIpsInUse(db: Executor, accountId: string, region: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('instances')
+    .select('private_ip')
+    .where('account_id', '=', accountId)
+    .where('region', '=', region)
+    .execute();
+  return rows.map((row) => row.private_ip);
+}
+
+/**
+ * Serialises address and capacity allocation in a region across accounts. PostgreSQL takes a
+ * transaction-scoped advisory lock; SQLite already runs one write transaction at a time.
+ */
+export async function lockRegion(db: Executor, region: string): Promise<void> {
+  if (isPostgres(db)) {
+    await sql`select pg_advisory_xact_lock(hashtext(${`nimbus.region:${region}`}))`.execute(db);
+  }
+}
+
+/** Takes `gpus` from the region's capacity; false when that would pass `capacity`. */
+export async function reserveGpus(
+  db: Executor,
+  region: string,
+  gpus: number,
+  capacity: number,
+): Promise<boolean> {
+  await db
+    .insertInto('region_gpu_usage')
+    .values({ region, gpus: 0 })
+    .onConflict((oc) => oc.column('region').doNothing())
+    .execute();
+  const result = await db
+    .updateTable('region_gpu_usage')
+    .set({ gpus: sql<number>`gpus + ${gpus}` })
+    .where('region', '=', region)
+    .where(sql<boolean>`gpus + ${gpus} <= ${capacity}`)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export async function releaseGpus(db: Executor, region: string, gpus: number): Promise<void> {
+  await db
+    .updateTable('region_gpu_usage')
+    .set({ gpus: sql<number>`gpus - ${gpus}` })
+    .where('region', '=', region)
+    .execute();
+}
