@@ -25,6 +25,7 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
+import { instanceRoutes } from './routes/instances.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
 import { ErrorEnvelope } from './schemas.js';
 import { validatorCompiler } from './validation.js';
@@ -85,6 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(accountRoutes, deps.services);
       await v1.register(apiKeyRoutes, deps.services);
       await v1.register(catalogRoutes);
+      await v1.register(instanceRoutes, deps.services);
       await v1.register(sshKeyRoutes, deps.services);
       await v1.register(eventRoutes, deps.services);
     },

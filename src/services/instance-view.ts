@@ -1,5 +1,6 @@
 /** How an instance row looks to users (the API record of DESIGN.md §4) and to the driver (its spec). */
 import { INSTANCE_TYPES, type InstanceType } from '../domain/catalog.js';
+import type { InstanceStatus } from '../domain/instance-states.js';
 import { microsToUsd } from '../domain/money.js';
 import type { MachineSpec } from '../drivers/driver.js';
 import type { InstanceRow } from '../store/schema.js';
@@ -14,7 +15,7 @@ export interface BackupSchedule {
 export interface InstanceView {
   id: string;
   name: string;
-  status: string;
+  status: InstanceStatus;
   instance_type: string;
   region: string;
   image: string;
@@ -61,7 +62,7 @@ export function instanceView(row: InstanceRow, publicDomain: string, withUserDat
   return {
     id: row.id,
     name: row.name,
-    status: row.status,
+    status: row.status as InstanceStatus,
     instance_type: row.instance_type,
     region: row.region,
     image: row.image,

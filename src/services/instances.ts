@@ -66,7 +66,7 @@ export interface NetworkView {
   internal_hostname: string;
   private_network: { region: string; cidr: string };
   firewall_preset: string;
-  firewall_rules: unknown[];
+  firewall_rules: Record<string, unknown>[];
   private_traffic_free: boolean;
   note: string;
 }

@@ -1,0 +1,295 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../../domain/catalog.js';
+import {
+  BACKUP_FREQUENCIES,
+  BACKUP_RETENTION,
+  FIREWALL_PRESETS,
+  INSTANCE_NAME_PATTERN,
+  INSTANCE_SORTS,
+  MAX_TAGS,
+  TAG_VALUE_MAX_LENGTH,
+  USER_DATA_MAX_BYTES,
+} from '../../domain/instance-rules.js';
+import { INSTANCE_STATUSES } from '../../domain/instance-states.js';
+import type { InstanceService } from '../../services/instances.js';
+import { ok, okList } from '../envelope.js';
+import { principalOf } from '../plugins/guard.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery, responses, StringEnum, Timestamp } from '../schemas.js';
+
+const Name = Type.String({ pattern: INSTANCE_NAME_PATTERN, description: '1–64 characters: letters, digits, . _ -' });
+const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
+const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
+  maxProperties: MAX_TAGS,
+  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
+});
+const BackupSchedule = Type.Union([
+  Type.Object(
+    {
+      frequency: StringEnum(BACKUP_FREQUENCIES),
+      retention: Type.Integer({ minimum: BACKUP_RETENTION.min, maximum: BACKUP_RETENTION.max }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
+
+const Instance = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    status: StringEnum(INSTANCE_STATUSES),
+    instance_type: Type.String(),
+    region: Type.String(),
+    image: Type.String(),
+    ssh_keys: Type.Array(Type.String(), { description: 'Ids of the SSH keys installed for the login user' }),
+    public_ip: Type.String({ description: 'Static public IPv4 address' }),
+    private_ip: Type.String({ description: "IPv4 address on the account's private network in the region" }),
+    hostname: Type.String(),
+    internal_hostname: Type.String(),
+    login_user: Type.String({ description: 'Always "lambda"' }),
+    tags: Type.Record(Type.String(), Type.String()),
+    user_data: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' })),
+    encryption_key_id: Type.Union([Type.String(), Type.Null()]),
+    firewall_preset: Type.String(),
+    monitoring: Type.Boolean(),
+    backup_schedule: Type.Union([
+      Type.Object({ frequency: Type.String(), retention: Type.Integer() }),
+      Type.Null(),
+    ]),
+    vcpus: Type.Integer(),
+    memory_gb: Type.Integer(),
+    storage_gb: Type.Integer(),
+    gpu: Type.Union([
+      Type.Object({ count: Type.Integer(), model: Type.String(), memory_gb: Type.Integer() }),
+      Type.Null(),
+    ]),
+    price_per_hour: Type.Number({ description: 'USD per hour while running' }),
+    root_volume_id: Type.String(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Instance', title: 'Instance' },
+);
+
+const NewInstance = Type.Object(
+  {
+    name: Name,
+    instance_type: InstanceTypeName,
+    region: StringEnum(REGION_NAMES),
+    image: StringEnum(IMAGES.map((i) => i.name)),
+    ssh_keys: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: 20,
+        description: 'SSH key ids or names',
+      }),
+    ),
+    tags: Type.Optional(Tags),
+    user_data: Type.Optional(
+      Type.String({ maxLength: USER_DATA_MAX_BYTES, description: 'Cloud-init user data, up to 16 KiB' }),
+    ),
+    encryption_key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    firewall_preset: Type.Optional(StringEnum(FIREWALL_PRESETS, { default: 'ssh-only' })),
+    monitoring: Type.Optional(Type.Boolean({ default: true })),
+    backup_schedule: Type.Optional(BackupSchedule),
+  },
+  { additionalProperties: false },
+);
+
+const InstanceUpdate = Type.Object(
+  {
+    name: Type.Optional(Name),
+    tags: Type.Optional(Tags),
+    monitoring: Type.Optional(Type.Boolean()),
+    backup_schedule: Type.Optional(BackupSchedule),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const StopRequest = Type.Union([
+  Type.Object(
+    {
+      force: Type.Optional(
+        Type.Boolean({
+          description: 'Power off at once, without a graceful shutdown: the way out of a stuck starting or stopping',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
+
+const ResizeRequest = Type.Object({ instance_type: InstanceTypeName }, { additionalProperties: false });
+
+const Network = Type.Object(
+  {
+    instance_id: Type.String(),
+    public_ip: Type.String(),
+    private_ip: Type.String(),
+    mac_address: Type.String(),
+    hostname: Type.String(),
+    internal_hostname: Type.String(),
+    private_network: Type.Object({ region: Type.String(), cidr: Type.String() }),
+    firewall_preset: Type.String(),
+    firewall_rules: Type.Array(Type.Object({}, { additionalProperties: true })),
+    private_traffic_free: Type.Boolean(),
+    note: Type.String(),
+  },
+  { title: 'InstanceNetwork' },
+);
+
+const ListInstancesQuery = ListQuery(INSTANCE_SORTS, { sort: 'created_at' }, {
+  status: Type.Optional(StringEnum(INSTANCE_STATUSES)),
+  region: Type.Optional(StringEnum(REGION_NAMES)),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  tag: Type.Optional(
+    Type.Array(Type.String({ pattern: '^[^:]+:', maxLength: 400 }), {
+      maxItems: 10,
+      description: 'key:value; repeat to require several tags',
+    }),
+  ),
+});
+
+export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceService }> = async (
+  app,
+  { instances },
+) => {
+  const accepted = responses({ 202: Envelope(Instance) });
+  const write = { permission: ['instances', 'write'] } as const;
+  const read = { permission: ['instances', 'read'] } as const;
+
+  app.post(
+    '/instances',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Create instance (answers 202 with the instance starting; poll until running)',
+        body: NewInstance,
+        response: accepted,
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await instances.create(principalOf(request), request.body))),
+  );
+
+  app.get(
+    '/instances',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'List instances',
+        querystring: ListInstancesQuery,
+        response: responses({ 200: ListEnvelope(Instance) }),
+      },
+      config: read,
+    },
+    async (request) => okList(request, await instances.list(principalOf(request).accountId, request.query)),
+  );
+
+  app.get(
+    '/instances/:id',
+    {
+      schema: { tags: ['instances'], summary: 'Get instance', params: IdParams, response: responses({ 200: Envelope(Instance) }) },
+      config: read,
+    },
+    async (request) => ok(request, await instances.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.patch(
+    '/instances/:id',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Update instance (name, tags, monitoring, backup_schedule)',
+        params: IdParams,
+        body: InstanceUpdate,
+        response: responses({ 200: Envelope(Instance) }),
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(request, await instances.update(principalOf(request).accountId, request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/instances/:id',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Delete instance (202, deleting; then 404)',
+        params: IdParams,
+        response: accepted,
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await instances.delete(principalOf(request).accountId, request.params.id))),
+  );
+
+  app.post(
+    '/instances/:id/start',
+    { schema: { tags: ['instances'], summary: 'Start a stopped instance', params: IdParams, response: accepted }, config: write },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await instances.start(principalOf(request), request.params.id))),
+  );
+
+  app.post(
+    '/instances/:id/stop',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Stop an instance; {"force": true} powers it off at once',
+        params: IdParams,
+        body: StopRequest,
+        response: accepted,
+      },
+      config: write,
+    },
+    async (request, reply) => {
+      const force = request.body?.force === true;
+      const stopped = await instances.stop(principalOf(request).accountId, request.params.id, { force });
+      return reply.code(202).send(ok(request, stopped));
+    },
+  );
+
+  app.post(
+    '/instances/:id/restart',
+    { schema: { tags: ['instances'], summary: 'Restart a running instance', params: IdParams, response: accepted }, config: write },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await instances.restart(principalOf(request).accountId, request.params.id))),
+  );
+
+  app.post(
+    '/instances/:id/resize',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Change the instance type (a running instance restarts: 30–60 s of downtime)',
+        params: IdParams,
+        body: ResizeRequest,
+        response: accepted,
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(ok(request, await instances.resize(principalOf(request), request.params.id, request.body.instance_type))),
+  );
+
+  app.get(
+    '/instances/:id/network',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'Get network info: addresses, DNS names, firewall rules',
+        params: IdParams,
+        response: responses({ 200: Envelope(Network) }),
+      },
+      config: { permission: ['networking', 'read'] },
+    },
+    async (request) => ok(request, await instances.network(principalOf(request).accountId, request.params.id)),
+  );
+};
