@@ -15,6 +15,7 @@ import { type Backends, openBackends } from './backends.js';
 import type { Config } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
+import { buildMetadataApp } from './http/metadata.js';
 import { httpMetrics } from './http/plugins/observability.js';
 import { loadOrCreateTls } from './http/tls.js';
 import { createLogger } from './logger.js';
@@ -29,6 +30,7 @@ export interface RunningServer {
   httpsPort: number;
   httpPort: number | null;
   metricsPort: number | null;
+  metadataPort: number | null;
   certFile: string;
   close(): Promise<void>;
 }
@@ -124,6 +126,14 @@ export async function startServer(
       metricsPort = await listen(metricsServer, config.metricsPort, '127.0.0.1');
     }
 
+    let metadataPort: number | null = null;
+    if (config.metadataPort > 0) {
+      const metadata = await buildMetadataApp(services.instances, logger);
+      closers.push(() => metadata.close());
+      await metadata.listen({ port: config.metadataPort, host: config.host });
+      metadataPort = (metadata.server.address() as AddressInfo).port;
+    }
+
     backends.jobs.start();
 
     const purge = setInterval(() => void services.idempotency.purgeExpired().catch(() => {}), 3600_000);
@@ -135,6 +145,7 @@ export async function startServer(
         https: `https://${config.host}:${httpsPort}`,
         http: httpPort,
         metrics: metricsPort,
+        metadata: metadataPort,
         store: store.kind,
         redis: Boolean(redis),
       },
@@ -149,7 +160,17 @@ export async function startServer(
       });
       return closing;
     };
-    return { app, backends, logger, httpsPort, httpPort, metricsPort, certFile: tls.certFile, close };
+    return {
+      app,
+      backends,
+      logger,
+      httpsPort,
+      httpPort,
+      metricsPort,
+      metadataPort,
+      certFile: tls.certFile,
+      close,
+    };
   } catch (error) {
     await unwind().catch(() => {});
     throw error;

@@ -5,10 +5,12 @@
  * (never 403). A further test reads the served OpenAPI document and fails when an endpoint exists that
  * the table does not cover, so a new endpoint is one new row here.
  */
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PermissionArea } from '../src/domain/permissions.js';
+import { formatSshPublicKey } from '../src/domain/ssh-keys.js';
 import { STORES } from './helpers/backends.js';
+import { createInstance, waitForStatus } from './helpers/instances.js';
 import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -27,6 +29,8 @@ interface Endpoint {
   ok: number;
   body?: unknown;
   resource?: ResourceFactory;
+  /** Where the resource's owner reads it back (default: GET on `path`). */
+  readPath?: string;
 }
 
 const apiKey: ResourceFactory = async (server, key) => {
@@ -36,6 +40,38 @@ const apiKey: ResourceFactory = async (server, key) => {
   });
   expect(reply.status, reply.text).toBe(201);
   return reply.body.data.id as string;
+};
+
+/** An instance in the given status (created, then stopped if asked). */
+const instanceIn =
+  (status: 'starting' | 'running' | 'stopped'): ResourceFactory =>
+  async (server, key) => {
+    const { id } = await createInstance(server, key);
+    if (status === 'starting') return id as string;
+    await waitForStatus(server, key, id, 'running');
+    if (status === 'stopped') {
+      expect((await server.request('POST', `/v1/instances/${id}/stop`, { key })).status).toBe(202);
+      await waitForStatus(server, key, id, 'stopped');
+    }
+    return id as string;
+  };
+
+const sshKey: ResourceFactory = async (server, key) => {
+  const { publicKey } = generateKeyPairSync('ed25519');
+  const reply = await server.request('POST', '/v1/ssh-keys', {
+    key,
+    body: { name: `fixture-${randomBytes(4).toString('hex')}`, public_key: formatSshPublicKey(publicKey) },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
+};
+
+/** The newest event of the account (creating an API key makes one). */
+const event: ResourceFactory = async (server, key) => {
+  await apiKey(server, key);
+  const reply = await server.request('GET', '/v1/events?limit=1', { key });
+  expect(reply.status, reply.text).toBe(200);
+  return reply.body.data[0].id as string;
 };
 
 const ENDPOINTS: Endpoint[] = [
@@ -68,6 +104,69 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', path: '/v1/instance-types', permission: null, ok: 200 },
   { method: 'GET', path: '/v1/regions', permission: null, ok: 200 },
   { method: 'GET', path: '/v1/images', permission: null, ok: 200 },
+  {
+    method: 'POST',
+    path: '/v1/instances',
+    permission: 'instances:write',
+    ok: 202,
+    body: { name: 'matrix', instance_type: 'compute-1x', region: 'us-east-1', image: 'debian-12' },
+  },
+  { method: 'GET', path: '/v1/instances', permission: 'instances:read', ok: 200 },
+  {
+    method: 'GET',
+    path: '/v1/instances/{id}',
+    permission: 'instances:read',
+    ok: 200,
+    resource: instanceIn('starting'),
+  },
+  {
+    method: 'PATCH',
+    path: '/v1/instances/{id}',
+    permission: 'instances:write',
+    ok: 200,
+    body: { name: 'renamed' },
+    resource: instanceIn('starting'),
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/instances/{id}',
+    permission: 'instances:write',
+    ok: 202,
+    resource: instanceIn('starting'),
+  },
+  ...(['start', 'stop', 'restart', 'resize'] as const).map(
+    (action): Endpoint => ({
+      method: 'POST',
+      path: `/v1/instances/{id}/${action}`,
+      permission: 'instances:write',
+      ok: 202,
+      resource: instanceIn(action === 'start' ? 'stopped' : 'running'),
+      readPath: '/v1/instances/{id}',
+      ...(action === 'resize' ? { body: { instance_type: 'compute-2x' } } : {}),
+    }),
+  ),
+  {
+    method: 'GET',
+    path: '/v1/instances/{id}/network',
+    permission: 'networking:read',
+    ok: 200,
+    resource: instanceIn('starting'),
+  },
+  {
+    method: 'POST',
+    path: '/v1/ssh-keys',
+    permission: 'instances:write',
+    ok: 201,
+    body: {
+      name: 'matrix',
+      public_key: formatSshPublicKey(generateKeyPairSync('ed25519').publicKey),
+    },
+  },
+  { method: 'GET', path: '/v1/ssh-keys', permission: 'instances:read', ok: 200 },
+  { method: 'GET', path: '/v1/ssh-keys/{id}', permission: 'instances:read', ok: 200, resource: sshKey },
+  { method: 'DELETE', path: '/v1/ssh-keys/{id}', permission: 'instances:write', ok: 200, resource: sshKey },
+  { method: 'GET', path: '/v1/events', permission: 'account:read', ok: 200 },
+  { method: 'GET', path: '/v1/events/{id}', permission: 'account:read', ok: 200, resource: event },
 ];
 
 /** Permissions that do not grant `needed`: another area entirely, and for writes the same area's read. */
@@ -122,8 +221,17 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
 
   beforeAll(async () => {
     server = await startTestServer({ store, env: { NIMBUS_TRUST_PROXY: '127.0.0.1' } });
-    owner = await server.createAccount();
-    stranger = await server.createAccount();
+    // The table makes dozens of instances per account: room for them, and for the polling that waits on them.
+    owner = await server.createAccount({ perHour: 100_000, burst: 5_000 });
+    stranger = await server.createAccount({ perHour: 100_000, burst: 5_000 });
+    for (const account of [owner, stranger]) {
+      for (const [name, limit] of [
+        ['instances', '1000'],
+        ['vcpus', '10000'],
+      ]) {
+        await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
+      }
+    }
   });
   afterAll(async () => {
     await server?.close();
@@ -198,20 +306,22 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       const path = e.path.replace('{id}', theirs);
       // Even with every permission, the owner cannot see or touch the stranger's resource.
       for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
-        const reply = await server.request(e.method, path, { key });
+        const reply = await server.request(e.method, path, {
+          key,
+          ...(e.body !== undefined ? { body: e.body } : {}),
+        });
         expect(reply.status, reply.text).toBe(404);
         expect(reply.body.error.code).toBe('not_found');
       }
       // The resource is untouched: its owner still sees it.
-      const still = await server.request('GET', `/v1/account/api-keys/${theirs}`, { key: stranger.key });
-      expect(still.status).toBe(200);
+      const readBack = (e.readPath ?? e.path).replace('{id}', theirs);
+      const still = await server.request('GET', readBack, { key: stranger.key });
+      expect(still.status, readBack).toBe(200);
       // A made-up id is the same 404 as someone else's, so ids cannot be probed.
       const missing = await server.request(
         e.method,
         e.path.replace('{id}', 'key_00000000000000000000000000'),
-        {
-          key: owner.key,
-        },
+        { key: owner.key, ...(e.body !== undefined ? { body: e.body } : {}) },
       );
       expect(missing.status).toBe(404);
       expect(missing.body.error.code).toBe('not_found');

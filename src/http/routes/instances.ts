@@ -17,7 +17,10 @@ import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, responses, StringEnum, Timestamp } from '../schemas.js';
 
-const Name = Type.String({ pattern: INSTANCE_NAME_PATTERN, description: '1–64 characters: letters, digits, . _ -' });
+const Name = Type.String({
+  pattern: INSTANCE_NAME_PATTERN,
+  description: '1–64 characters: letters, digits, . _ -',
+});
 const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
 const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
   maxProperties: MAX_TAGS,
@@ -49,7 +52,9 @@ const Instance = Type.Object(
     internal_hostname: Type.String(),
     login_user: Type.String({ description: 'Always "lambda"' }),
     tags: Type.Record(Type.String(), Type.String()),
-    user_data: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' })),
+    user_data: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' }),
+    ),
     encryption_key_id: Type.Union([Type.String(), Type.Null()]),
     firewall_preset: Type.String(),
     monitoring: Type.Boolean(),
@@ -111,7 +116,8 @@ const StopRequest = Type.Union([
     {
       force: Type.Optional(
         Type.Boolean({
-          description: 'Power off at once, without a graceful shutdown: the way out of a stuck starting or stopping',
+          description:
+            'Power off at once, without a graceful shutdown: the way out of a stuck starting or stopping',
         }),
       ),
     },
@@ -139,17 +145,21 @@ const Network = Type.Object(
   { title: 'InstanceNetwork' },
 );
 
-const ListInstancesQuery = ListQuery(INSTANCE_SORTS, { sort: 'created_at' }, {
-  status: Type.Optional(StringEnum(INSTANCE_STATUSES)),
-  region: Type.Optional(StringEnum(REGION_NAMES)),
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-  tag: Type.Optional(
-    Type.Array(Type.String({ pattern: '^[^:]+:', maxLength: 400 }), {
-      maxItems: 10,
-      description: 'key:value; repeat to require several tags',
-    }),
-  ),
-});
+const ListInstancesQuery = ListQuery(
+  INSTANCE_SORTS,
+  { sort: 'created_at' },
+  {
+    status: Type.Optional(StringEnum(INSTANCE_STATUSES)),
+    region: Type.Optional(StringEnum(REGION_NAMES)),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    tag: Type.Optional(
+      Type.Array(Type.String({ pattern: '^[^:]+:', maxLength: 400 }), {
+        maxItems: 10,
+        description: 'key:value; repeat to require several tags',
+      }),
+    ),
+  },
+);
 
 export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceService }> = async (
   app,
@@ -191,7 +201,12 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
   app.get(
     '/instances/:id',
     {
-      schema: { tags: ['instances'], summary: 'Get instance', params: IdParams, response: responses({ 200: Envelope(Instance) }) },
+      schema: {
+        tags: ['instances'],
+        summary: 'Get instance',
+        params: IdParams,
+        response: responses({ 200: Envelope(Instance) }),
+      },
       config: read,
     },
     async (request) => ok(request, await instances.get(principalOf(request).accountId, request.params.id)),
@@ -225,12 +240,22 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       config: write,
     },
     async (request, reply) =>
-      reply.code(202).send(ok(request, await instances.delete(principalOf(request).accountId, request.params.id))),
+      reply
+        .code(202)
+        .send(ok(request, await instances.delete(principalOf(request).accountId, request.params.id))),
   );
 
   app.post(
     '/instances/:id/start',
-    { schema: { tags: ['instances'], summary: 'Start a stopped instance', params: IdParams, response: accepted }, config: write },
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Start a stopped instance',
+        params: IdParams,
+        response: accepted,
+      },
+      config: write,
+    },
     async (request, reply) =>
       reply.code(202).send(ok(request, await instances.start(principalOf(request), request.params.id))),
   );
@@ -256,9 +281,19 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
 
   app.post(
     '/instances/:id/restart',
-    { schema: { tags: ['instances'], summary: 'Restart a running instance', params: IdParams, response: accepted }, config: write },
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Restart a running instance',
+        params: IdParams,
+        response: accepted,
+      },
+      config: write,
+    },
     async (request, reply) =>
-      reply.code(202).send(ok(request, await instances.restart(principalOf(request).accountId, request.params.id))),
+      reply
+        .code(202)
+        .send(ok(request, await instances.restart(principalOf(request).accountId, request.params.id))),
   );
 
   app.post(
@@ -276,7 +311,12 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
     async (request, reply) =>
       reply
         .code(202)
-        .send(ok(request, await instances.resize(principalOf(request), request.params.id, request.body.instance_type))),
+        .send(
+          ok(
+            request,
+            await instances.resize(principalOf(request), request.params.id, request.body.instance_type),
+          ),
+        ),
   );
 
   app.get(
@@ -290,6 +330,7 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       },
       config: { permission: ['networking', 'read'] },
     },
-    async (request) => ok(request, await instances.network(principalOf(request).accountId, request.params.id)),
+    async (request) =>
+      ok(request, await instances.network(principalOf(request).accountId, request.params.id)),
   );
 };
