@@ -28,28 +28,21 @@ async function importDist(module) {
   }
 }
 
-/** Builds the app as main.ts does, minus listeners and TLS, and returns its generated document. */
+/** Builds the app as main.ts does, minus listeners, TLS and running jobs, and returns its generated document. */
 async function generateDocument() {
-  const { migrateToLatest, openStore } = await importDist('store/db.js');
-  const { createServices } = await importDist('services/index.js');
-  const { systemClock } = await importDist('domain/clock.js');
-  const { LocalBroadcaster } = await importDist('events/broadcast.js');
-  const { MemoryRateCounters } = await importDist('store/rate-counters.js');
+  const { openBackends } = await importDist('backends.js');
+  const { loadConfig } = await importDist('config.js');
   const { httpMetrics } = await importDist('http/plugins/observability.js');
   const { createLogger } = await importDist('logger.js');
   const { buildApp } = await importDist('http/app.js');
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-openapi-'));
-  const store = openStore({ dataDir });
-  const broadcaster = new LocalBroadcaster();
-  const rateCounters = new MemoryRateCounters();
-  let services = null;
+  let backends = null;
   let app = null;
   try {
-    await migrateToLatest(store.db);
-    services = createServices({ store, clock: systemClock, broadcaster, rateCounters, authCacheMs: 0 });
+    backends = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }), { steppedJobs: true });
     app = await buildApp({
-      services,
+      services: backends.services,
       logger: createLogger('silent'),
       metrics: httpMetrics(new Registry()),
       checkReady: async () => {},
@@ -60,10 +53,7 @@ async function generateDocument() {
     return app.swagger();
   } finally {
     if (app) await app.close();
-    if (services) await services.apiKeys.stop();
-    await rateCounters.close();
-    await broadcaster.close();
-    await store.close();
+    if (backends) await backends.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
