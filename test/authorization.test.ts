@@ -228,7 +228,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       for (const [name, limit] of [
         ['instances', '1000'],
         ['vcpus', '10000'],
-      ]) {
+      ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
     }

@@ -103,18 +103,25 @@ export class JobRunner {
     );
   }
 
-  /** Runs every due job, batch after batch, until none is due; returns how many ran. */
+  /**
+   * Runs every due job, batch after batch, until none is due; returns how many ran. A call made while a
+   * run is going joins it, and that run goes round once more, so jobs that became due meanwhile have
+   * run when the call returns.
+   */
   runDue(): Promise<number> {
     if (this.running) {
       this.rerun = true;
       return this.running;
     }
-    this.running = this.drain().finally(() => {
-      this.running = null;
-      if (this.rerun && !this.stopped) {
+    this.running = (async () => {
+      let ran = 0;
+      do {
         this.rerun = false;
-        void this.runDue().catch(() => {});
-      }
+        ran += await this.drain();
+      } while (this.rerun && !this.stopped);
+      return ran;
+    })().finally(() => {
+      this.running = null;
     });
     return this.running;
   }

@@ -316,9 +316,10 @@ export class InstanceService {
   }
 
   /**
-   * One request on one instance, in one transaction: read it, check the action is allowed from its
-   * status, apply `change` guarded by the version read (a concurrent request that got there first makes
-   * this one a 409), record the event, enqueue the reconciler.
+   * One request on one instance, in one transaction: read and hold it, check the action is allowed from
+   * its status (concurrent requests take turns, so the second sees what the first wrote and is a 409
+   * only if that status does not allow it), apply `change` guarded by the version read, record the
+   * event, enqueue the reconciler.
    */
   private async act(
     accountId: string,
@@ -327,17 +328,16 @@ export class InstanceService {
     change: (row: InstanceRow, trx: Executor) => PlannedChange | Promise<PlannedChange>,
   ): Promise<InstanceRow> {
     const updated = await this.store.db.transaction().execute(async (trx) => {
-      const row = await this.find(trx, accountId, id);
+      const row = await instances.lockAccountInstance(trx, accountId, id);
+      if (!row) throw new NotFound('instance', id);
       if (!isAllowed(action, row.status)) throw conflict(action, row.status);
       const { reconcile, event, eventData, ...columns } = await change(row, trx);
+      // The row is held, so its version still matches; the guard stays, the rule every writer follows.
       const next = await instances.updateInstance(trx, row, {
         ...columns,
         updated_at: this.clock.now().toISOString(),
       });
-      if (!next) {
-        const now = await instances.findAccountInstance(trx, accountId, id);
-        throw conflict(action, now?.status ?? 'deleting');
-      }
+      if (!next) throw conflict(action, row.status);
       if (event) await this.recordInstanceEvent(trx, event, next, eventData);
       if (reconcile) await this.jobs.enqueue(trx, RECONCILE_JOB, id);
       return { next, reconcile };

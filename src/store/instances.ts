@@ -69,6 +69,21 @@ export function findAccountInstance(
     .executeTakeFirst();
 }
 
+/**
+ * Reads the instance and holds it until the transaction ends, so a request decides on the status it
+ * will write over: concurrent requests on one instance take turns and each sees the one before. On
+ * PostgreSQL that is a row lock; SQLite already runs one write transaction at a time.
+ */
+export function lockAccountInstance(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<InstanceRow | undefined> {
+  let query = db.selectFrom('instances').selectAll().where('id', '=', id).where('account_id', '=', accountId);
+  if (isPostgres(db)) query = query.forUpdate();
+  return query.executeTakeFirst();
+}
+
 export type InstanceChanges = Partial<
   Omit<InstancesTable, 'id' | 'account_id' | 'region' | 'version' | 'created_at'>
 >;

@@ -1,0 +1,361 @@
+/**
+ * Restart safety (issue 3, item 2), on both stores: the real server as a child process (`bin/nimbus
+ * serve`) is killed with SIGKILL while an instance is mid-boot, mid-stop and mid-resize; a new process on
+ * the same data dir and database finds the work in the jobs table and the simulated machine in the store,
+ * and takes the instance to its target state with its completion event written exactly once.
+ *
+ * Between a kill and the next start the test opens the store itself and checks what the dead process
+ * left: the instance still in its transitional status, the machine mid-change, the job row waiting.
+ *
+ * Also, in process with a manual clock: a job whose lease is held by another (dead) owner is not run
+ * before the lease runs out, and is run right after.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/domain/clock.js';
+import { SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
+import { openStore } from '../src/store/db.js';
+import type { Database } from '../src/store/schema.js';
+import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { COMPUTE, createInstance } from './helpers/instances.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+/** Boot 2 s, graceful stop 1.25 s, resize 6.25 s: long enough to kill the server in the middle. */
+const SPEEDUP = 4;
+const BOOT_MS = SIM_TIMINGS_MS.boot / SPEEDUP;
+const STOP_MS = SIM_TIMINGS_MS.stop / SPEEDUP;
+const RESIZE_MS = SIM_TIMINGS_MS.resize / SPEEDUP;
+/** The runner's default lease (src/jobs/runner.ts). */
+const LEASE_MS = 30_000;
+/** Per step: its restarts and waits, plus a lease to wait out should a kill land inside one (rare). */
+const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+beforeAll(() => {
+  // bin/nimbus runs dist/: testing an old build would test old code.
+  assertBuilt();
+});
+
+interface Left {
+  instance: { status: string; operation: string | null; instance_type: string } | undefined;
+  machine: { state: string; instance_type: string } | undefined;
+  job: { run_at: string; lease_owner: string | null; lease_until: string | null } | undefined;
+}
+
+// The stores run side by side (most of the time is spent waiting for simulated machines); each store's
+// steps run in order, on one instance history.
+describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s)', (store) => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-durability-'));
+  let databaseUrl: string | undefined;
+  let dropDatabase: (() => Promise<void>) | null = null;
+  let server: ChildServer | null = null;
+  let key = '';
+  /** Extra time the next start may need: a job leased by the killed process waits for its lease. */
+  let leaseWaitMs = 0;
+  const ids = { booted: '', stopped: '', resized: '' };
+
+  async function start(): Promise<ChildServer> {
+    server = await spawnServer({ dataDir, databaseUrl, env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+    return server;
+  }
+
+  function live(): ChildServer {
+    if (!server) throw new Error('no server is running');
+    return server;
+  }
+
+  async function withStore<T>(use: (db: Kysely<Database>) => Promise<T>): Promise<T> {
+    const opened = openStore({ databaseUrl, dataDir });
+    try {
+      return await use(opened.db);
+    } finally {
+      await opened.close();
+    }
+  }
+
+  /** SIGKILL, then what the dead process left in the store for each instance. */
+  async function killNow(instanceIds: string[]): Promise<Left[]> {
+    await live().kill();
+    server = null;
+    const killedAt = Date.now();
+    const left = await withStore((db) =>
+      Promise.all(
+        instanceIds.map(async (id) => ({
+          instance: await db
+            .selectFrom('instances')
+            .select(['status', 'operation', 'instance_type'])
+            .where('id', '=', id)
+            .executeTakeFirst(),
+          machine: await db
+            .selectFrom('sim_machines')
+            .select(['state', 'instance_type'])
+            .where('id', '=', id)
+            .executeTakeFirst(),
+          job: await db
+            .selectFrom('jobs')
+            .select(['run_at', 'lease_owner', 'lease_until'])
+            .where('key', '=', `instance:${id}`)
+            .executeTakeFirst(),
+        })),
+      ),
+    );
+    // Jobs wait unleased between steps, so a kill rarely lands inside a lease; when it does, the next
+    // process can only take the job once the lease has run out.
+    leaseWaitMs = Math.max(
+      0,
+      ...left.map((l) => (l.job?.lease_until ? Date.parse(l.job.lease_until) - killedAt : 0)),
+    );
+    return left;
+  }
+
+  async function statusOf(id: string): Promise<Record<string, any>> {
+    const reply = await live().request('GET', `/v1/instances/${id}`, { key });
+    expect(reply.status, reply.text).toBe(200);
+    return reply.body.data;
+  }
+
+  async function waitFor(id: string, status: string, timeoutMs: number): Promise<Record<string, any>> {
+    const deadline = Date.now() + timeoutMs + leaseWaitMs;
+    let last = '';
+    while (Date.now() < deadline) {
+      const instance = await statusOf(id);
+      last = instance.status;
+      if (last === status) return instance;
+      await sleep(50);
+    }
+    throw new Error(`${id} did not become ${status} (last: ${last})\n${live().output()}`);
+  }
+
+  /** The types of the instance's events, oldest first. */
+  async function eventTypes(id: string): Promise<string[]> {
+    const reply = await live().request('GET', `/v1/events?resource_id=${id}&limit=100`, { key });
+    expect(reply.status, reply.text).toBe(200);
+    return (reply.body.data as { type: string }[]).map((e) => e.type).reverse();
+  }
+
+  const count = (types: string[], type: string) => types.filter((t) => t === type).length;
+
+  /** Waits until the instances' jobs are finished and deleted (read through a second connection while the child serves). */
+  async function jobsGone(instanceIds: string[]) {
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      const left = await withStore((db) =>
+        db
+          .selectFrom('jobs')
+          .select('key')
+          .where(
+            'key',
+            'in',
+            instanceIds.map((id) => `instance:${id}`),
+          )
+          .execute(),
+      );
+      if (left.length === 0) return;
+      if (Date.now() > deadline) throw new Error(`jobs left behind: ${left.map((j) => j.key).join()}`);
+      await sleep(50);
+    }
+  }
+
+  beforeAll(async () => {
+    if (store === 'postgres') {
+      const database = await createPostgresDatabase();
+      databaseUrl = database.url;
+      dropDatabase = database.drop;
+    }
+    await start();
+    key = live().rootKey;
+    expect(key, 'the first start writes the bootstrap key').not.toBe('');
+  });
+
+  afterAll(async () => {
+    await server?.kill();
+    if (dropDatabase) await dropDatabase();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it.sequential(
+    'boot: killed while starting, the next process brings the instances to running',
+    async () => {
+      const created: string[] = [];
+      for (const name of ['booted', 'resized'] as const) {
+        const reply = await live().request('POST', '/v1/instances', {
+          key,
+          body: { name: `durable-${name}`, ...COMPUTE },
+        });
+        expect(reply.status, reply.text).toBe(202);
+        expect(reply.body.data.status).toBe('starting');
+        ids[name] = reply.body.data.id;
+        created.push(reply.body.data.id as string);
+      }
+      // Long enough for the reconciler to provision the machines and begin their boots, well short of the end.
+      await sleep(BOOT_MS / 4);
+      for (const id of created) expect((await statusOf(id)).status).toBe('starting');
+
+      const left = await killNow(created);
+      for (const l of left) {
+        expect(l.instance).toMatchObject({ status: 'starting', operation: 'create' });
+        expect(l.machine?.state).toBe('booting');
+        expect(l.job, 'the reconcile job is in the store').toBeDefined();
+      }
+
+      await start();
+      for (const id of created) {
+        await waitFor(id, 'running', BOOT_MS + 10_000);
+        const types = await eventTypes(id);
+        expect(count(types, 'instance.created'), types.join()).toBe(1);
+        expect(count(types, 'instance.started'), types.join()).toBe(1);
+        expect(count(types, 'instance.error'), types.join()).toBe(0);
+      }
+      // The job is done and gone once the instance has settled.
+      await jobsGone(created);
+    },
+    STEP_TIMEOUT_MS,
+  );
+
+  it.sequential(
+    'graceful stop: killed while stopping, the next process brings the instance to stopped',
+    async () => {
+      const id = ids.booted;
+      expect(id).not.toBe('');
+      const reply = await live().request('POST', `/v1/instances/${id}/stop`, { key });
+      expect(reply.status, reply.text).toBe(202);
+      expect(reply.body.data.status).toBe('stopping');
+      await sleep(STOP_MS / 4);
+      expect((await statusOf(id)).status).toBe('stopping');
+
+      const [left] = await killNow([id]);
+      expect(left?.instance).toMatchObject({ status: 'stopping', operation: 'stop' });
+      expect(left?.machine?.state).toBe('stopping');
+      expect(left?.job).toBeDefined();
+
+      await start();
+      await waitFor(id, 'stopped', STOP_MS + 10_000);
+      const types = await eventTypes(id);
+      expect(count(types, 'instance.stopped'), types.join()).toBe(1);
+      expect(count(types, 'instance.started'), types.join()).toBe(1);
+      expect(types.at(-1)).toBe('instance.stopped');
+      await jobsGone([id]);
+    },
+    STEP_TIMEOUT_MS,
+  );
+
+  it.sequential(
+    'resize from running: killed while stopping and again while resizing, it ends running the new type',
+    async () => {
+      const id = ids.resized;
+      expect(id).not.toBe('');
+      expect((await statusOf(id)).status).toBe('running');
+      const reply = await live().request('POST', `/v1/instances/${id}/resize`, {
+        key,
+        body: { instance_type: 'compute-2x' },
+      });
+      expect(reply.status, reply.text).toBe(202);
+      expect(reply.body.data).toMatchObject({ status: 'stopping', instance_type: 'compute-2x' });
+      await sleep(STOP_MS / 4);
+      expect((await statusOf(id)).status).toBe('stopping');
+
+      // First kill: the machine is shutting down, still the old type.
+      const [first] = await killNow([id]);
+      expect(first?.instance).toMatchObject({
+        status: 'stopping',
+        operation: 'resize',
+        instance_type: 'compute-2x',
+      });
+      expect(first?.machine).toMatchObject({ state: 'stopping', instance_type: 'compute-1x' });
+
+      await start();
+      // Once the machine is off the instance moves to starting and the machine is resized.
+      await waitFor(id, 'starting', STOP_MS + 10_000);
+      await sleep(RESIZE_MS / 10);
+      expect((await statusOf(id)).status).toBe('starting');
+
+      // Second kill: the machine is being resized.
+      const [second] = await killNow([id]);
+      expect(second?.instance).toMatchObject({
+        status: 'starting',
+        operation: 'resize',
+        instance_type: 'compute-2x',
+      });
+      expect(second?.machine).toMatchObject({ state: 'resizing', instance_type: 'compute-2x' });
+      expect(second?.job).toBeDefined();
+
+      await start();
+      const done = await waitFor(id, 'running', RESIZE_MS + BOOT_MS + 10_000);
+      expect(done).toMatchObject({ instance_type: 'compute-2x', vcpus: 2 });
+      const types = await eventTypes(id);
+      expect(count(types, 'instance.resized'), types.join()).toBe(1);
+      expect(count(types, 'instance.started'), types.join()).toBe(1);
+      expect(count(types, 'instance.stopped'), types.join()).toBe(0);
+      expect(count(types, 'instance.error'), types.join()).toBe(0);
+      expect(types.at(-1)).toBe('instance.resized');
+      const resized = (
+        await live().request('GET', `/v1/events?resource_id=${id}&type=instance.resized`, { key })
+      ).body.data[0];
+      expect(resized.data).toMatchObject({ instance_id: id, status: 'running', instance_type: 'compute-2x' });
+      await jobsGone([id]);
+    },
+    STEP_TIMEOUT_MS,
+  );
+});
+
+describe.each(STORES)('a job leased by a process that died (%s)', (store) => {
+  let server: TestServer;
+  const clock = new ManualClock();
+
+  beforeAll(async () => {
+    server = await startTestServer({ store, clock, steppedJobs: true });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('is not run while the lease lasts, and is run by another runner once it has run out', async () => {
+    const { jobs, store: db } = server.running.backends;
+    const instance = await createInstance(server, server.rootKey);
+    const jobKey = `instance:${instance.id}`;
+    const job = () => db.db.selectFrom('jobs').selectAll().where('key', '=', jobKey).executeTakeFirst();
+    const machine = () =>
+      db.db.selectFrom('sim_machines').selectAll().where('id', '=', instance.id).executeTakeFirst();
+
+    // As a runner that claimed the job and then died would have left it.
+    const leaseUntil = new Date(clock.now().getTime() + LEASE_MS);
+    await db.db
+      .updateTable('jobs')
+      .set({ lease_owner: 'runner_dead', lease_until: leaseUntil.toISOString(), attempts: 1 })
+      .where('key', '=', jobKey)
+      .execute();
+
+    expect(await jobs.runDue()).toBe(0);
+    clock.advance(LEASE_MS); // exactly at lease_until: still held
+    expect(await jobs.runDue()).toBe(0);
+    expect(await machine()).toBeUndefined();
+    expect(await job()).toMatchObject({ lease_owner: 'runner_dead' });
+    const stillStarting = await server.request('GET', `/v1/instances/${instance.id}`, {
+      key: server.rootKey,
+    });
+    expect(stillStarting.body.data.status).toBe('starting');
+
+    clock.advance(1); // 30 001 ms after the claim: the lease has run out
+    expect(await jobs.runDue()).toBe(1);
+    expect(await machine()).toMatchObject({ state: 'booting' });
+    const waiting = await job();
+    expect(waiting).toMatchObject({ lease_owner: null, lease_until: null, attempts: 0 });
+
+    // The boot (8 ms at the suite's speed-up) settles at the next run.
+    clock.advance(SIM_TIMINGS_MS.boot / server.config.simSpeedup);
+    expect(await jobs.runDue()).toBe(1);
+    expect(await job()).toBeUndefined();
+    const running = await server.request('GET', `/v1/instances/${instance.id}`, { key: server.rootKey });
+    expect(running.body.data.status).toBe('running');
+    const events = await server.request('GET', `/v1/events?resource_id=${instance.id}`, {
+      key: server.rootKey,
+    });
+    const types = (events.body.data as { type: string }[]).map((e) => e.type);
+    expect(types.filter((t) => t === 'instance.started')).toHaveLength(1);
+  });
+});
