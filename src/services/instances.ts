@@ -9,7 +9,7 @@ import { lowestFree, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domai
 import { IMAGES, type InstanceType, regionsOffering } from '../domain/catalog.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
-import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from '../domain/instance-rules.js';
+import { DEFAULT_FIREWALL_PRESET, TAG_KEY_PATTERN, USER_DATA_MAX_BYTES } from '../domain/instance-rules.js';
 import { ALLOWED_FROM, type InstanceAction, isAllowed } from '../domain/instance-states.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
 import { FAULT_TAG, FAULTS } from '../drivers/simulator/simulator.js';
@@ -215,8 +215,9 @@ export class InstanceService {
       return this.view(await this.act(accountId, id, 'stop', () => this.operation('stopping', 'stop')), true);
     }
     // Immediate: the instance is stopped now; the reconciler powers the machine off right after.
-    const stopped = await this.act(accountId, id, 'force_stop', () => ({
-      ...this.operation('stopped', null),
+    const stopped = await this.act(accountId, id, 'force_stop', (row) => ({
+      // An interrupted resize still finishes its type change while stopped, and reports it.
+      ...this.operation('stopped', row.operation === 'resize' ? 'resize' : null),
       event: 'instance.stopped',
       eventData: { forced: true },
     }));
@@ -474,7 +475,17 @@ function checkUserData(userData: string | undefined): void {
   }
 }
 
+const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
+
 function checkTags(tags: Record<string, string> | undefined): void {
+  for (const key of Object.keys(tags ?? {})) {
+    if (!tagKeyPattern.test(key)) {
+      throw new InvalidRequest(
+        'Tag keys are 1–128 characters of letters, digits, ".", "_", "/" and "-" (no ":", which tag filters split on)',
+        { field: 'tags', value: key },
+      );
+    }
+  }
   const fault = tags?.[FAULT_TAG];
   if (fault !== undefined && !(FAULTS as readonly string[]).includes(fault)) {
     throw new InvalidRequest(`Unknown simulator fault "${fault}"`, {
