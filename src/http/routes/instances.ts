@@ -13,6 +13,7 @@ import {
 } from '../../domain/instance-rules.js';
 import { INSTANCE_STATUSES } from '../../domain/instance-states.js';
 import type { InstanceService } from '../../services/instances.js';
+import type { Principal } from '../../services/principal.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, responses, StringEnum, Timestamp } from '../schemas.js';
@@ -246,21 +247,6 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
   );
 
   app.post(
-    '/instances/:id/start',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Start a stopped instance',
-        params: IdParams,
-        response: accepted,
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply.code(202).send(ok(request, await instances.start(principalOf(request), request.params.id))),
-  );
-
-  app.post(
     '/instances/:id/stop',
     {
       schema: {
@@ -279,22 +265,23 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
     },
   );
 
-  app.post(
-    '/instances/:id/restart',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Restart a running instance',
-        params: IdParams,
-        response: accepted,
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(ok(request, await instances.restart(principalOf(request).accountId, request.params.id))),
-  );
+  // The actions without a body: one route shape, the service call and summary differ.
+  const bodiless = [
+    ['start', 'Start a stopped instance', (p: Principal, id: string) => instances.start(p, id)],
+    [
+      'restart',
+      'Restart a running instance',
+      (p: Principal, id: string) => instances.restart(p.accountId, id),
+    ],
+  ] as const;
+  for (const [action, summary, run] of bodiless) {
+    app.post(
+      `/instances/:id/${action}`,
+      { schema: { tags: ['instances'], summary, params: IdParams, response: accepted }, config: write },
+      async (request, reply) =>
+        reply.code(202).send(ok(request, await run(principalOf(request), request.params.id))),
+    );
+  }
 
   app.post(
     '/instances/:id/resize',
