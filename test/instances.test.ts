@@ -855,6 +855,28 @@ describe.each(STORES)('Instances (%s)', (store) => {
       await createInstance(server, key);
     });
 
+    it('a quota lowered below what is in use blocks only what it counts', async () => {
+      const { id: accountId, key } = await account(server, 'professional');
+      await createInstance(server, key, { instance_type: 'gpu-1x', image: 'ubuntu-22.04-cuda' });
+      await server.admin('set-quota', '--account', accountId, '--name', 'gpus', '--limit', '0');
+      // Over the GPU quota now: another GPU instance is refused, a CPU-only one still fits.
+      const refused = expectError(
+        await server.request('POST', '/v1/instances', {
+          key,
+          body: {
+            name: 'more-gpu',
+            instance_type: 'gpu-1x',
+            region: 'us-east-1',
+            image: 'ubuntu-22.04-cuda',
+          },
+        }),
+        403,
+        'quota_exceeded',
+      );
+      expect(refused.details).toMatchObject({ quota: 'gpus', limit: 0, used: 1, requested: 1 });
+      await createInstance(server, key);
+    });
+
     it('a free account gets 403 on vCPUs past 16 (compute-16x, then compute-1x)', async () => {
       const { key } = await account(server, 'free');
       await createInstance(server, key, { instance_type: 'compute-16x' });
