@@ -83,6 +83,9 @@ function openSqlite(dataDir: string): Kysely<Database> {
   // created; an existing file keeps its size (VACUUM in rollback-journal mode converts it).
   database.pragma('page_size = 16384');
   database.pragma('journal_mode = WAL');
+  // 64 MiB of page cache (the default is 2 MiB): the index pages a deep list page walks stay in memory
+  // instead of being read from the OS on every request.
+  database.pragma('cache_size = -65536');
   // FULL: a commit that returned is on disk, even after a power cut.
   database.pragma('synchronous = FULL');
   database.pragma('foreign_keys = ON');
