@@ -103,6 +103,7 @@ describe('data directory', () => {
         NIMBUS_HTTPS_PORT: String(first.running.httpsPort),
         NIMBUS_HTTP_PORT: '0',
         NIMBUS_METRICS_PORT: '0',
+        NIMBUS_METADATA_PORT: '0',
       });
       await expect(startServer(config, { logger: createLogger('silent') })).rejects.toMatchObject({
         code: 'EADDRINUSE',
@@ -220,6 +221,7 @@ describe('graceful shutdown', () => {
         NIMBUS_HTTPS_PORT: String(port),
         NIMBUS_HTTP_PORT: '0',
         NIMBUS_METRICS_PORT: '0',
+        NIMBUS_METADATA_PORT: '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
