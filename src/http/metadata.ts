@@ -17,7 +17,11 @@ function text(reply: FastifyReply, status: number, body: string) {
 }
 
 export async function buildMetadataApp(instances: InstanceService, logger: Logger): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: logger.child({ component: 'metadata' }) as FastifyBaseLogger });
+  // Guests poll this service; only failures are worth a log line, and Fastify logs those itself.
+  const app = Fastify({
+    loggerInstance: logger.child({ component: 'metadata' }) as FastifyBaseLogger,
+    disableRequestLogging: true,
+  });
 
   /** The calling instance's metadata, or the reply already sent when there is none. */
   async function caller(header: unknown, reply: FastifyReply): Promise<InstanceMetadata | null> {
