@@ -19,37 +19,43 @@
  * key accepted), 0 otherwise: the verdict on the target is reported, not enforced, since it depends on
  * what else the machine is running.
  */
-import { fork, spawn, spawnSync } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import {
-  createReadStream,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import https from 'node:https';
-import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import {
+  accountIdOf,
+  bootstrapAuth,
+  cleanUp,
+  cleanUpOnExit,
+  cleanup,
+  cpuText,
+  fail,
+  fmt,
+  HOST,
+  positiveInt,
+  prepareRun,
+  RAISED_LIMIT,
+  raiseLimits,
+  request,
+  runHeader,
+  runLoad,
+  startNimbus,
+  step,
+  stopChild,
+  summarize,
+  tempDir,
+  writeSection,
+} from './lib.mjs';
 
-const HOST = '127.0.0.1';
+const SCRIPT = 'bench/account.mjs';
 const TARGET_RATIO = 0.6;
-const RAISED_LIMIT = 100_000_000;
-// USER_HZ, the unit of /proc/<pid>/stat times: 100 on every Linux architecture Node supports.
-const CLOCK_TICKS_PER_SECOND = 100;
 const BARE_BODY = JSON.stringify({ success: true, data: { id: 'acct_bench', name: 'bench' } });
 const SELF = fileURLToPath(import.meta.url);
-const ROOT = path.resolve(path.dirname(SELF), '..');
-const RESULTS_FILE = path.join(ROOT, 'docs', 'benchmarks.md');
-const SECTION_START = '<!-- bench/account.mjs: start (generated, do not edit by hand) -->';
-const SECTION_END = '<!-- bench/account.mjs: end -->';
 
 // ---------------------------------------------------------------------------------------------------
 // Parent mode: the benchmark.
@@ -69,64 +75,39 @@ async function main() {
     duration: positiveInt(values.duration, 'duration'),
     warmup: positiveInt(values.warmup, 'warmup'),
   };
-  const command = ['node bench/account.mjs', ...process.argv.slice(2)].join(' ');
-  // Other work on the machine moves both figures; the 1-minute load average before the run says how much.
-  const loadAverage = os.loadavg()[0];
-  const { default: autocannon } = await import('autocannon');
-
-  step('building Nimbus (npm run build)');
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
-  if (build.status !== 0) fail('npm run build failed');
-
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-bench-'));
-  const logFile = path.join(dataDir, 'nimbus.log');
-  const children = new Set();
   // fail() exits at once; whatever was started or written still goes away.
-  let cleaned = false;
-  const cleanUp = () => {
-    if (cleaned) return;
-    cleaned = true;
-    for (const child of children) child.kill('SIGKILL');
-    children.clear();
-    if (values.keep) step(`kept ${dataDir}`);
-    else rmSync(dataDir, { recursive: true, force: true });
-  };
-  process.once('exit', cleanUp);
+  cleanUpOnExit();
+  cleanup.keep = values.keep;
+  const { command, loadAverage, autocannon } = await prepareRun(SCRIPT);
+  const dataDir = tempDir('nimbus-bench-');
+  const logFile = path.join(dataDir, 'nimbus.log');
 
   try {
     // 1. First start: bootstrap account, key and certificate; raise the account's limit.
     step(`first start of Nimbus (data dir ${dataDir})`);
-    let nimbus = await startNimbus(dataDir, logFile, children);
-    const apiKey = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();
-    const auth = { authorization: `Bearer ${apiKey}` };
-    const first = await request(nimbus.port, 'GET', '/v1/account', auth);
-    if (first.status !== 200) fail(`GET /v1/account answered ${first.status}: ${first.body}`);
-    const accountId = JSON.parse(first.body).data.id;
-    const raised = admin(dataDir, [
-      'set-rate-limit',
-      '--account',
-      accountId,
-      '--per-hour',
-      String(RAISED_LIMIT),
-      '--burst',
-      String(RAISED_LIMIT),
-    ]);
-    if (raised.per_hour !== RAISED_LIMIT || raised.burst !== RAISED_LIMIT) {
-      fail(`admin set-rate-limit did not apply: ${JSON.stringify(raised)}`);
-    }
-    await stopChild(nimbus.child, children);
+    let nimbus = await startNimbus(dataDir, logFile);
+    const auth = bootstrapAuth(dataDir);
+    const accountId = await accountIdOf(nimbus.port, auth);
+    raiseLimits(dataDir, accountId);
+    await stopChild(nimbus.child);
 
     // 2. The ceiling: a bare node:https server with the same certificate.
     step('bare node:https server');
-    const bare = await startBare(dataDir, children);
+    const bare = await startBare(dataDir);
     const bareUrl = `https://${HOST}:${bare.port}/`;
-    await load(autocannon, 'bare warm-up', { url: bareUrl, ...settings, duration: settings.warmup });
-    const bareResult = await load(autocannon, 'bare', { url: bareUrl, ...settings }, bare.child.pid);
-    await stopChild(bare.child, children);
+    await runLoad(
+      autocannon,
+      'bare warm-up',
+      { url: bareUrl, ...settings, duration: settings.warmup },
+      null,
+      200,
+    );
+    const bareResult = await runLoad(autocannon, 'bare', { url: bareUrl, ...settings }, bare.child.pid, 200);
+    await stopChild(bare.child);
 
     // 3. Nimbus, restarted so that no key cached before the limit was raised is still served.
     step('Nimbus: authenticated GET /v1/account');
-    nimbus = await startNimbus(dataDir, logFile, children);
+    nimbus = await startNimbus(dataDir, logFile);
     const check = await request(nimbus.port, 'GET', '/v1/account', auth);
     if (check.status !== 200) fail(`GET /v1/account answered ${check.status}: ${check.body}`);
     if (check.headers['x-ratelimit-limit'] !== String(RAISED_LIMIT)) {
@@ -136,12 +117,12 @@ async function main() {
     }
     const nimbusUrl = `https://${HOST}:${nimbus.port}/v1/account`;
     const nimbusLoad = { url: nimbusUrl, headers: auth, ...settings };
-    await load(autocannon, 'Nimbus warm-up', { ...nimbusLoad, duration: settings.warmup });
+    await runLoad(autocannon, 'Nimbus warm-up', { ...nimbusLoad, duration: settings.warmup }, null, 200);
     const before = await rateLimitStatus(nimbus.port, auth);
-    const nimbusResult = await load(autocannon, 'Nimbus', nimbusLoad, nimbus.child.pid);
+    const nimbusResult = await runLoad(autocannon, 'Nimbus', nimbusLoad, nimbus.child.pid, 200);
     const after = await rateLimitStatus(nimbus.port, auth);
     const revocation = await revokedKeyIsRefused(nimbus.port, auth);
-    await stopChild(nimbus.child, children);
+    await stopChild(nimbus.child);
 
     // 4. What was on the path really ran: rate-limit budget spent, one access-log line per request.
     if (after.reset === before.reset) {
@@ -176,7 +157,6 @@ async function main() {
     );
     if (!values['no-write']) {
       writeResults({ command, settings, figures, ratio, verdict, logged, revocation, loadAverage, notes });
-      step(`wrote ${path.relative(ROOT, RESULTS_FILE)}`);
     }
     // A report, not a gate: the exit code says whether the run was sound (every answer 2xx, logging and
     // rate limiting on the path), and the verdict on the target is printed and written above.
@@ -185,137 +165,19 @@ async function main() {
   }
 }
 
-function positiveInt(value, name) {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) fail(`--${name} must be a positive whole number`);
-  return n;
-}
-
-function step(message) {
-  process.stderr.write(`[bench] ${message}\n`);
-}
-
-function fail(message) {
-  process.stderr.write(`[bench] FAILED: ${message}\n`);
-  process.exit(1);
-}
-
 function line(name, f) {
-  const cpu = f.cpuShare === null ? '' : `  server CPU ${cpuText(f)}`;
-  return `${name.padEnd(24)} ${fmt(f.rps)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms${cpu}`;
+  const cpu = f.cpuShare === null ? '' : `  server CPU ${cpuText(f, 1)}`;
+  return `${name.padEnd(24)} ${fmt(f.rps).padStart(7)} req/s  p50 ${f.p50} ms  p99 ${f.p99} ms${cpu}`;
 }
 
-function cpuText(f) {
-  if (f.cpuShare === null) return 'n/a';
-  return `${Math.round(f.cpuShare * 100)}% of a core, ${f.cpuUsPerRequest.toFixed(1)} µs/request`;
-}
-
-function fmt(n) {
-  return Math.round(n).toLocaleString('en-US').padStart(7);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, HOST, () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** Nimbus' environment: the benchmark's own NIMBUS_* values only, so the caller's cannot change what runs. */
-function nimbusEnv(dataDir, extra = {}) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('NIMBUS_')));
-  return { ...env, NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'info', ...extra };
-}
-
-async function startNimbus(dataDir, logFile, children) {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'serve'], {
-    cwd: ROOT,
-    env: nimbusEnv(dataDir, {
-      NIMBUS_HTTPS_PORT: String(port),
-      NIMBUS_HTTP_PORT: '0',
-      NIMBUS_METRICS_PORT: '0',
-    }),
-    // Logs go to a real file (appended across both starts), as a deployment would write them.
-    stdio: ['ignore', openSync(logFile, 'a'), 'inherit'],
-  });
-  children.add(child);
-  child.once('exit', (code, signal) => {
-    if (children.has(child)) fail(`Nimbus exited unexpectedly (code ${code}, signal ${signal})`);
-  });
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const health = await request(port, 'GET', '/healthz');
-      if (health.status === 200) return { child, port };
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) fail('Nimbus did not answer /healthz within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-async function startBare(dataDir, children) {
+async function startBare(dataDir) {
   const tls = path.join(dataDir, 'tls');
   const child = fork(SELF, ['--bare-server', path.join(tls, 'cert.pem'), path.join(tls, 'key.pem')], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  children.add(child);
+  cleanup.children.add(child);
   const [message] = await once(child, 'message');
   return { child, port: message.port };
-}
-
-async function stopChild(child, children) {
-  children.delete(child);
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-function admin(dataDir, args) {
-  const result = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'admin', ...args, '--json'], {
-    cwd: ROOT,
-    env: nimbusEnv(dataDir),
-    encoding: 'utf8',
-  });
-  if (result.status !== 0) fail(`admin ${args[0]} failed: ${result.stderr}`);
-  return JSON.parse(result.stdout);
-}
-
-/** One request on its own connection; the certificate is self-signed, and this is loopback. */
-function request(port, method, urlPath, headers = {}, body) {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request(
-      {
-        host: HOST,
-        port,
-        method,
-        path: urlPath,
-        agent: false,
-        rejectUnauthorized: false,
-        headers: payload ? { ...headers, 'content-type': 'application/json' } : headers,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => {
-          text += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-      },
-    );
-    req.once('error', reject);
-    req.end(payload);
-  });
 }
 
 async function rateLimitStatus(port, auth) {
@@ -343,72 +205,6 @@ async function revokedKeyIsRefused(port, auth) {
   return { refused: after.status === 401, status: after.status };
 }
 
-/** Runs the load; with a server pid, also measures the CPU time that server process spent meanwhile. */
-async function load(autocannon, label, { url, headers, connections, duration }, serverPid) {
-  step(`${label}: ${connections} connections, ${duration} s`);
-  const cpuBefore = serverPid ? cpuSeconds(serverPid) : null;
-  const run = autocannon({ url, headers, connections, duration, pipelining: 1, timeout: 10 });
-  // autocannon's own percentiles are whole milliseconds; on loopback both servers answer in less than
-  // one, so every response time is kept here too (in ms, as a float) for sub-millisecond percentiles.
-  const latencies = new LatencyLog();
-  run.on('response', (_client, _status, _bytes, ms) => latencies.add(ms));
-  const result = await run;
-  const cpuAfter = serverPid ? cpuSeconds(serverPid) : null;
-  result.serverCpuSeconds = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
-  result.exactLatency = latencies.percentiles([50, 99]);
-  const problems = [];
-  if (result.non2xx > 0) problems.push(`${result.non2xx} non-2xx responses`);
-  if (result.errors > 0) problems.push(`${result.errors} errors`);
-  if (result.timeouts > 0) problems.push(`${result.timeouts} timeouts`);
-  if (result.resets > 0) problems.push(`${result.resets} connection resets`);
-  if (result['2xx'] === 0) problems.push('no 2xx responses at all');
-  if (problems.length > 0) {
-    fail(`${label}: ${problems.join(', ')} (status codes: ${JSON.stringify(result.statusCodeStats)})`);
-  }
-  return result;
-}
-
-/** Response times in a growing Float64Array (about 10 MB for a million responses). */
-class LatencyLog {
-  values = new Float64Array(1 << 20);
-  length = 0;
-
-  add(ms) {
-    if (this.length === this.values.length) {
-      const bigger = new Float64Array(this.values.length * 2);
-      bigger.set(this.values);
-      this.values = bigger;
-    }
-    this.values[this.length++] = ms;
-  }
-
-  /** Nearest-rank percentiles, in ms rounded to hundredths. */
-  percentiles(ranks) {
-    const sorted = this.values.slice(0, this.length).sort();
-    const out = {};
-    for (const rank of ranks) {
-      const index = Math.min(this.length - 1, Math.max(0, Math.ceil((rank / 100) * this.length) - 1));
-      out[rank] = this.length === 0 ? Number.NaN : Math.round(sorted[index] * 100) / 100;
-    }
-    return out;
-  }
-}
-
-/**
- * User plus system CPU seconds of a process (Linux /proc; null elsewhere). Throughput depends on what
- * else the machine runs; the server's CPU time per request is the steadier figure of what a request costs.
- */
-function cpuSeconds(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start at state; utime and stime are 14, 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
-  } catch {
-    return null;
-  }
-}
-
 /** What a reader needs to weigh the ratio: the CPU cost per request, and whether the ceiling was real. */
 function caveats({ bare, nimbus }) {
   if (bare.cpuUsPerRequest === null || nimbus.cpuUsPerRequest === null) return [];
@@ -423,20 +219,6 @@ function caveats({ bare, nimbus }) {
     );
   }
   return notes;
-}
-
-function summarize(result) {
-  const seconds = result.duration;
-  const cpu = result.serverCpuSeconds;
-  return {
-    rps: result.requests.total / seconds,
-    requests: result.requests.total,
-    p50: result.exactLatency[50],
-    p99: result.exactLatency[99],
-    // Share of one core the server used, and its CPU time per request in microseconds.
-    cpuShare: cpu === null ? null : cpu / seconds,
-    cpuUsPerRequest: cpu === null ? null : (cpu * 1e6) / result.requests.total,
-  };
 }
 
 async function countAccessLogLines(logFile, accountId) {
@@ -469,26 +251,12 @@ function writeResults({
   loadAverage,
   notes,
 }) {
-  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
-  const autocannonVersion = JSON.parse(
-    readFileSync(path.join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
-  ).version;
   const row = (name, f) =>
-    `| ${name} | ${fmt(f.rps).trim()} | ${f.p50} | ${f.p99} | ${f.requests} | ${cpuText(f)} |`;
-  const section = [
-    SECTION_START,
+    `| ${name} | ${fmt(f.rps)} | ${f.p50} | ${f.p99} | ${f.requests} | ${cpuText(f, 1)} |`;
+  writeSection(SCRIPT, [
     '## Authenticated `GET /v1/account` against bare `node:https` (issue #2)',
     '',
-    `Run on ${new Date().toISOString().slice(0, 10)}: ${os.availableParallelism()} CPUs (nproc) ${cpu}, ` +
-      `Node ${process.version}, ${os.type()} ${os.release()}, autocannon ${autocannonVersion}; ` +
-      `1-minute load average ${loadAverage.toFixed(2)} when the run started.`,
-    '',
-    'Command (from the repository root; `npm run bench` runs the same with the defaults):',
-    '',
-    '```sh',
-    command,
-    '```',
-    '',
+    ...runHeader({ loadAverage, command, npmScript: 'bench' }),
     `Load: autocannon in the benchmark process, ${settings.connections} keep-alive TLS connections to ` +
       `127.0.0.1, ${settings.warmup} s warm-up then ${settings.duration} s measured, per server, one ` +
       'server at a time, each in its own process. The bare server answers a fixed small JSON body with ' +
@@ -511,18 +279,7 @@ function writeResults({
       'lines at info for the measured account (at least one per measured request); the rate-limit budget ' +
       'went down by at least the number of measured requests; a key that had just been used (so was ' +
       `cached) and was then deleted was answered ${revocation.status} on its next request.`,
-    SECTION_END,
-  ].join('\n');
-  const header = '# Benchmarks\n\nResults written by the scripts in `bench/`; rerun them to update.\n\n';
-  const current = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : header;
-  const start = current.indexOf(SECTION_START);
-  const end = current.indexOf(SECTION_END);
-  const next =
-    start >= 0 && end > start
-      ? current.slice(0, start) + section + current.slice(end + SECTION_END.length)
-      : `${current.trimEnd()}\n\n${section}\n`;
-  mkdirSync(path.dirname(RESULTS_FILE), { recursive: true });
-  writeFileSync(RESULTS_FILE, next);
+  ]);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -38,26 +38,42 @@
  * verdicts on the targets are reported, not enforced. The server is killed, the database dropped and the
  * temporary dirs removed on every exit, failures and Ctrl-C included.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import https from 'node:https';
-import net from 'node:net';
-import os from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import {
+  accountIdOf,
+  admin,
+  atCleanUp,
+  bootstrapAuth,
+  cleanUp,
+  cleanUpOnExit,
+  cleanup,
+  cpuText,
+  fail,
+  fmt,
+  HOST,
+  positiveInt,
+  prepareRun,
+  RAISED_LIMIT,
+  ROOT,
+  raiseLimits,
+  removeDir,
+  request,
+  runHeader,
+  runLoad,
+  sleep,
+  startNimbus,
+  step,
+  stopChild,
+  summarize,
+  tempDir,
+  writeSection,
+} from './lib.mjs';
 
-const HOST = '127.0.0.1';
-const RAISED = 100_000_000;
+const SCRIPT = 'bench/instances.mjs';
 const SIM_SPEEDUP = 1000;
 const CREATE_POOL = 'us-east-1=10.0.0.0/8';
 const CREATE_BODY = {
@@ -67,30 +83,19 @@ const CREATE_BODY = {
   image: 'ubuntu-24.04',
 };
 const LIMIT = 20;
-const CLOCK_TICKS_PER_SECOND = 100;
+// The account's quotas the benchmarks raise (with its rate limit), so nothing runs out.
+const QUOTAS = [
+  ['instances', 10_000_000],
+  ['vcpus', RAISED_LIMIT],
+];
 const TARGETS = { firstPageP99: 5, anyPageP99: 50, rssMb: 300 };
-const SELF = fileURLToPath(import.meta.url);
-const ROOT = path.resolve(path.dirname(SELF), '..');
-const RESULTS_FILE = path.join(ROOT, 'docs', 'benchmarks.md');
-const SECTION_START = '<!-- bench/instances.mjs: start (generated, do not edit by hand) -->';
-const SECTION_END = '<!-- bench/instances.mjs: end -->';
 
-// Everything to undo on exit, however the process exits (fail() exits at once).
-const cleanup = { children: new Set(), dirs: new Set(), databases: new Set(), keep: false, done: false };
-
-function cleanUpSync() {
-  if (cleanup.done) return;
-  cleanup.done = true;
-  for (const child of cleanup.children) child.kill('SIGKILL');
-  cleanup.children.clear();
-  for (const { url, name } of cleanup.databases) dropDatabaseSync(url, name);
-  for (const dir of cleanup.dirs) {
-    if (cleanup.keep) step(`kept ${dir}`);
-    else rmSync(dir, { recursive: true, force: true });
-  }
-}
-process.once('exit', cleanUpSync);
-for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
+// The PostgreSQL databases to drop on exit, however the process exits (fail() exits at once).
+const databases = new Set();
+cleanUpOnExit();
+atCleanUp(() => {
+  for (const { url, name } of databases) dropDatabaseSync(url, name);
+});
 
 async function main() {
   const { values } = parseArgs({
@@ -118,13 +123,7 @@ async function main() {
     warmup: positiveInt(values.warmup, 'warmup'),
     count: positiveInt(values.count, 'count'),
   };
-  const command = ['node bench/instances.mjs', ...process.argv.slice(2)].join(' ');
-  const loadAverage = os.loadavg()[0];
-  const { default: autocannon } = await import('autocannon');
-
-  step('building Nimbus (npm run build)');
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
-  if (build.status !== 0) fail('npm run build failed');
+  const { command, loadAverage, autocannon } = await prepareRun(SCRIPT);
 
   const results = { create: [], list: null };
   if (!values['skip-create']) {
@@ -140,9 +139,8 @@ async function main() {
   process.stdout.write(`\n${report(results, settings).join('\n')}\n`);
   if (!values['no-write']) {
     writeResults({ command, settings, results, loadAverage });
-    step(`wrote ${path.relative(ROOT, RESULTS_FILE)}`);
   }
-  cleanUpSync();
+  cleanUp();
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -172,10 +170,7 @@ async function createBenchmark(autocannon, settings, store) {
   const auth = bootstrapAuth(dataDir);
   const accountId = await accountIdOf(nimbus.port, auth);
   const adminEnv = store.kind === 'postgres' ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL } : {};
-  raiseLimits(dataDir, accountId, adminEnv, [
-    ['instances', 10_000_000],
-    ['vcpus', RAISED],
-  ]);
+  raiseLimits(dataDir, accountId, QUOTAS, adminEnv);
   // Restarted, so no key cached before the limits were raised is still served.
   await stopChild(nimbus.child);
   nimbus = await startNimbus(dataDir, logFile, env);
@@ -264,10 +259,7 @@ async function listBenchmark(autocannon, settings) {
   let nimbus = await startNimbus(dataDir, logFile);
   const auth = bootstrapAuth(dataDir);
   const accountId = await accountIdOf(nimbus.port, auth);
-  raiseLimits(dataDir, accountId, {}, [
-    ['instances', 10_000_000],
-    ['vcpus', RAISED],
-  ]);
+  raiseLimits(dataDir, accountId, QUOTAS);
   await stopChild(nimbus.child);
 
   step(`seeding ${settings.count.toLocaleString('en-US')} instances`);
@@ -375,13 +367,7 @@ async function createProbe(port, dataDir, auth) {
   if (full.status !== 409 && full.status !== 202) {
     fail(`a create in the seeded account answered ${full.status}: ${full.body}`);
   }
-  const other = admin(dataDir, {}, [
-    'create-account',
-    '--email',
-    'probe@bench.local',
-    '--plan',
-    'enterprise',
-  ]);
+  const other = admin(dataDir, ['create-account', '--email', 'probe@bench.local', '--plan', 'enterprise']);
   const otherAuth = { authorization: `Bearer ${other.api_key}` };
   const times = [];
   for (let i = 0; i < 20; i++) {
@@ -508,229 +494,6 @@ async function analyse(dbFile, accountId, cases) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Servers, admin commands, load
-// ---------------------------------------------------------------------------------------------------
-function nimbusEnv(dataDir, extra = {}) {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('NIMBUS_')));
-  return { ...env, NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'info', ...extra };
-}
-
-async function startNimbus(dataDir, logFile, extra = {}) {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'serve'], {
-    cwd: ROOT,
-    env: nimbusEnv(dataDir, {
-      ...extra,
-      NIMBUS_HTTPS_PORT: String(port),
-      NIMBUS_HTTP_PORT: '0',
-      NIMBUS_METRICS_PORT: '0',
-    }),
-    stdio: ['ignore', openSync(logFile, 'a'), 'inherit'],
-  });
-  cleanup.children.add(child);
-  child.once('exit', (code, signal) => {
-    if (cleanup.children.has(child)) fail(`Nimbus exited unexpectedly (code ${code}, signal ${signal})`);
-  });
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      const health = await request(port, 'GET', '/healthz');
-      if (health.status === 200) return { child, port };
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) fail('Nimbus did not answer /healthz within 60 s');
-    await sleep(100);
-  }
-}
-
-async function stopChild(child) {
-  cleanup.children.delete(child);
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-function bootstrapAuth(dataDir) {
-  const key = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();
-  return { authorization: `Bearer ${key}` };
-}
-
-async function accountIdOf(port, auth) {
-  const res = await request(port, 'GET', '/v1/account', auth);
-  if (res.status !== 200) fail(`GET /v1/account answered ${res.status}: ${res.body}`);
-  return JSON.parse(res.body).data.id;
-}
-
-function raiseLimits(dataDir, accountId, extraEnv, quotas) {
-  const raised = admin(dataDir, extraEnv, [
-    'set-rate-limit',
-    '--account',
-    accountId,
-    '--per-hour',
-    String(RAISED),
-    '--burst',
-    String(RAISED),
-  ]);
-  if (raised.per_hour !== RAISED) fail(`admin set-rate-limit did not apply: ${JSON.stringify(raised)}`);
-  for (const [name, limit] of quotas) {
-    const quota = admin(dataDir, extraEnv, [
-      'set-quota',
-      '--account',
-      accountId,
-      '--name',
-      name,
-      '--limit',
-      String(limit),
-    ]);
-    if (quota.limit !== limit) fail(`admin set-quota ${name} did not apply: ${JSON.stringify(quota)}`);
-  }
-}
-
-function admin(dataDir, extraEnv, args) {
-  const result = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'admin', ...args, '--json'], {
-    cwd: ROOT,
-    env: nimbusEnv(dataDir, extraEnv),
-    encoding: 'utf8',
-  });
-  if (result.status !== 0) fail(`admin ${args[0]} failed: ${result.stderr}`);
-  return JSON.parse(result.stdout);
-}
-
-/** Runs the load; with a server pid, also the CPU time that server spent meanwhile. */
-async function runLoad(
-  autocannon,
-  label,
-  { url, method, headers, body, connections, duration },
-  serverPid,
-  expected,
-) {
-  step(`${label}: ${connections} connection(s), ${duration} s`);
-  const cpuBefore = serverPid ? cpuSeconds(serverPid) : null;
-  const run = autocannon({
-    url,
-    method: method ?? 'GET',
-    headers,
-    ...(body === undefined ? {} : { body }),
-    connections,
-    duration,
-    pipelining: 1,
-    timeout: 10,
-  });
-  const latencies = new LatencyLog();
-  const statuses = new Map();
-  // Answers per second of the run, to show whether the rate holds as the data grows.
-  const began = performance.now();
-  const perSecond = [];
-  run.on('response', (_client, status, _bytes, ms) => {
-    latencies.add(ms);
-    statuses.set(status, (statuses.get(status) ?? 0) + 1);
-    const second = Math.floor((performance.now() - began) / 1000);
-    perSecond[second] = (perSecond[second] ?? 0) + 1;
-  });
-  const result = await run;
-  const cpuAfter = serverPid ? cpuSeconds(serverPid) : null;
-  result.serverCpuSeconds = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
-  result.exactLatency = latencies.percentiles([50, 99]);
-  const problems = [];
-  const unexpected = [...statuses].filter(([status]) => status !== expected);
-  if (unexpected.length > 0) problems.push(`answers other than ${expected}: ${JSON.stringify(unexpected)}`);
-  if (result.errors > 0) problems.push(`${result.errors} errors`);
-  if (result.timeouts > 0) problems.push(`${result.timeouts} timeouts`);
-  if (result.resets > 0) problems.push(`${result.resets} connection resets`);
-  if ((statuses.get(expected) ?? 0) === 0) problems.push(`no ${expected} answers at all`);
-  if (problems.length > 0) fail(`${label}: ${problems.join(', ')}`);
-  result.requests.total = statuses.get(expected);
-  result.perSecond = Array.from({ length: duration }, (_, n) => perSecond[n] ?? 0);
-  return result;
-}
-
-/** Response times in a growing Float64Array; autocannon's own percentiles are whole milliseconds. */
-class LatencyLog {
-  values = new Float64Array(1 << 16);
-  length = 0;
-
-  add(ms) {
-    if (this.length === this.values.length) {
-      const bigger = new Float64Array(this.values.length * 2);
-      bigger.set(this.values);
-      this.values = bigger;
-    }
-    this.values[this.length++] = ms;
-  }
-
-  /** Nearest-rank percentiles, in ms rounded to hundredths. */
-  percentiles(ranks) {
-    const sorted = this.values.slice(0, this.length).sort();
-    const out = {};
-    for (const rank of ranks) {
-      const index = Math.min(this.length - 1, Math.max(0, Math.ceil((rank / 100) * this.length) - 1));
-      out[rank] = this.length === 0 ? Number.NaN : Math.round(sorted[index] * 100) / 100;
-    }
-    return out;
-  }
-}
-
-function summarize(result) {
-  const seconds = result.duration;
-  const cpu = result.serverCpuSeconds;
-  const window = Math.min(5, Math.floor(result.perSecond.length / 2));
-  const rate = (slice) => slice.reduce((sum, n) => sum + n, 0) / Math.max(1, slice.length);
-  return {
-    firstRate: rate(result.perSecond.slice(0, window)),
-    lastRate: rate(result.perSecond.slice(result.perSecond.length - window)),
-    window,
-    rps: result.requests.total / seconds,
-    requests: result.requests.total,
-    p50: result.exactLatency[50],
-    p99: result.exactLatency[99],
-    cpuShare: cpu === null ? null : cpu / seconds,
-    cpuUsPerRequest: cpu === null ? null : (cpu * 1e6) / result.requests.total,
-  };
-}
-
-function cpuSeconds(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
-  } catch {
-    return null;
-  }
-}
-
-/** One request on its own connection; the certificate is self-signed, and this is loopback. */
-function request(port, method, urlPath, headers = {}, body) {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request(
-      {
-        host: HOST,
-        port,
-        method,
-        path: urlPath,
-        agent: false,
-        rejectUnauthorized: false,
-        headers: payload ? { ...headers, 'content-type': 'application/json' } : headers,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => {
-          text += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-      },
-    );
-    req.once('error', reject);
-    req.end(payload);
-  });
-}
-
-// ---------------------------------------------------------------------------------------------------
 // PostgreSQL: a fresh database per run, dropped at the end (synchronously too, from the exit handler)
 // ---------------------------------------------------------------------------------------------------
 function databaseUrl(base, name) {
@@ -756,13 +519,13 @@ async function pgQuery(url, statements) {
 }
 
 async function createDatabase(base, name) {
-  cleanup.databases.add({ url: base, name });
+  databases.add({ url: base, name });
   await pgQuery(databaseUrl(base, 'postgres'), [`create database "${name}"`]);
 }
 
 async function dropDatabase(base, name) {
   await pgQuery(databaseUrl(base, 'postgres'), [`drop database if exists "${name}" with (force)`]);
-  for (const entry of cleanup.databases) if (entry.name === name) cleanup.databases.delete(entry);
+  for (const entry of databases) if (entry.name === name) databases.delete(entry);
 }
 
 function dropDatabaseSync(base, name) {
@@ -783,18 +546,6 @@ function dropDatabaseSync(base, name) {
 // ---------------------------------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------------------------------
-function tempDir(prefix) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
-  cleanup.dirs.add(dir);
-  return dir;
-}
-
-function removeDir(dir) {
-  if (cleanup.keep) return;
-  rmSync(dir, { recursive: true, force: true });
-  cleanup.dirs.delete(dir);
-}
-
 function fileSize(file) {
   let bytes = 0;
   for (const suffix of ['', '-wal'])
@@ -802,43 +553,9 @@ function fileSize(file) {
   return bytes;
 }
 
-function positiveInt(value, name) {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) fail(`--${name} must be a positive whole number`);
-  return n;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, HOST, () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function step(message) {
-  process.stderr.write(`[bench] ${message}\n`);
-}
-
-function fail(message) {
-  process.stderr.write(`[bench] FAILED: ${message}\n`);
-  process.exit(1);
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------------------------------
-const fmt = (n) => Math.round(n).toLocaleString('en-US');
-const cpuText = (f) =>
-  f.cpuShare === null
-    ? 'n/a'
-    : `${Math.round(f.cpuShare * 100)}% of a core, ${fmt(f.cpuUsPerRequest)} µs/request`;
-
 function verdicts(list) {
   const firstPages = list.cases.filter((c) => c.firstPage);
   const worstFirst = Math.max(...firstPages.map((c) => c.result.p99));
@@ -906,25 +623,15 @@ function report({ create, list }) {
 }
 
 function writeResults({ command, settings, results, loadAverage }) {
-  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
-  const autocannonVersion = JSON.parse(
-    readFileSync(path.join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
-  ).version;
   const out = [
-    SECTION_START,
     '## Instances: create throughput and list latency at 1,000,000 instances (issue #3)',
     '',
-    `Run on ${new Date().toISOString().slice(0, 10)}: ${os.availableParallelism()} CPUs (nproc) ${cpu}, ` +
-      `Node ${process.version}, ${os.type()} ${os.release()}, autocannon ${autocannonVersion}; ` +
-      `1-minute load average ${loadAverage.toFixed(2)} when the run started. Server, load generator and ` +
-      '(for the PostgreSQL figures) PostgreSQL share the 2 cores.',
-    '',
-    'Command (from the repository root; `npm run bench:instances` runs the same with the defaults):',
-    '',
-    '```sh',
-    command,
-    '```',
-    '',
+    ...runHeader({
+      loadAverage,
+      command,
+      npmScript: 'bench:instances',
+      machineNote: ' Server, load generator and (for the PostgreSQL figures) PostgreSQL share the 2 cores.',
+    }),
   ];
   const { create, list } = results;
   if (create.length > 0) {
@@ -1018,18 +725,7 @@ function writeResults({ command, settings, results, loadAverage }) {
       '',
     );
   }
-  out.push(SECTION_END);
-  const section = out.join('\n');
-  const header = '# Benchmarks\n\nResults written by the scripts in `bench/`; rerun them to update.\n\n';
-  const current = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : header;
-  const start = current.indexOf(SECTION_START);
-  const end = current.indexOf(SECTION_END);
-  const next =
-    start >= 0 && end > start
-      ? current.slice(0, start) + section + current.slice(end + SECTION_END.length)
-      : `${current.trimEnd()}\n\n${section}\n`;
-  mkdirSync(path.dirname(RESULTS_FILE), { recursive: true });
-  writeFileSync(RESULTS_FILE, next);
+  writeSection(SCRIPT, out);
 }
 
 await main();

@@ -146,7 +146,7 @@ export async function seedInstances({ dataDir, accountId, count, log = () => {} 
   const started = performance.now();
   const { openStore, migrateToLatest } = await dist('store/db.js');
   const { newId } = await dist('domain/ids.js');
-  const { macAddressFor, ipToInt, intToIp } = await dist('domain/addresses.js');
+  const { ipToInt, intToIp } = await dist('domain/addresses.js');
 
   // The schema, by the server's own migrations (a no-op when the server already ran them).
   const store = openStore({ dataDir });
@@ -170,9 +170,9 @@ export async function seedInstances({ dataDir, accountId, count, log = () => {} 
 
     const insertInstance = db.prepare(
       `insert into instances (id, account_id, name, status, operation, operation_at, instance_type, region,
-         image, ssh_key_ids, public_ip, private_ip, mac_address, tags, user_data, encryption_key_id,
+         image, ssh_key_ids, public_ip, private_ip, tags, user_data, encryption_key_id,
          firewall_preset, monitoring, backup_schedule, root_volume_id, version, created_at, updated_at)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const insertTag = db.prepare(
       'insert into instance_tags (instance_id, account_id, key, value) values (?, ?, ?, ?)',
@@ -235,7 +235,6 @@ export async function seedInstances({ dataDir, accountId, count, log = () => {} 
           '[]',
           intToIp(publicNext[where]++),
           intToIp(privateNext[where]++),
-          macAddressFor(id),
           JSON.stringify(tags),
           null,
           null,

@@ -94,7 +94,6 @@ export interface InstancesTable {
   ssh_key_ids: string;
   public_ip: string;
   private_ip: string;
-  mac_address: string;
   /** JSON object string → string; mirrored into instance_tags for filtering. */
   tags: string;
   user_data: string | null;

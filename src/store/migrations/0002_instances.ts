@@ -36,7 +36,6 @@ export async function up(db: AnyDb): Promise<void> {
     .addColumn('ssh_key_ids', 'text', (c) => c.notNull())
     .addColumn('public_ip', 'text', (c) => c.notNull())
     .addColumn('private_ip', 'text', (c) => c.notNull())
-    .addColumn('mac_address', 'text', (c) => c.notNull())
     .addColumn('tags', 'text', (c) => c.notNull())
     .addColumn('user_data', 'text')
     .addColumn('encryption_key_id', 'text')

@@ -1,0 +1,418 @@
+/**
+ * What the benchmark scripts in bench/ share: building and starting Nimbus on a temporary data dir,
+ * `bin/nimbus admin` commands, one-off HTTPS requests, the autocannon load with its checks and exact
+ * latency percentiles, the server's CPU time from /proc, cleanup on every exit, and writing a script's
+ * generated section of docs/benchmarks.md between its markers.
+ *
+ * Importing this module has no side effects: a script opts in to cleanup with cleanUpOnExit().
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const HOST = '127.0.0.1';
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const RESULTS_FILE = path.join(ROOT, 'docs', 'benchmarks.md');
+/** The rate limit (per hour, and burst) the benchmarks give the accounts they load. */
+export const RAISED_LIMIT = 100_000_000;
+// USER_HZ, the unit of /proc/<pid>/stat times: 100 on every Linux architecture Node supports.
+const CLOCK_TICKS_PER_SECOND = 100;
+
+// ---------------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------------
+export function step(message) {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+export function fail(message) {
+  process.stderr.write(`[bench] FAILED: ${message}\n`);
+  process.exit(1);
+}
+
+export function positiveInt(value, name) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) fail(`--${name} must be a positive whole number`);
+  return n;
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export const fmt = (n) => Math.round(n).toLocaleString('en-US');
+
+/** The server's share of a core and its CPU time per request (µs, to `digits` decimals); n/a off Linux. */
+export function cpuText(f, digits = 0) {
+  if (f.cpuShare === null) return 'n/a';
+  const us = f.cpuUsPerRequest.toLocaleString('en-US', {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
+  return `${Math.round(f.cpuShare * 100)}% of a core, ${us} µs/request`;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, HOST, () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Cleanup: everything to undo on exit, however the process exits (fail() exits at once)
+// ---------------------------------------------------------------------------------------------------
+export const cleanup = { children: new Set(), tasks: [], dirs: new Set(), keep: false, done: false };
+
+/** Kills the children, runs the tasks added with atCleanUp(), then removes the temporary dirs (or keeps them). */
+export function cleanUp() {
+  if (cleanup.done) return;
+  cleanup.done = true;
+  for (const child of cleanup.children) child.kill('SIGKILL');
+  cleanup.children.clear();
+  for (const task of cleanup.tasks) task();
+  for (const dir of cleanup.dirs) {
+    if (cleanup.keep) step(`kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Cleans up on every exit, failures and Ctrl-C included. */
+export function cleanUpOnExit() {
+  process.once('exit', cleanUp);
+  for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
+}
+
+export function atCleanUp(task) {
+  cleanup.tasks.push(task);
+}
+
+/** A temporary dir, removed on exit unless --keep. */
+export function tempDir(prefix) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  cleanup.dirs.add(dir);
+  return dir;
+}
+
+export function removeDir(dir) {
+  if (cleanup.keep) return;
+  rmSync(dir, { recursive: true, force: true });
+  cleanup.dirs.delete(dir);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A run: the command line, the machine's load, autocannon and a fresh build
+// ---------------------------------------------------------------------------------------------------
+/** The command as the results show it, the load average before the run, autocannon; then builds Nimbus. */
+export async function prepareRun(script) {
+  const command = [`node ${script}`, ...process.argv.slice(2)].join(' ');
+  // Other work on the machine moves the figures; the 1-minute load average before the run says how much.
+  const loadAverage = os.loadavg()[0];
+  const { default: autocannon } = await import('autocannon');
+
+  step('building Nimbus (npm run build)');
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  if (build.status !== 0) fail('npm run build failed');
+  return { command, loadAverage, autocannon };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Nimbus: servers, admin commands, requests
+// ---------------------------------------------------------------------------------------------------
+/** Nimbus' environment: the benchmark's own NIMBUS_* values only, so the caller's cannot change what runs. */
+function nimbusEnv(dataDir, extra = {}) {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('NIMBUS_')));
+  return { ...env, NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'info', ...extra };
+}
+
+/** Starts `bin/nimbus serve` on a free port and waits for /healthz; `extra` adds NIMBUS_* settings. */
+export async function startNimbus(dataDir, logFile, extra = {}) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'serve'], {
+    cwd: ROOT,
+    env: nimbusEnv(dataDir, {
+      ...extra,
+      NIMBUS_HTTPS_PORT: String(port),
+      NIMBUS_HTTP_PORT: '0',
+      NIMBUS_METRICS_PORT: '0',
+      NIMBUS_METADATA_PORT: '0',
+    }),
+    // Logs go to a real file (appended across restarts), as a deployment would write them.
+    stdio: ['ignore', openSync(logFile, 'a'), 'inherit'],
+  });
+  cleanup.children.add(child);
+  child.once('exit', (code, signal) => {
+    if (cleanup.children.has(child)) fail(`Nimbus exited unexpectedly (code ${code}, signal ${signal})`);
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      const health = await request(port, 'GET', '/healthz');
+      if (health.status === 200) return { child, port };
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) fail('Nimbus did not answer /healthz within 60 s');
+    await sleep(100);
+  }
+}
+
+/** SIGTERM, then SIGKILL after 10 s; the child is no longer expected to run. */
+export async function stopChild(child) {
+  cleanup.children.delete(child);
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** `bin/nimbus admin <args> --json` on the data dir; `extraEnv` adds NIMBUS_* settings. */
+export function admin(dataDir, args, extraEnv = {}) {
+  const result = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'admin', ...args, '--json'], {
+    cwd: ROOT,
+    env: nimbusEnv(dataDir, extraEnv),
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) fail(`admin ${args[0]} failed: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+/** The bootstrap account's key (written by the first start), as a request header. */
+export function bootstrapAuth(dataDir) {
+  const key = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();
+  return { authorization: `Bearer ${key}` };
+}
+
+export async function accountIdOf(port, auth) {
+  const res = await request(port, 'GET', '/v1/account', auth);
+  if (res.status !== 200) fail(`GET /v1/account answered ${res.status}: ${res.body}`);
+  return JSON.parse(res.body).data.id;
+}
+
+/** Raises the account's rate limit to RAISED_LIMIT, and the given quotas ([name, limit] pairs). */
+export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}) {
+  const raised = admin(
+    dataDir,
+    [
+      'set-rate-limit',
+      '--account',
+      accountId,
+      '--per-hour',
+      String(RAISED_LIMIT),
+      '--burst',
+      String(RAISED_LIMIT),
+    ],
+    extraEnv,
+  );
+  if (raised.per_hour !== RAISED_LIMIT || raised.burst !== RAISED_LIMIT) {
+    fail(`admin set-rate-limit did not apply: ${JSON.stringify(raised)}`);
+  }
+  for (const [name, limit] of quotas) {
+    const quota = admin(
+      dataDir,
+      ['set-quota', '--account', accountId, '--name', name, '--limit', String(limit)],
+      extraEnv,
+    );
+    if (quota.limit !== limit) fail(`admin set-quota ${name} did not apply: ${JSON.stringify(quota)}`);
+  }
+}
+
+/** One request on its own connection; the certificate is self-signed, and this is loopback. */
+export function request(port, method, urlPath, headers = {}, body) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = https.request(
+      {
+        host: HOST,
+        port,
+        method,
+        path: urlPath,
+        agent: false,
+        rejectUnauthorized: false,
+        headers: payload ? { ...headers, 'content-type': 'application/json' } : headers,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
+      },
+    );
+    req.once('error', reject);
+    req.end(payload);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Load and its figures
+// ---------------------------------------------------------------------------------------------------
+/**
+ * Runs the load; with a server pid, also measures the CPU time that server process spent meanwhile.
+ * Every answer must have the `expected` status (and there must be some), with no errors, timeouts or
+ * resets; requests.total is the number of those answers, perSecond their count in each second.
+ */
+export async function runLoad(
+  autocannon,
+  label,
+  { url, method, headers, body, connections, duration },
+  serverPid,
+  expected,
+) {
+  step(`${label}: ${connections} connection${connections === 1 ? '' : 's'}, ${duration} s`);
+  const cpuBefore = serverPid ? cpuSeconds(serverPid) : null;
+  const run = autocannon({
+    url,
+    method: method ?? 'GET',
+    headers,
+    ...(body === undefined ? {} : { body }),
+    connections,
+    duration,
+    pipelining: 1,
+    timeout: 10,
+  });
+  // autocannon's own percentiles are whole milliseconds; on loopback a server may answer in less than
+  // one, so every response time is kept here too (in ms, as a float) for sub-millisecond percentiles.
+  const latencies = new LatencyLog();
+  const statuses = new Map();
+  // Answers per second of the run, to show whether the rate holds as the data grows.
+  const began = performance.now();
+  const perSecond = [];
+  run.on('response', (_client, status, _bytes, ms) => {
+    latencies.add(ms);
+    statuses.set(status, (statuses.get(status) ?? 0) + 1);
+    const second = Math.floor((performance.now() - began) / 1000);
+    perSecond[second] = (perSecond[second] ?? 0) + 1;
+  });
+  const result = await run;
+  const cpuAfter = serverPid ? cpuSeconds(serverPid) : null;
+  result.serverCpuSeconds = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
+  result.exactLatency = latencies.percentiles([50, 99]);
+  const problems = [];
+  const unexpected = [...statuses].filter(([status]) => status !== expected);
+  if (unexpected.length > 0) problems.push(`answers other than ${expected}: ${JSON.stringify(unexpected)}`);
+  if (result.errors > 0) problems.push(`${result.errors} errors`);
+  if (result.timeouts > 0) problems.push(`${result.timeouts} timeouts`);
+  if (result.resets > 0) problems.push(`${result.resets} connection resets`);
+  if ((statuses.get(expected) ?? 0) === 0) problems.push(`no ${expected} answers at all`);
+  if (problems.length > 0) fail(`${label}: ${problems.join(', ')}`);
+  result.requests.total = statuses.get(expected);
+  result.perSecond = Array.from({ length: duration }, (_, n) => perSecond[n] ?? 0);
+  return result;
+}
+
+/** Response times in a growing Float64Array (8 bytes a response). */
+class LatencyLog {
+  values = new Float64Array(1 << 16);
+  length = 0;
+
+  add(ms) {
+    if (this.length === this.values.length) {
+      const bigger = new Float64Array(this.values.length * 2);
+      bigger.set(this.values);
+      this.values = bigger;
+    }
+    this.values[this.length++] = ms;
+  }
+
+  /** Nearest-rank percentiles, in ms rounded to hundredths. */
+  percentiles(ranks) {
+    const sorted = this.values.slice(0, this.length).sort();
+    const out = {};
+    for (const rank of ranks) {
+      const index = Math.min(this.length - 1, Math.max(0, Math.ceil((rank / 100) * this.length) - 1));
+      out[rank] = this.length === 0 ? Number.NaN : Math.round(sorted[index] * 100) / 100;
+    }
+    return out;
+  }
+}
+
+/**
+ * User plus system CPU seconds of a process (Linux /proc; null elsewhere). Throughput depends on what
+ * else the machine runs; the server's CPU time per request is the steadier figure of what a request costs.
+ */
+function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at state; utime and stime are 14, 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return null;
+  }
+}
+
+/** The figures of a runLoad() result: rates, exact percentiles and the server's CPU. */
+export function summarize(result) {
+  const seconds = result.duration;
+  const cpu = result.serverCpuSeconds;
+  const window = Math.min(5, Math.floor(result.perSecond.length / 2));
+  const rate = (slice) => slice.reduce((sum, n) => sum + n, 0) / Math.max(1, slice.length);
+  return {
+    // The rate in the first and the last `window` seconds of the run.
+    firstRate: rate(result.perSecond.slice(0, window)),
+    lastRate: rate(result.perSecond.slice(result.perSecond.length - window)),
+    window,
+    rps: result.requests.total / seconds,
+    requests: result.requests.total,
+    p50: result.exactLatency[50],
+    p99: result.exactLatency[99],
+    // Share of one core the server used, and its CPU time per request in microseconds.
+    cpuShare: cpu === null ? null : cpu / seconds,
+    cpuUsPerRequest: cpu === null ? null : (cpu * 1e6) / result.requests.total,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// docs/benchmarks.md
+// ---------------------------------------------------------------------------------------------------
+/** The opening lines of a script's section: where and how it ran, and the command (`npm run <npmScript>`). */
+export function runHeader({ loadAverage, command, npmScript, machineNote = '' }) {
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  const autocannonVersion = JSON.parse(
+    readFileSync(path.join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
+  ).version;
+  return [
+    `Run on ${new Date().toISOString().slice(0, 10)}: ${os.availableParallelism()} CPUs (nproc) ${cpu}, ` +
+      `Node ${process.version}, ${os.type()} ${os.release()}, autocannon ${autocannonVersion}; ` +
+      `1-minute load average ${loadAverage.toFixed(2)} when the run started.${machineNote}`,
+    '',
+    `Command (from the repository root; \`npm run ${npmScript}\` runs the same with the defaults):`,
+    '',
+    '```sh',
+    command,
+    '```',
+    '',
+  ];
+}
+
+/**
+ * Writes the lines as the script's section of docs/benchmarks.md, between its markers: in place of the
+ * section already there, or appended; the rest of the file is left as it is.
+ */
+export function writeSection(script, lines) {
+  const sectionStart = `<!-- ${script}: start (generated, do not edit by hand) -->`;
+  const sectionEnd = `<!-- ${script}: end -->`;
+  const section = [sectionStart, ...lines, sectionEnd].join('\n');
+  const header = '# Benchmarks\n\nResults written by the scripts in `bench/`; rerun them to update.\n\n';
+  const current = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : header;
+  const start = current.indexOf(sectionStart);
+  const end = current.indexOf(sectionEnd);
+  const next =
+    start >= 0 && end > start
+      ? current.slice(0, start) + section + current.slice(end + sectionEnd.length)
+      : `${current.trimEnd()}\n\n${section}\n`;
+  mkdirSync(path.dirname(RESULTS_FILE), { recursive: true });
+  writeFileSync(RESULTS_FILE, next);
+  step(`wrote ${path.relative(ROOT, RESULTS_FILE)}`);
+}
