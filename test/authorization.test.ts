@@ -312,6 +312,11 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         });
         expect(reply.status, reply.text).toBe(404);
         expect(reply.body.error.code).toBe('not_found');
+        // Which kind of resource, by a stable name, and the id asked for: nothing about its owner.
+        expect(reply.body.error.details).toEqual({
+          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event)$/),
+          id: theirs,
+        });
       }
       // The resource is untouched: its owner still sees it.
       const readBack = (e.readPath ?? e.path).replace('{id}', theirs);

@@ -262,14 +262,14 @@ export class ApiKeyService {
 
   async get(accountId: string, id: string): Promise<ApiKeyView> {
     const row = await keys.findApiKey(this.store.db, accountId, id);
-    if (!row) throw new NotFound('API key', id);
+    if (!row) throw new NotFound('api_key', id);
     return view(row);
   }
 
   async delete(accountId: string, id: string): Promise<ApiKeyView> {
     const row = await this.store.db.transaction().execute(async (trx) => {
       const deleted = await keys.deleteApiKey(trx, accountId, id);
-      if (!deleted) throw new NotFound('API key', id);
+      if (!deleted) throw new NotFound('api_key', id);
       await recordEvent(trx, this.clock, {
         accountId,
         type: 'api_key.deleted',

@@ -37,9 +37,19 @@ export class Forbidden extends DomainError {
   }
 }
 
+/** Resources as `details.resource` names them (stable, machine-readable), with their names in messages. */
+const RESOURCE_LABELS = {
+  account: 'Account',
+  api_key: 'API key',
+  instance: 'Instance',
+  ssh_key: 'SSH key',
+  event: 'Event',
+} as const;
+export type ResourceKind = keyof typeof RESOURCE_LABELS;
+
 export class NotFound extends DomainError {
-  constructor(resource: string, id: string) {
-    super('not_found', `${resource} ${id} not found`, { resource, id });
+  constructor(resource: ResourceKind, id: string) {
+    super('not_found', `${RESOURCE_LABELS[resource]} ${id} not found`, { resource, id });
   }
 }
 

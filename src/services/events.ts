@@ -74,7 +74,7 @@ export class EventService {
 
   async get(accountId: string, id: string): Promise<EventView> {
     const row = await events.findEvent(this.store.db, accountId, id);
-    if (!row) throw new NotFound('Event', id);
+    if (!row) throw new NotFound('event', id);
     return view(row);
   }
 }

@@ -124,7 +124,7 @@ export class SshKeyService {
 
   async get(accountId: string, id: string): Promise<SshKeyView> {
     const row = await keys.findSshKey(this.store.db, accountId, id);
-    if (!row) throw new NotFound('SSH key', id);
+    if (!row) throw new NotFound('ssh_key', id);
     return view(row);
   }
 
@@ -132,7 +132,7 @@ export class SshKeyService {
   async delete(accountId: string, id: string): Promise<SshKeyView> {
     const row = await this.store.db.transaction().execute(async (trx) => {
       const deleted = await keys.deleteSshKey(trx, accountId, id);
-      if (!deleted) throw new NotFound('SSH key', id);
+      if (!deleted) throw new NotFound('ssh_key', id);
       await recordEvent(trx, this.clock, {
         accountId,
         type: 'ssh_key.deleted',
