@@ -708,35 +708,17 @@ describe.each(STORES)('Instances (%s)', (store) => {
         expect(await getInstance(server, key, id)).toEqual(before);
       });
 
-      it('resize to the same type → 400', async () => {
+      it.each([
+        ['the same type', 'compute-4x', {}],
+        ['a smaller root disk (compute-4x → compute-2x)', 'compute-2x', {}],
+        ['an unknown type', 'compute-3x', { allowed_values: TYPE_NAMES }],
+      ])('resize to %s → 400', async (_label, instanceType, extra) => {
         const error = expectError(
-          await act(server, key, id, 'resize', { instance_type: 'compute-4x' }),
+          await act(server, key, id, 'resize', { instance_type: instanceType }),
           400,
           'invalid_request',
         );
-        expect(error.details).toMatchObject({ field: 'instance_type', value: 'compute-4x' });
-      });
-
-      it('resize to a smaller root disk (compute-4x → compute-2x) → 400', async () => {
-        const error = expectError(
-          await act(server, key, id, 'resize', { instance_type: 'compute-2x' }),
-          400,
-          'invalid_request',
-        );
-        expect(error.details).toMatchObject({ field: 'instance_type', value: 'compute-2x' });
-      });
-
-      it('resize to an unknown type → 400 with allowed_values', async () => {
-        const error = expectError(
-          await act(server, key, id, 'resize', { instance_type: 'compute-3x' }),
-          400,
-          'invalid_request',
-        );
-        expect(error.details).toMatchObject({
-          field: 'instance_type',
-          value: 'compute-3x',
-          allowed_values: TYPE_NAMES,
-        });
+        expect(error.details).toMatchObject({ field: 'instance_type', value: instanceType, ...extra });
       });
 
       it('resize without a type, or with an extra field → 400', async () => {
