@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createInstance, waitForStatus } from './helpers/instances.js';
 import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
 
 const committedFile = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'openapi', 'v1.json');
@@ -91,6 +92,18 @@ describe('OpenAPI document and /docs', () => {
     expect(body.security).toEqual(expect.arrayContaining([{ bearer: [] }, { apiKey: [] }]));
     expect(body.paths['/healthz'].get.security).toEqual([]);
     expect(body.paths['/v1/account'].get.security).toBeUndefined();
+  });
+
+  it('marks a request body optional only where the route accepts none (stop)', async () => {
+    const { body } = await server.request('GET', '/v1/openapi.json');
+    expect(body.paths['/v1/instances/{id}/stop'].post.requestBody.required).toBe(false);
+    expect(body.paths['/v1/instances/{id}/resize'].post.requestBody.required).toBe(true);
+    expect(body.paths['/v1/instances'].post.requestBody.required).toBe(true);
+    // And the server agrees: a stop without a body is accepted.
+    const { id } = await createInstance(server, server.rootKey);
+    await waitForStatus(server, server.rootKey, id, 'running');
+    const stopped = await server.request('POST', `/v1/instances/${id}/stop`, { key: server.rootKey });
+    expect(stopped.status, stopped.text).toBe(202);
   });
 
   it('renders /docs as HTML whose assets all come from this server', async () => {

@@ -57,6 +57,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       }
       return transformed;
     },
+    transformObject: (documents) => {
+      const document = 'openapiObject' in documents ? documents.openapiObject : documents.swaggerObject;
+      markOptionalBodies(document as OpenApiDocument);
+      return document;
+    },
   });
   await app.register(swaggerUi, {
     routePrefix: '/docs',
@@ -81,4 +86,34 @@ export function operationIdFor(method: string, url: string): string {
     .filter((word) => word !== '');
   const capitalised = words.map((word) => word[0]!.toUpperCase() + word.slice(1));
   return method.toLowerCase() + capitalised.join('');
+}
+
+interface OpenApiDocument {
+  paths?: Record<
+    string,
+    Record<
+      string,
+      {
+        requestBody?: {
+          required?: boolean;
+          content?: Record<string, { schema?: { anyOf?: { type?: string }[] } }>;
+        };
+      }
+    >
+  >;
+}
+
+/**
+ * @fastify/swagger marks every request body required. A body whose schema also admits null (the stop
+ * action's `{"force": true}`) may be left out, so the document says so and generated clients do not
+ * insist on sending one.
+ */
+function markOptionalBodies(document: OpenApiDocument): void {
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      const body = operation.requestBody;
+      const schema = body?.content?.['application/json']?.schema;
+      if (body && schema?.anyOf?.some((option) => option.type === 'null')) body.required = false;
+    }
+  }
 }
