@@ -69,8 +69,8 @@ export class InstanceReconciler implements JobHandler {
     switch (row.status) {
       case 'deleting':
         await this.driver.destroy(spec);
-        await this.remove(row);
-        return DONE;
+        // Lost to a concurrent write (the row changed since it was read): look again.
+        return (await this.remove(row)) ? DONE : AGAIN;
 
       case 'starting':
         switch (machine.power) {
@@ -189,13 +189,15 @@ export class InstanceReconciler implements JobHandler {
     return settled ? DONE : AGAIN;
   }
 
-  private async remove(row: InstanceRow): Promise<void> {
-    await this.store.db.transaction().execute(async (trx) => {
-      if (!(await instances.deleteInstance(trx, row))) return;
+  /** Deletes the instance with its root volume, GPUs and event, if it is still as read; false if not. */
+  private async remove(row: InstanceRow): Promise<boolean> {
+    return this.store.db.transaction().execute(async (trx) => {
+      if (!(await instances.deleteInstance(trx, row))) return false;
       await deleteRootVolume(trx, row.id);
       const gpus = typeOf(row.instance_type).gpu?.count ?? 0;
       if (gpus > 0) await instances.releaseGpus(trx, row.region, gpus);
       await this.instanceService.recordInstanceEvent(trx, 'instance.deleted', { ...row, status: 'deleted' });
+      return true;
     });
   }
 }
