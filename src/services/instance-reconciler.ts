@@ -196,7 +196,10 @@ export class InstanceReconciler implements JobHandler {
       await deleteRootVolume(trx, row.id);
       const gpus = typeOf(row.instance_type).gpu?.count ?? 0;
       if (gpus > 0) await instances.releaseGpus(trx, row.region, gpus);
-      await this.instanceService.recordInstanceEvent(trx, 'instance.deleted', { ...row, status: 'deleted' });
+      await this.instanceService.recordInstanceEvent(trx, COMPLETION_EVENT.delete, {
+        ...row,
+        status: 'deleted',
+      });
       return true;
     });
   }

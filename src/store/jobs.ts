@@ -120,11 +120,3 @@ async function releaseJob(db: Executor, job: JobRow): Promise<void> {
     .where('lease_owner', '=', job.lease_owner)
     .execute();
 }
-
-export async function deleteJobByKey(db: Executor, key: string): Promise<void> {
-  await db.deleteFrom('jobs').where('key', '=', key).execute();
-}
-
-export function findJobByKey(db: Executor, key: string): Promise<JobRow | undefined> {
-  return db.selectFrom('jobs').selectAll().where('key', '=', key).executeTakeFirst();
-}
