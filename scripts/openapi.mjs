@@ -14,7 +14,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createConfig, formatProblems, getTotals, lintFromString } from '@redocly/openapi-core';
-import { Registry } from 'prom-client';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const committedFile = path.join(root, 'openapi', 'v1.json');
@@ -32,7 +31,7 @@ async function importDist(module) {
 async function generateDocument() {
   const { openBackends } = await importDist('backends.js');
   const { loadConfig } = await importDist('config.js');
-  const { httpMetrics } = await importDist('http/plugins/observability.js');
+  const { RequestMetrics } = await importDist('http/request-metrics.js');
   const { createLogger } = await importDist('logger.js');
   const { buildApp } = await importDist('http/app.js');
 
@@ -44,7 +43,7 @@ async function generateDocument() {
     app = await buildApp({
       services: backends.services,
       logger: createLogger('silent'),
-      metrics: httpMetrics(new Registry()),
+      metrics: new RequestMetrics(),
       checkReady: async () => {},
       trustProxy: false,
       v1EndOfLife: null,

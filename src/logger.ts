@@ -1,10 +1,13 @@
 /**
- * Structured JSON logs (pino). Lines are buffered and written asynchronously; main.ts flushes on exit.
- * Credentials are redacted wherever they could appear, as a second line of defence: the request log
- * itself never includes headers.
+ * Structured JSON logs (pino). Lines are collected per event-loop turn and written asynchronously
+ * (log-destination.ts); main.ts flushes on shutdown and the destination on exit. Credentials are
+ * redacted wherever they could appear, as a second line of defence: the request log itself never
+ * includes headers.
  */
 import pino, { type Logger } from 'pino';
 import type { LogLevel } from './config.js';
+import { isoTimeNow } from './domain/clock.js';
+import { TurnBatchedDestination } from './log-destination.js';
 
 export const REDACTED_PATHS = [
   'req.headers.authorization',
@@ -33,15 +36,18 @@ export function scalarLineLogger(logger: Logger): Logger {
   );
 }
 
+/** pino's isoTime, from the per-millisecond cache the response envelopes share. */
+const isoTimestamp = () => `,"time":"${isoTimeNow()}"`;
+
 export function createLogger(
   level: LogLevel,
-  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false, minLength: 4096 }),
+  destination: pino.DestinationStream = TurnBatchedDestination.stdout(),
 ): Logger {
   return pino(
     {
       level,
       base: { service: 'nimbus' },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTimestamp,
       redact: { paths: REDACTED_PATHS, censor: REDACTION_CENSOR },
     },
     destination,

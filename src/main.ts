@@ -16,7 +16,7 @@ import type { Config } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
 import { buildMetadataApp } from './http/metadata.js';
-import { httpMetrics } from './http/plugins/observability.js';
+import { RequestMetrics } from './http/request-metrics.js';
 import { loadOrCreateTls } from './http/tls.js';
 import { createLogger } from './logger.js';
 import { bootstrapAccount } from './services/bootstrap.js';
@@ -88,10 +88,11 @@ export async function startServer(
     if (tls.generated) logger.info({ cert: tls.certFile }, 'generated a self-signed TLS certificate');
 
     const registry = new Registry();
+    const requestMetrics = new RequestMetrics();
     const app = await buildApp({
       services,
       logger,
-      metrics: httpMetrics(registry),
+      metrics: requestMetrics,
       checkReady: async () => {
         await store.ping();
         if (redis) await redis.ping();
@@ -120,7 +121,8 @@ export async function startServer(
           res.writeHead(404).end();
           return;
         }
-        res.writeHead(200, { 'Content-Type': registry.contentType }).end(await registry.metrics());
+        const text = (await registry.metrics()) + requestMetrics.exposition();
+        res.writeHead(200, { 'Content-Type': registry.contentType }).end(text);
       });
       closers.push(() => closeServer(metricsServer));
       metricsPort = await listen(metricsServer, config.metricsPort, '127.0.0.1');

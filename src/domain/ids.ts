@@ -52,6 +52,18 @@ function encodeRandom(length: number): string {
   return out;
 }
 
-export function newId(kind: IdKind, at: Date = new Date()): string {
-  return `${ID_PREFIXES[kind]}_${encodeTime(at.getTime())}${encodeRandom(16)}`;
+// Every request gets an id, and many share a millisecond: the time part is encoded once per millisecond.
+let encodedAtMs = Number.NaN;
+let encodedTime = '';
+
+function timePart(ms: number): string {
+  if (ms !== encodedAtMs) {
+    encodedTime = encodeTime(ms);
+    encodedAtMs = ms;
+  }
+  return encodedTime;
+}
+
+export function newId(kind: IdKind, at?: Date): string {
+  return `${ID_PREFIXES[kind]}_${timePart(at === undefined ? Date.now() : at.getTime())}${encodeRandom(16)}`;
 }

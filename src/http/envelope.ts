@@ -1,9 +1,10 @@
 /** Builders of the SPEC.md response envelopes, so every handler answers in the same shape. */
 import type { FastifyRequest } from 'fastify';
+import { isoTimeNow } from '../domain/clock.js';
 import type { Page } from '../domain/pagination.js';
 
 function metadata(request: FastifyRequest) {
-  return { request_id: request.id, timestamp: new Date().toISOString() };
+  return { request_id: request.id, timestamp: isoTimeNow() };
 }
 
 export function ok<T>(request: FastifyRequest, data: T) {

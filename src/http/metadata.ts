@@ -5,7 +5,12 @@
  * simulator's guests do not exist, so the caller names its instance in `X-Nimbus-Instance-Id`.
  * Served on its own port (NIMBUS_METADATA_PORT), never on the API's.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { InstanceMetadata, InstanceService } from '../services/instances.js';
 
@@ -20,7 +25,7 @@ export async function buildMetadataApp(instances: InstanceService, logger: Logge
   // Guests poll this service; only failures are worth a log line, and Fastify logs those itself.
   const app = Fastify({
     loggerInstance: logger.child({ component: 'metadata' }) as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
 
   /** The calling instance's metadata, or the reply already sent when there is none. */

@@ -26,6 +26,8 @@ import type { QuotaService } from './quotas.js';
 import { rateLimitPolicyOf } from './rate-limits.js';
 
 export const KEY_PREFIX = 'nmb_';
+/** Longer strings are refused before hashing. */
+const MAX_KEY_LENGTH = 200;
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const INVALIDATE_CHANNEL = 'auth.invalidate';
 const LAST_USED_FLUSH_MS = 15_000;
@@ -81,6 +83,10 @@ function view(row: ApiKeyRow): ApiKeyView {
   };
 }
 
+function isExpired(principal: Principal, nowMs: number): boolean {
+  return principal.keyExpiresAt !== null && principal.keyExpiresAt.getTime() <= nowMs;
+}
+
 interface CacheEntry {
   principal: Principal;
   cachedAtMs: number;
@@ -121,9 +127,23 @@ export class ApiKeyService {
     await this.flushLastUsed();
   }
 
+  /**
+   * The principal of a key verified within the cache lifetime, at once, or undefined: then authenticate()
+   * decides. Every request asks, and the answer needs no promise when the key was seen moments ago.
+   */
+  cachedPrincipal(presented: string): Principal | undefined {
+    if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH) return undefined;
+    const nowMs = this.clock.now().getTime();
+    const principal = this.cached(hashKey(presented), nowMs);
+    if (!principal || isExpired(principal, nowMs)) return undefined;
+    this.pendingLastUsed.set(principal.keyId, nowMs);
+    return principal;
+  }
+
   /** The principal a presented key stands for; throws AuthenticationFailed for anything else. */
   async authenticate(presented: string): Promise<Principal> {
-    if (!presented.startsWith(KEY_PREFIX) || presented.length > 200) throw new AuthenticationFailed();
+    if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH)
+      throw new AuthenticationFailed();
     const keyHash = hashKey(presented);
     const nowMs = this.clock.now().getTime();
     let principal = this.cached(keyHash, nowMs);
@@ -146,9 +166,7 @@ export class ApiKeyService {
         this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
       }
     }
-    if (principal.keyExpiresAt && principal.keyExpiresAt.getTime() <= nowMs) {
-      throw new AuthenticationFailed('API key expired');
-    }
+    if (isExpired(principal, nowMs)) throw new AuthenticationFailed('API key expired');
     this.pendingLastUsed.set(principal.keyId, nowMs);
     return principal;
   }

@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../domain/clock.js';
 import { PLAN_RATE_LIMITS, type Plan, type RateLimitPolicy } from '../domain/plans.js';
-import type { RateCounters, RateDecision } from '../store/rate-counters.js';
+import type { RateCounters, RateDecisionResult } from '../store/rate-counters.js';
 import type { AccountRow } from '../store/schema.js';
 import type { Principal } from './principal.js';
 
@@ -27,7 +27,7 @@ export class RateLimitService {
     private readonly clock: Clock,
   ) {}
 
-  consumeForAccount(principal: Principal): Promise<RateDecision> {
+  consumeForAccount(principal: Principal): RateDecisionResult {
     return this.counters.consume(
       `acct:${principal.accountId}`,
       principal.rateLimit,
@@ -35,11 +35,11 @@ export class RateLimitService {
     );
   }
 
-  peekForAccount(principal: Principal): Promise<RateDecision> {
+  peekForAccount(principal: Principal): RateDecisionResult {
     return this.counters.peek(`acct:${principal.accountId}`, principal.rateLimit, this.clock.now().getTime());
   }
 
-  consumeForClient(clientIp: string): Promise<RateDecision> {
+  consumeForClient(clientIp: string): RateDecisionResult {
     return this.counters.consume(`ip:${clientIp}`, ANONYMOUS_POLICY, this.clock.now().getTime());
   }
 }

@@ -26,11 +26,17 @@ export interface RateDecision {
   burstRemaining: number;
 }
 
+/**
+ * A decision now (in-process counters) or later (Redis). Every request asks for one, and the guard
+ * finishes without a promise or a microtask turn when none is needed; `await` takes either form.
+ */
+export type RateDecisionResult = RateDecision | Promise<RateDecision>;
+
 export interface RateCounters {
   /** Takes one request from the subject's budget when it has room. */
-  consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
+  consume(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecisionResult;
   /** Reports the budget without taking from it. */
-  peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
+  peek(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecisionResult;
   close(): Promise<void>;
 }
 
@@ -109,13 +115,13 @@ export class MemoryRateCounters implements RateCounters {
     this.sweeper.unref();
   }
 
-  async consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+  consume(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecision {
     const { decision, next } = decide(this.states.get(subject), policy, nowMs, 1);
     this.states.set(subject, next);
     return decision;
   }
 
-  async peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+  peek(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecision {
     return decide(this.states.get(subject), policy, nowMs, 0).decision;
   }
 
