@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TurnBatchedDestination } from './log-destination.js';
+import { BufferedLogDestination, WRITE_AT_ONCE } from './log-destination.js';
 
 const dirs: string[] = [];
 function logFile(): string {
@@ -18,28 +18,42 @@ afterEach(() => {
 
 const lines = (file: string) => readFileSync(file, 'utf8').split('\n').filter(Boolean);
 
-describe('TurnBatchedDestination', () => {
+describe('BufferedLogDestination', () => {
   it('writes every line, in order, once flushed', async () => {
     const file = logFile();
-    const destination = new TurnBatchedDestination(
-      pino.destination({ dest: file, sync: false, minLength: 4096 }),
+    const destination = new BufferedLogDestination(
+      pino.destination({ dest: file, sync: false, minLength: WRITE_AT_ONCE }),
     );
-    for (let i = 0; i < 1000; i++) destination.write(`line ${i}\n`);
+    for (let i = 0; i < 10_000; i++) destination.write(`line ${i}\n`);
     await new Promise<void>((resolve, reject) =>
       destination.flush((error) => (error ? reject(error) : resolve())),
     );
-    expect(lines(file)).toEqual(Array.from({ length: 1000 }, (_, i) => `line ${i}`));
+    expect(lines(file)).toEqual(Array.from({ length: 10_000 }, (_, i) => `line ${i}`));
   });
 
-  it('hands lines on by itself at the end of the event-loop turn', async () => {
+  // A synchronous target writes whatever it is handed at once, so the file shows each hand-over.
+  it('passes lines on once a chunk has gathered', () => {
     const file = logFile();
-    // minLength 0: whatever is handed on is written at once, so only the hand-over is being waited for.
-    const destination = new TurnBatchedDestination(pino.destination({ dest: file, sync: true }));
+    const destination = new BufferedLogDestination(pino.destination({ dest: file, sync: true }), {
+      chunkChars: 20,
+      maxDelayMs: 60_000,
+    });
+    destination.write('0123456789\n');
+    expect(readFileSync(file, 'utf8')).toBe('');
+    destination.write('abcdefghij\n');
+    expect(lines(file)).toEqual(['0123456789', 'abcdefghij']);
+  });
+
+  it('passes a quiet server\'s lines on within the delay', async () => {
+    const file = logFile();
+    const destination = new BufferedLogDestination(pino.destination({ dest: file, sync: true }), {
+      chunkChars: 64 * 1024,
+      maxDelayMs: 30,
+    });
     destination.write('first\n');
     destination.write('second\n');
     expect(readFileSync(file, 'utf8')).toBe('');
-    await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 200));
     expect(lines(file)).toEqual(['first', 'second']);
   });
 
@@ -54,8 +68,8 @@ describe('TurnBatchedDestination', () => {
       const script = `
         import { openSync } from 'node:fs';
         import pino from 'pino';
-        import { TurnBatchedDestination } from ${JSON.stringify(path.resolve('dist/log-destination.js'))};
-        const logger = pino({}, new TurnBatchedDestination(pino.destination({ dest: openSync(${JSON.stringify(file)}, 'a'), sync: false, minLength: 4096 })));
+        import { BufferedLogDestination } from ${JSON.stringify(path.resolve('dist/log-destination.js'))};
+        const logger = pino({}, new BufferedLogDestination(pino.destination({ dest: openSync(${JSON.stringify(file)}, 'a'), sync: false, minLength: 1 })));
         for (let i = 0; i < 50; i++) logger.info({ i }, 'before exit');
         ${ending}
       `;

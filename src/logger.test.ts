@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, scalarLineLogger } from './logger.js';
+import { type AccessLogFields, accessLogWriter, createLogger } from './logger.js';
 
 function capture() {
   const lines: string[] = [];
@@ -18,28 +18,63 @@ function untimed(line: string | undefined) {
   return line?.replace(/"time":"[^"]+",/, '');
 }
 
-describe('scalarLineLogger', () => {
-  it('writes a line of scalar fields exactly as the redacting logger does', () => {
-    const { logger, lines } = capture();
-    const fields = {
-      request_id: 'req_1',
-      method: 'GET',
-      route: '/v1/account',
-      path: '/v1/account',
-      status: 200,
-      ms: 0.42,
-      account: undefined,
-      ip: '127.0.0.1',
-    };
-    logger.info(fields, 'request');
-    scalarLineLogger(logger).info(fields, 'request');
-    expect(lines).toHaveLength(2);
-    expect(untimed(lines[1])).toBe(untimed(lines[0]));
+const fieldSets: AccessLogFields[] = [
+  {
+    request_id: 'req_1',
+    method: 'GET',
+    route: '/v1/account',
+    path: '/v1/account',
+    status: 200,
+    ms: 0.42,
+    account: 'acct_1',
+    ip: '127.0.0.1',
+  },
+  // No account (a 401), a path that needs escaping, a duration that is not a finite number.
+  {
+    request_id: 'req_2',
+    method: 'GET',
+    route: 'unmatched',
+    path: '/v1/"quoted"\\back\u0001slash/ünïcode/\u2028',
+    status: 404,
+    ms: Number.NaN,
+    account: undefined,
+    ip: '::1',
+  },
+];
+
+describe('accessLogWriter', () => {
+  it('writes exactly the line logger.info(fields, "request") writes', () => {
+    for (const fields of fieldSets) {
+      const { logger, lines } = capture();
+      logger.info(fields, 'request');
+      accessLogWriter(logger)(fields);
+      expect(lines).toHaveLength(2);
+      expect(untimed(lines[1])).toBe(untimed(lines[0]));
+      expect(JSON.parse(lines[1] ?? '').path).toBe(fields.path);
+    }
   });
 
-  it('still censors credentials named at the top level', () => {
+  it("carries a child logger's bindings, as pino does", () => {
     const { logger, lines } = capture();
-    scalarLineLogger(logger).info({ api_key: 'nmb_secret', key: 'k', secret: 's' }, 'oops');
+    const child = logger.child({ component: 'api' });
+    child.info(fieldSets[0], 'request');
+    accessLogWriter(child)(fieldSets[0] as AccessLogFields);
+    expect(untimed(lines[1])).toBe(untimed(lines[0]));
+    expect(JSON.parse(lines[1] ?? '').component).toBe('api');
+  });
+
+  it("obeys the logger's level", () => {
+    const { logger, lines } = capture();
+    logger.level = 'warn';
+    accessLogWriter(logger)(fieldSets[0] as AccessLogFields);
+    expect(lines).toHaveLength(0);
+  });
+});
+
+describe('createLogger', () => {
+  it('censors credentials named at the top level', () => {
+    const { logger, lines } = capture();
+    logger.info({ api_key: 'nmb_secret', key: 'k', secret: 's' }, 'oops');
     expect(lines[0]).not.toMatch(/nmb_secret|"k"|"s"/);
   });
 

@@ -6,14 +6,13 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Logger } from 'pino';
-import { scalarLineLogger } from '../../logger.js';
+import { accessLogWriter } from '../../logger.js';
 import type { RequestMetrics } from '../request-metrics.js';
 
 export const observabilityPlugin = fp<{ metrics: RequestMetrics }>(
   async (app: FastifyInstance, { metrics }) => {
-    // The access line holds only scalar fields, so it can skip the per-field wildcard redaction (see
-    // scalarLineLogger); it names the request id itself, as `request.log` would.
-    const accessLog = scalarLineLogger(app.log as Logger);
+    // The line names the request id itself, as `request.log` would.
+    const accessLog = accessLogWriter(app.log as Logger);
     // A callback hook rather than an async one: nothing here waits, and every request pays for a promise.
     app.addHook('onResponse', (request, reply, done) => {
       // Unmatched URLs share one label so random paths cannot blow up the series count.
@@ -21,19 +20,16 @@ export const observabilityPlugin = fp<{ metrics: RequestMetrics }>(
       const elapsedMs = reply.elapsedTime;
       metrics.record(route, request.method, reply.statusCode, elapsedMs / 1000);
       const query = request.url.indexOf('?');
-      accessLog.info(
-        {
-          request_id: request.id,
-          method: request.method,
-          route,
-          path: query === -1 ? request.url : request.url.slice(0, query),
-          status: reply.statusCode,
-          ms: Math.round(elapsedMs * 100) / 100,
-          account: request.principal?.accountId,
-          ip: request.ip,
-        },
-        'request',
-      );
+      accessLog({
+        request_id: request.id,
+        method: request.method,
+        route,
+        path: query === -1 ? request.url : request.url.slice(0, query),
+        status: reply.statusCode,
+        ms: Math.round(elapsedMs * 100) / 100,
+        account: request.principal?.accountId,
+        ip: request.ip,
+      });
       done();
     });
   },
