@@ -44,7 +44,7 @@ describe('BufferedLogDestination', () => {
     expect(lines(file)).toEqual(['0123456789', 'abcdefghij']);
   });
 
-  it('passes a quiet server\'s lines on within the delay', async () => {
+  it("passes a quiet server's lines on within the delay", async () => {
     const file = logFile();
     const destination = new BufferedLogDestination(pino.destination({ dest: file, sync: true }), {
       chunkChars: 64 * 1024,

@@ -44,13 +44,16 @@ export interface AccessLogFields {
 export function accessLogWriter(logger: Logger): (fields: AccessLogFields) => void {
   const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym];
   if (destination === undefined) throw new Error('accessLogWriter needs a pino logger');
-  const level = logger.levels.values.info;
-  const bindings = logger.bindings();
+  // pino's order: level, time, the logger's bindings, the fields, the message. The fields object has one
+  // fixed shape, which JSON.stringify serialises fastest; spreading it into a bigger object would not.
+  const head = `{"level":${logger.levels.values.info},"time":`;
+  const bindings = JSON.stringify(logger.bindings()).slice(1, -1);
+  const afterTime = bindings === '' ? ',' : `,${bindings},`;
   return (fields) => {
     if (!logger.isLevelEnabled('info')) return;
-    destination.write(
-      `${JSON.stringify({ level, time: isoTimeNow(), ...bindings, ...fields, msg: 'request' })}\n`,
-    );
+    const json = JSON.stringify(fields);
+    const fieldsPart = json.length > 2 ? `${json.slice(1, -1)},` : '';
+    destination.write(`${head}"${isoTimeNow()}"${afterTime}${fieldsPart}"msg":"request"}\n`);
   };
 }
 

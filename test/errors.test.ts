@@ -170,7 +170,15 @@ describe('internal errors', () => {
       expectErrorEnvelope(reply.body, 'server_error');
       expect(reply.body.error.message).toBe('Internal server error');
       expect(reply.text).not.toMatch(/destroyed|kysely|sqlite|stack/i);
-      expect(server.logs()).toMatch(/unhandled error/);
+      // The error is logged through request.log, so its line names the request it belongs to.
+      const errorLine = server
+        .logs()
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((line) => line.msg === 'unhandled error');
+      expect(errorLine?.request_id).toBe(reply.headers['x-request-id']);
+      expect(errorLine?.level).toBe(50);
 
       const ready = await server.request('GET', '/readyz');
       expect(ready.status).toBe(503);

@@ -38,16 +38,18 @@ function encodeTime(ms: number): string {
 // Random characters are drawn from a pool refilled from the CSPRNG 4 KiB at a time: every request gets an
 // id, and one randomBytes call (and Buffer) per id was a visible share of the request path. The bytes
 // are the same CSPRNG output either way; each is used once. (Node's randomUUID pools the same way.)
+// Each refill is turned into Crockford characters in place, so an id's random part is one slice of it.
+const CROCKFORD_CODES = Buffer.from(CROCKFORD, 'latin1');
 const pool = Buffer.alloc(4096);
 let poolOffset = pool.length;
 
 function encodeRandom(length: number): string {
   if (poolOffset + length > pool.length) {
     randomFillSync(pool);
+    for (let i = 0; i < pool.length; i++) pool[i] = CROCKFORD_CODES[(pool[i] as number) % 32] as number;
     poolOffset = 0;
   }
-  let out = '';
-  for (let i = poolOffset; i < poolOffset + length; i++) out += CROCKFORD[(pool[i] as number) % 32];
+  const out = pool.toString('latin1', poolOffset, poolOffset + length);
   poolOffset += length;
   return out;
 }

@@ -20,6 +20,7 @@ import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { transportPlugin } from './plugins/transport.js';
+import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -50,6 +51,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Our own access-log line (plugins/observability.ts) replaces Fastify's two lines per request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     genReqId: () => newId('request'),
+    childLoggerFactory: onDemandChildLogger,
     trustProxy: deps.trustProxy,
     bodyLimit: BODY_LIMIT_BYTES,
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
