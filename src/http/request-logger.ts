@@ -7,7 +7,7 @@
  * through this one are exactly those of the pino child it stands for.
  */
 import type { FastifyBaseLogger } from 'fastify';
-import type { Bindings, ChildLoggerOptions, LogFn } from 'pino';
+import type { Bindings, ChildLoggerOptions } from 'pino';
 
 class OnDemandChildLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | null = null;
@@ -30,13 +30,26 @@ class OnDemandChildLogger implements FastifyBaseLogger {
     this.logger.level = level;
   }
 
-  readonly fatal: LogFn = (...args: Parameters<LogFn>) => this.logger.fatal(...args);
-  readonly error: LogFn = (...args: Parameters<LogFn>) => this.logger.error(...args);
-  readonly warn: LogFn = (...args: Parameters<LogFn>) => this.logger.warn(...args);
-  readonly info: LogFn = (...args: Parameters<LogFn>) => this.logger.info(...args);
-  readonly debug: LogFn = (...args: Parameters<LogFn>) => this.logger.debug(...args);
-  readonly trace: LogFn = (...args: Parameters<LogFn>) => this.logger.trace(...args);
-  readonly silent: LogFn = () => {};
+  // Methods on the prototype, not per-instance arrow functions: one of these is made for every request.
+  fatal(...args: unknown[]): void {
+    Reflect.apply(this.logger.fatal, this.logger, args);
+  }
+  error(...args: unknown[]): void {
+    Reflect.apply(this.logger.error, this.logger, args);
+  }
+  warn(...args: unknown[]): void {
+    Reflect.apply(this.logger.warn, this.logger, args);
+  }
+  info(...args: unknown[]): void {
+    Reflect.apply(this.logger.info, this.logger, args);
+  }
+  debug(...args: unknown[]): void {
+    Reflect.apply(this.logger.debug, this.logger, args);
+  }
+  trace(...args: unknown[]): void {
+    Reflect.apply(this.logger.trace, this.logger, args);
+  }
+  silent(): void {}
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.logger.child(bindings, options);

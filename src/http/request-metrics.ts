@@ -37,11 +37,26 @@ function labelValue(value: string): string {
 }
 
 export class RequestMetrics {
-  private readonly series = new Map<string, Series>();
+  /** In order of first appearance, for the exposition. */
+  private readonly series: Series[] = [];
+  /**
+   * Route → method → status → series. Route templates and method names are the same string objects on
+   * every request, so these lookups hash nothing; a combined key would be built and hashed each time.
+   */
+  private readonly byRoute = new Map<string, Map<string, Map<number, Series>>>();
 
-  record(route: string, method: string, status: number, seconds: number): void {
-    const key = `${method} ${status} ${route}`;
-    let found = this.series.get(key);
+  private seriesFor(route: string, method: string, status: number): Series {
+    let byMethod = this.byRoute.get(route);
+    if (byMethod === undefined) {
+      byMethod = new Map();
+      this.byRoute.set(route, byMethod);
+    }
+    let byStatus = byMethod.get(method);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      byMethod.set(method, byStatus);
+    }
+    let found = byStatus.get(status);
     if (found === undefined) {
       found = {
         labels: `route="${labelValue(route)}",method="${labelValue(method)}",status="${status}"`,
@@ -49,8 +64,14 @@ export class RequestMetrics {
         sumSeconds: 0,
         perBucket: new Array<number>(DURATION_BUCKETS_SECONDS.length + 1).fill(0),
       };
-      this.series.set(key, found);
+      byStatus.set(status, found);
+      this.series.push(found);
     }
+    return found;
+  }
+
+  record(route: string, method: string, status: number, seconds: number): void {
+    const found = this.seriesFor(route, method, status);
     found.count += 1;
     found.sumSeconds += seconds;
     let bucket = 0;
@@ -66,9 +87,9 @@ export class RequestMetrics {
   /** Both series in the Prometheus text format, ending with a newline. */
   exposition(): string {
     const lines = [`# HELP ${REQUESTS.name} ${REQUESTS.help}`, `# TYPE ${REQUESTS.name} counter`];
-    for (const { labels, count } of this.series.values()) lines.push(`${REQUESTS.name}{${labels}} ${count}`);
+    for (const { labels, count } of this.series) lines.push(`${REQUESTS.name}{${labels}} ${count}`);
     lines.push(`# HELP ${DURATION.name} ${DURATION.help}`, `# TYPE ${DURATION.name} histogram`);
-    for (const { labels, count, sumSeconds, perBucket } of this.series.values()) {
+    for (const { labels, count, sumSeconds, perBucket } of this.series) {
       let cumulative = 0;
       DURATION_BUCKETS_SECONDS.forEach((bound, index) => {
         cumulative += perBucket[index] as number;

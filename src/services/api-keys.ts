@@ -133,7 +133,7 @@ export class ApiKeyService {
    */
   cachedPrincipal(presented: string): Principal | undefined {
     if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH) return undefined;
-    const nowMs = this.clock.now().getTime();
+    const nowMs = this.clock.nowMs();
     const principal = this.cached(hashKey(presented), nowMs);
     if (!principal || isExpired(principal, nowMs)) return undefined;
     this.pendingLastUsed.set(principal.keyId, nowMs);
@@ -304,7 +304,7 @@ export class ApiKeyService {
 
   /** True when the key is old enough that rotating it is recommended (SPEC.md: every 90 days). */
   rotationDue(principal: Principal): boolean {
-    const ageMs = this.clock.now().getTime() - principal.keyCreatedAt.getTime();
+    const ageMs = this.clock.nowMs() - principal.keyCreatedAt.getTime();
     return ageMs > ROTATION_RECOMMENDED_DAYS * 24 * 3600 * 1000;
   }
 }

@@ -28,18 +28,14 @@ export class RateLimitService {
   ) {}
 
   consumeForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.consume(
-      `acct:${principal.accountId}`,
-      principal.rateLimit,
-      this.clock.now().getTime(),
-    );
+    return this.counters.consume(`acct:${principal.accountId}`, principal.rateLimit, this.clock.nowMs());
   }
 
   peekForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.peek(`acct:${principal.accountId}`, principal.rateLimit, this.clock.now().getTime());
+    return this.counters.peek(`acct:${principal.accountId}`, principal.rateLimit, this.clock.nowMs());
   }
 
   consumeForClient(clientIp: string): RateDecisionResult {
-    return this.counters.consume(`ip:${clientIp}`, ANONYMOUS_POLICY, this.clock.now().getTime());
+    return this.counters.consume(`ip:${clientIp}`, ANONYMOUS_POLICY, this.clock.nowMs());
   }
 }
