@@ -67,7 +67,7 @@ async function main() {
     options: {
       connections: { type: 'string', default: '10' },
       duration: { type: 'string', default: '10' },
-      warmup: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '10' },
       rounds: { type: 'string', default: '3' },
       'no-write': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
