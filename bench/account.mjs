@@ -207,21 +207,8 @@ async function main() {
       ].join('\n'),
     );
     if (!values['no-write']) {
-      writeResults({
-        command,
-        settings,
-        rounds,
-        results,
-        median,
-        cpu,
-        ratio,
-        replayRatio,
-        shapes,
-        verdict,
-        logged,
-        revocation,
-        loadAverage,
-      });
+      const run = { command, loadAverage, settings, rounds, results, median, cpu, ratio, replayRatio };
+      writeResults({ ...run, shapes, verdict, logged, revocation });
     }
     // A report, not a gate: the exit code says whether the run was sound (every answer 2xx, logging and
     // rate limiting on the path), and the verdict on the target is printed and written above.
@@ -323,29 +310,17 @@ async function countAccessLogLines(logFile, accountId) {
   return count;
 }
 
-function writeResults({
-  command,
-  settings,
-  rounds,
-  results,
-  median,
-  cpu,
-  ratio,
-  replayRatio,
-  shapes,
-  verdict,
-  logged,
-  revocation,
-  loadAverage,
-}) {
+/** The section of docs/benchmarks.md, from what main() measured and checked. */
+function writeResults(run) {
+  const { settings, rounds, results, median, cpu, ratio, replayRatio, shapes, verdict } = run;
   const row = (name, f, perRequest) =>
     `| ${name} | ${fmt(f.rps)} | ${f.p50} | ${f.p99} | ${cpuText2(perRequest)} |`;
   writeSection(SCRIPT, [
     '## Authenticated `GET /v1/account` against bare `node:https` (issue #2)',
     '',
-    ...runHeader({ loadAverage, command, npmScript: 'bench' }),
+    ...runHeader({ loadAverage: run.loadAverage, command: run.command, npmScript: 'bench' }),
     `Load: autocannon in the benchmark process, ${settings.connections} keep-alive TLS connections to ` +
-      `127.0.0.1; each server warmed up for ${settings.warmup} s, then ${rounds} rounds in which each ` +
+      `127.0.0.1; each server warmed up for ${settings.warmup} s, then ${rounds} round${rounds === 1 ? '' : 's'} in which each ` +
       `server in turn is measured for ${settings.duration} s, each server in its own process. The bare ` +
       "server answers a fixed small JSON body with Nimbus' own certificate. Nimbus runs the embedded " +
       'profile (SQLite) with `NIMBUS_LOG_LEVEL=info`, logging to a file; the request carries the ' +
@@ -380,10 +355,10 @@ function writeResults({
       'that is the response itself (headers the API requires, the SPEC envelope) rather than work Nimbus ' +
       'does.',
     '',
-    `Checks made by the same run: every answer was 2xx (the run fails otherwise); ${logged} access-log ` +
+    `Checks made by the same run: every answer was 2xx (the run fails otherwise); ${run.logged} access-log ` +
       'lines at info for the measured account (at least one per measured request); the rate-limit budget ' +
       'went down by at least the number of measured requests; a key that had just been used (so was ' +
-      `cached) and was then deleted was answered ${revocation.status} on its next request.`,
+      `cached) and was then deleted was answered ${run.revocation.status} on its next request.`,
   ]);
 }
 
