@@ -39,7 +39,7 @@ export interface AccessLogFields {
  * `logger.info(fields, 'request')` writes, byte for byte (logger.test.ts holds it to that), made by one
  * JSON.stringify: pino assembles a line from dozens of small strings that must then be joined and
  * flattened, about 2 µs a request under load (docs/benchmarks.md). Lines go to the logger's own
- * destination and obey its level.
+ * destination and obey its level. For loggers made by createLogger (its time format is written here).
  */
 export function accessLogWriter(logger: Logger): (fields: AccessLogFields) => void {
   const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym];
