@@ -103,7 +103,12 @@ export async function startServer(
     });
     // Fastify's close stops accepting, lets in-flight requests finish, then resolves.
     closers.push(() => app.close());
-    await app.listen({ port: config.httpsPort, host: config.host });
+    await app.listen({
+      port: config.httpsPort,
+      host: config.host,
+      // Fastify names the scheme after its own `https` option, which a serverFactory leaves unset.
+      listenTextResolver: (address) => `Server listening at ${address.replace(/^http:/, 'https:')}`,
+    });
     const httpsPort = (app.server.address() as AddressInfo).port;
 
     // Plain HTTP goes through the same app, whose first hook refuses it (or accepts a trusted proxy's).

@@ -326,6 +326,15 @@ describe.each(STORES)('bootstrap on first start (%s)', (store) => {
       const logs = server.logs();
       expect(logs).toContain(file);
       expect(logs).toMatch(/bootstrap/);
+      // The API listener is HTTPS and says so (the metadata service, plain HTTP, logs its own line).
+      const listening = logs
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { msg?: string; component?: string })
+        .filter((line) => line.msg?.startsWith('Server listening at') && line.component === undefined);
+      expect(listening.map((line) => line.msg)).toEqual([
+        expect.stringMatching(/^Server listening at https:\/\//),
+      ]);
       expect(logs).not.toContain(key);
       expect(logs).not.toContain(key.slice(4));
     } finally {
