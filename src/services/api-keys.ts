@@ -140,31 +140,33 @@ export class ApiKeyService {
     return principal;
   }
 
-  /** The principal a presented key stands for; throws AuthenticationFailed for anything else. */
+  /**
+   * The principal a presented key stands for; throws AuthenticationFailed for anything else. The cache
+   * answers first; a key it does not hold (or holds as expired) is read from the store.
+   */
   async authenticate(presented: string): Promise<Principal> {
+    const cached = this.cachedPrincipal(presented);
+    if (cached) return cached;
     if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH)
       throw new AuthenticationFailed();
     const keyHash = hashKey(presented);
-    const nowMs = this.clock.now().getTime();
-    let principal = this.cached(keyHash, nowMs);
-    if (!principal) {
-      const invalidationsBefore = this.invalidations;
-      const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
-      if (!found) throw new AuthenticationFailed();
-      principal = {
-        accountId: found.account.id,
-        keyId: found.key.id,
-        permissions: JSON.parse(found.key.permissions) as string[],
-        keyCreatedAt: new Date(found.key.created_at),
-        keyExpiresAt: found.key.expires_at ? new Date(found.key.expires_at) : null,
-        plan: found.account.plan as Plan,
-        accountStatus: found.account.status as AccountStatus,
-        rateLimit: rateLimitPolicyOf(found.account),
-        account: accountView(found.account),
-      };
-      if (this.cacheMs > 0 && this.invalidations === invalidationsBefore) {
-        this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
-      }
+    const nowMs = this.clock.nowMs();
+    const invalidationsBefore = this.invalidations;
+    const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
+    if (!found) throw new AuthenticationFailed();
+    const principal: Principal = {
+      accountId: found.account.id,
+      keyId: found.key.id,
+      permissions: JSON.parse(found.key.permissions) as string[],
+      keyCreatedAt: new Date(found.key.created_at),
+      keyExpiresAt: found.key.expires_at ? new Date(found.key.expires_at) : null,
+      plan: found.account.plan as Plan,
+      accountStatus: found.account.status as AccountStatus,
+      rateLimit: rateLimitPolicyOf(found.account),
+      account: accountView(found.account),
+    };
+    if (this.cacheMs > 0 && this.invalidations === invalidationsBefore) {
+      this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
     }
     if (isExpired(principal, nowMs)) throw new AuthenticationFailed('API key expired');
     this.pendingLastUsed.set(principal.keyId, nowMs);
