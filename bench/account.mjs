@@ -10,13 +10,16 @@
  * the response Nimbus gave (what the answer itself costs). After a warm-up of each, it measures them in
  * rounds, each server in turn with the same connections and duration over keep-alive TLS on 127.0.0.1,
  * and reports the median round: this machine is shared, and noise from elsewhere then falls on a round
- * rather than on one server. Any non-2xx answer, socket error or timeout fails the run. Nimbus logs at
+ * rather than on one server. With two CPUs, the servers run on one and the load generator on the other.
+ * Any non-2xx answer, socket error or timeout fails the run. Nimbus logs at
  * info to a file, and the run checks that every measured request left an access-log line and spent
  * rate-limit budget, so neither can be switched off unnoticed. The figures go to stdout and to
  * docs/benchmarks.md.
  *
- * Usage: node bench/account.mjs [--connections N] [--duration S] [--warmup S] [--rounds N] [--no-write]
- *   [--keep]   --no-write  print the figures only; --keep  leave the temporary data dir (and Nimbus' log)
+ * Usage: node bench/account.mjs [--connections N] [--duration S] [--warmup S] [--rounds N]
+ *   [--generator wrk|autocannon] [--no-write] [--keep]
+ *   --generator  autocannon (the default) or wrk (must be installed); docs/benchmarks.md compares them
+ *   --no-write   print the figures only; --keep  leave the temporary data dir (and Nimbus' log)
  * Exits 1 when a check fails (non-2xx, errors, logging or rate limiting missing from the path, a revoked
  * key accepted), 0 otherwise: the verdict on the target is reported, not enforced, since it depends on
  * what else the machine is running.
@@ -31,14 +34,19 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
   accountIdOf,
+  autocannonVersion,
   bootstrapAuth,
+  canPin,
   cleanUp,
   cleanUpOnExit,
   cleanup,
   cpuText,
+  cpuTimes,
   fail,
   fmt,
   HOST,
+  LOAD_CPU,
+  pinProcess,
   positiveInt,
   prepareRun,
   RAISED_LIMIT,
@@ -46,13 +54,17 @@ import {
   request,
   runHeader,
   runLoad,
+  SERVER_CPU,
   startNimbus,
   step,
+  stolenShares,
+  stolenText,
   stopChild,
   summarize,
   tempDir,
   writeSection,
 } from './lib.mjs';
+import { runWrk, wrkVersion } from './wrk.mjs';
 
 const SCRIPT = 'bench/account.mjs';
 const TARGET_RATIO = 0.6;
@@ -69,6 +81,7 @@ async function main() {
       duration: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '10' },
       rounds: { type: 'string', default: '3' },
+      generator: { type: 'string', default: 'autocannon' },
       'no-write': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
     },
@@ -82,7 +95,17 @@ async function main() {
   // fail() exits at once; whatever was started or written still goes away.
   cleanUpOnExit();
   cleanup.keep = values.keep;
+  if (!['wrk', 'autocannon'].includes(values.generator)) fail('--generator must be wrk or autocannon');
+  const useWrk = values.generator === 'wrk';
+  const pin = canPin();
   const { command, loadAverage, autocannon } = await prepareRun(SCRIPT);
+  const generator = useWrk ? wrkVersion() : autocannonVersion();
+  // autocannon runs in this process, so with pinning this process takes the load CPU.
+  if (pin && !useWrk) pinProcess(process.pid, LOAD_CPU);
+  const measure = async (label, load, serverPid) =>
+    useWrk
+      ? runWrk(label, load, serverPid, pin)
+      : summarize(await runLoad(autocannon, label, load, serverPid, 200));
   const dataDir = tempDir('nimbus-bench-');
   const logFile = path.join(dataDir, 'nimbus.log');
 
@@ -132,34 +155,25 @@ async function main() {
         load: { url: `https://${HOST}:${replay.port}/` },
       },
     };
+    if (pin) for (const { child } of Object.values(targets)) pinProcess(child.pid, SERVER_CPU);
     for (const { label, load } of Object.values(targets)) {
-      await runLoad(
-        autocannon,
-        `${label} warm-up`,
-        { ...load, ...settings, duration: settings.warmup },
-        null,
-        200,
-      );
+      await measure(`${label} warm-up`, { ...load, ...settings, duration: settings.warmup }, null);
     }
 
     // 4. Rounds: each server in turn, so that a stretch of noise from elsewhere on the machine falls on
     // one round rather than on one server; the ratio reported is the median round's.
     const before = await rateLimitStatus(nimbus.port, auth);
     const results = [];
+    const cpuBefore = cpuTimes();
     for (let round = 1; round <= rounds; round += 1) {
       const measured = {};
       for (const [name, { label, child, load }] of Object.entries(targets)) {
-        const result = await runLoad(
-          autocannon,
-          `round ${round}/${rounds}: ${label}`,
-          { ...load, ...settings },
-          child.pid,
-          200,
-        );
-        measured[name] = summarize(result);
+        const roundLabel = `round ${round}/${rounds}: ${label}`;
+        measured[name] = await measure(roundLabel, { ...load, ...settings }, child.pid);
       }
       results.push({ round, ...measured, ratio: measured.nimbus.rps / measured.bare.rps });
     }
+    const stolen = stolenText(stolenShares(cpuBefore, cpuTimes()));
     const after = await rateLimitStatus(nimbus.port, auth);
     const revocation = await revokedKeyIsRefused(nimbus.port, auth);
     for (const { child } of Object.values(targets)) await stopChild(child);
@@ -192,22 +206,37 @@ async function main() {
         ...results.map(
           (r) =>
             `round ${r.round}: bare ${fmt(r.bare.rps)}, Nimbus ${fmt(r.nimbus.rps)}, ` +
-            `bare with Nimbus' response ${fmt(r.replay.rps)} req/s; ratio ${r.ratio.toFixed(3)}`,
+            `bare with Nimbus' response ${fmt(r.replay.rps)} req/s; ratio ${ratioText(r.ratio)}`,
         ),
         line('bare node:https', median.bare),
         line('Nimbus GET /v1/account', median.nimbus),
         line('bare, Nimbus response', median.replay),
-        `ratio ${ratio.toFixed(3)} in the median round (target ≥ ${TARGET_RATIO}: ${verdict}); ` +
-          `all rounds ${results.map((r) => r.ratio.toFixed(3)).join(', ')}`,
-        `the bare server sending Nimbus' response reaches ${replayRatio.toFixed(3)}× its own figure`,
+        `ratio ${ratioText(ratio)} in the median round (target ≥ ${TARGET_RATIO}: ${verdict}); ` +
+          `all rounds ${results.map((r) => ratioText(r.ratio)).join(', ')}`,
+        `the bare server sending Nimbus' response reaches ${ratioText(replayRatio)}× its own figure`,
         `CPU per request over all rounds: bare ${cpuText2(cpu.bare)}, Nimbus ${cpuText2(cpu.nimbus)}, ` +
           `bare with Nimbus' response ${cpuText2(cpu.replay)}`,
+        `CPU time taken by the hypervisor during the rounds: ${stolen}`,
         `checks: ${logged} access-log lines, revoked key answered ${revocation.status}`,
         '',
       ].join('\n'),
     );
     if (!values['no-write']) {
-      const run = { command, loadAverage, settings, rounds, results, median, cpu, ratio, replayRatio };
+      const run = {
+        command,
+        loadAverage,
+        generator,
+        useWrk,
+        pin,
+        stolen,
+        settings,
+        rounds,
+        results,
+        median,
+        cpu,
+        ratio,
+        replayRatio,
+      };
       writeResults({ ...run, shapes, verdict, logged, revocation });
     }
     // A report, not a gate: the exit code says whether the run was sound (every answer 2xx, logging and
@@ -215,6 +244,11 @@ async function main() {
   } finally {
     cleanUp();
   }
+}
+
+/** A ratio to three decimals, cut rather than rounded: 0.5996 is not shown as a met 0.600. */
+function ratioText(ratio) {
+  return (Math.floor(ratio * 1000) / 1000).toFixed(3);
 }
 
 /** The round whose ratio is the median (the lower middle one for an even number of rounds). */
@@ -318,9 +352,16 @@ function writeResults(run) {
   writeSection(SCRIPT, [
     '## Authenticated `GET /v1/account` against bare `node:https` (issue #2)',
     '',
-    ...runHeader({ loadAverage: run.loadAverage, command: run.command, npmScript: 'bench' }),
-    `Load: autocannon in the benchmark process, ${settings.connections} keep-alive TLS connections to ` +
-      `127.0.0.1; each server warmed up for ${settings.warmup} s, then ${rounds} round${rounds === 1 ? '' : 's'} in which each ` +
+    ...runHeader({
+      loadAverage: run.loadAverage,
+      command: run.command,
+      npmScript: 'bench',
+      generator: run.generator,
+    }),
+    `Load: ${run.generator}${run.useWrk ? ', one thread' : ' in the benchmark process'}, ` +
+      `${settings.connections} keep-alive TLS connections to 127.0.0.1` +
+      `${run.pin ? `, on CPU ${LOAD_CPU} while the server under test has CPU ${SERVER_CPU} (taskset)` : ', unpinned (no taskset or a single CPU)'}; ` +
+      `each server warmed up for ${settings.warmup} s, then ${rounds} round${rounds === 1 ? '' : 's'} in which each ` +
       `server in turn is measured for ${settings.duration} s, each server in its own process. The bare ` +
       "server answers a fixed small JSON body with Nimbus' own certificate. Nimbus runs the embedded " +
       'profile (SQLite) with `NIMBUS_LOG_LEVEL=info`, logging to a file; the request carries the ' +
@@ -333,7 +374,7 @@ function writeResults(run) {
     '|---:|---:|---:|---:|---:|',
     ...results.map(
       (r) =>
-        `| ${r.round} | ${fmt(r.bare.rps)} | ${fmt(r.nimbus.rps)} | ${r.ratio.toFixed(3)} | ${fmt(r.replay.rps)} |`,
+        `| ${r.round} | ${fmt(r.bare.rps)} | ${fmt(r.nimbus.rps)} | ${ratioText(r.ratio)} | ${fmt(r.replay.rps)} |`,
     ),
     '',
     `The median round (${median.round}):`,
@@ -344,14 +385,14 @@ function writeResults(run) {
     row('Nimbus `GET /v1/account`', median.nimbus, cpu.nimbus),
     row("bare `node:https`, sending Nimbus' own response", median.replay, cpu.replay),
     '',
-    `**Ratio: ${ratio.toFixed(3)}** in the median round (all rounds: ` +
-      `${results.map((r) => r.ratio.toFixed(3)).join(', ')}) — target: the authenticated, rate-limited, ` +
+    `**Ratio: ${ratioText(ratio)}** in the median round (all rounds: ` +
+      `${results.map((r) => ratioText(r.ratio)).join(', ')}) — target: the authenticated, rate-limited, ` +
       `logged request reaches at least **${TARGET_RATIO}×** the bare server's throughput: **${verdict}**.`,
     '',
     'The last row is the bare server again, sending byte for byte the headers and body Nimbus sent ' +
       `(${shapes.nimbus.headers} headers and a ${shapes.nimbus.bodyBytes}-byte body, where the fixed JSON ` +
       `has ${shapes.bare.headers} and ${shapes.bare.bodyBytes} bytes; node:https adds Date, Connection and ` +
-      `Keep-Alive to both): it reaches ${replayRatio.toFixed(3)}× the bare figure, the share of the gap ` +
+      `Keep-Alive to both): it reaches ${ratioText(replayRatio)}× the bare figure, the share of the gap ` +
       'that is the response itself (headers the API requires, the SPEC envelope) rather than work Nimbus ' +
       'does.',
     '',
@@ -359,6 +400,9 @@ function writeResults(run) {
       'lines at info for the measured account (at least one per measured request); the rate-limit budget ' +
       'went down by at least the number of measured requests; a key that had just been used (so was ' +
       `cached) and was then deleted was answered ${run.revocation.status} on its next request.`,
+    '',
+    `Share of CPU time the hypervisor gave to other guests while the rounds ran (steal, /proc/stat): ` +
+      `${run.stolen}.`,
   ]);
 }
 

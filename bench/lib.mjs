@@ -341,7 +341,7 @@ class LatencyLog {
  * User plus system CPU seconds of a process (Linux /proc; null elsewhere). Throughput depends on what
  * else the machine runs; the server's CPU time per request is the steadier figure of what a request costs.
  */
-function cpuSeconds(pid) {
+export function cpuSeconds(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name (which may hold spaces) start at state; utime and stime are 14, 15.
@@ -367,24 +367,101 @@ export function summarize(result) {
     requests: result.requests.total,
     p50: result.exactLatency[50],
     p99: result.exactLatency[99],
-    // Share of one core the server used, and its CPU time per request in microseconds.
-    cpuShare: cpu === null ? null : cpu / seconds,
-    cpuUsPerRequest: cpu === null ? null : (cpu * 1e6) / result.requests.total,
+    ...serverCpu(cpu, seconds, result.requests.total),
   };
+}
+
+/**
+ * The share of one core the server used over a run, and its CPU time per request in microseconds, from
+ * its CPU seconds (cpuSeconds() after minus before; null when they could not be read).
+ */
+export function serverCpu(cpu, seconds, requests) {
+  return {
+    cpuShare: cpu === null ? null : cpu / seconds,
+    cpuUsPerRequest: cpu === null ? null : (cpu * 1e6) / requests,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The machine: CPU pinning, and the CPU time the hypervisor took
+// ---------------------------------------------------------------------------------------------------
+/** With pinning, servers under test run on SERVER_CPU and the load generator on LOAD_CPU. */
+export const SERVER_CPU = 0;
+export const LOAD_CPU = 1;
+
+/**
+ * Whether servers and load generator can each have a CPU of their own (Linux taskset, two CPUs or more):
+ * then neither takes the other's core, which removes most of the scheduler's run-to-run noise.
+ */
+export function canPin() {
+  return os.availableParallelism() >= 2 && !spawnSync('taskset', ['-V']).error;
+}
+
+/** Moves every thread of a running process to `cpu`; threads it starts later stay there too. */
+export function pinProcess(pid, cpu) {
+  const pinned = spawnSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { encoding: 'utf8' });
+  if (pinned.status !== 0) fail(`taskset could not pin process ${pid}: ${pinned.stderr}`);
+}
+
+/** Per CPU, the jiffies counted so far: all of them, and those stolen (run by the hypervisor for others). */
+export function cpuTimes() {
+  if (!existsSync('/proc/stat')) return null;
+  const times = [];
+  for (const line of readFileSync('/proc/stat', 'utf8').split('\n')) {
+    const match = /^cpu(\d+) (.*)$/.exec(line);
+    if (!match) continue;
+    // user nice system idle iowait irq softirq steal guest guest_nice; guests are already in user.
+    const fields = match[2].trim().split(/\s+/).slice(0, 8).map(Number);
+    times[Number(match[1])] = { total: fields.reduce((sum, n) => sum + n, 0), steal: fields[7] ?? 0 };
+  }
+  return times;
+}
+
+/**
+ * The share of each CPU's time the hypervisor gave to other guests between two cpuTimes() snapshots
+ * (what a VM's figures lost to its neighbours), or null off Linux.
+ */
+export function stolenShares(before, after) {
+  if (!before || !after) return null;
+  return after.map((now, cpu) => {
+    const total = now.total - before[cpu].total;
+    return total > 0 ? (now.steal - before[cpu].steal) / total : 0;
+  });
+}
+
+/** Above this share stolen on any CPU, a run says its figures are the host's rather than the server's. */
+export const STEAL_WARNING_SHARE = 0.1;
+
+/** "CPU0 4%, CPU1 6%", plus a warning when more than STEAL_WARNING_SHARE was taken; "n/a" off Linux. */
+export function stolenText(shares) {
+  if (!shares) return 'n/a';
+  const text = shares.map((share, cpu) => `CPU${cpu} ${Math.round(share * 100)}%`).join(', ');
+  return Math.max(...shares) > STEAL_WARNING_SHARE
+    ? `${text} (over ${STEAL_WARNING_SHARE * 100}%: the figures vary with the host's other guests)`
+    : text;
 }
 
 // ---------------------------------------------------------------------------------------------------
 // docs/benchmarks.md
 // ---------------------------------------------------------------------------------------------------
+/** "autocannon 8.0.0": the installed version, as benchmark results name their load generator. */
+export function autocannonVersion() {
+  const manifest = path.join(ROOT, 'node_modules', 'autocannon', 'package.json');
+  return `autocannon ${JSON.parse(readFileSync(manifest, 'utf8')).version}`;
+}
+
 /** The opening lines of a script's section: where and how it ran, and the command (`npm run <npmScript>`). */
-export function runHeader({ loadAverage, command, npmScript, machineNote = '' }) {
+export function runHeader({
+  loadAverage,
+  command,
+  npmScript,
+  machineNote = '',
+  generator = autocannonVersion(),
+}) {
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
-  const autocannonVersion = JSON.parse(
-    readFileSync(path.join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
-  ).version;
   return [
     `Run on ${new Date().toISOString().slice(0, 10)}: ${os.availableParallelism()} CPUs (nproc) ${cpu}, ` +
-      `Node ${process.version}, ${os.type()} ${os.release()}, autocannon ${autocannonVersion}; ` +
+      `Node ${process.version}, ${os.type()} ${os.release()}, ${generator}; ` +
       `1-minute load average ${loadAverage.toFixed(2)} when the run started.${machineNote}`,
     '',
     `Command (from the repository root; \`npm run ${npmScript}\` runs the same with the defaults):`,
