@@ -5,10 +5,11 @@
  * and resolving ids and names for instance create.
  */
 import { execFileSync } from 'node:child_process';
-import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPair, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatSshPublicKey, SSH_KEY_TYPES } from '../src/domain/ssh-keys.js';
 import { InvalidRequest } from '../src/services/errors.js';
@@ -18,13 +19,24 @@ import { serverForSuite, type TestServer } from './helpers/server.js';
 
 type Kind = 'ed25519' | 'rsa' | 'ec';
 
-function publicKey(kind: Kind, option?: number | string, comment?: string): string {
+/** Ed25519 and EC keys take microseconds to make, so they are made inline. */
+function publicKey(kind: Exclude<Kind, 'rsa'>, curve?: string, comment?: string): string {
   const pair =
     kind === 'ed25519'
       ? generateKeyPairSync('ed25519')
-      : kind === 'rsa'
-        ? generateKeyPairSync('rsa', { modulusLength: option as number })
-        : generateKeyPairSync('ec', { namedCurve: option as string });
+      : generateKeyPairSync('ec', { namedCurve: curve as string });
+  return formatSshPublicKey(pair.publicKey, comment);
+}
+
+const generateRsaKeyPair = promisify(generateKeyPair);
+
+/**
+ * RSA keys are made on the thread pool. A 4096-bit key can take seconds on a slow host; making it on
+ * this thread would stall the in-process server too, whose keep-alive timer then closes the pooled
+ * socket just as the next request is written to it (ECONNRESET).
+ */
+async function rsaPublicKey(bits: number, comment?: string): Promise<string> {
+  const pair = await generateRsaKeyPair('rsa', { modulusLength: bits });
   return formatSshPublicKey(pair.publicKey, comment);
 }
 
@@ -66,7 +78,10 @@ describe.each(STORES)('SSH keys (%s)', (store) => {
   ] as const)(
     'uploads a %s key (201) with the fingerprint ssh-keygen prints',
     async (_label, kind, option, type) => {
-      const line = publicKey(kind, option, 'me@laptop');
+      const line =
+        kind === 'rsa'
+          ? await rsaPublicKey(option as number, 'me@laptop')
+          : publicKey(kind, option as string | undefined, 'me@laptop');
       const name = uniqueName(kind);
       const reply = await server.request('POST', '/v1/ssh-keys', {
         key: server.rootKey,
@@ -99,7 +114,7 @@ describe.each(STORES)('SSH keys (%s)', (store) => {
   it('refuses RSA keys under 2048 bits, saying how many bits the key has', async () => {
     const reply = await server.request('POST', '/v1/ssh-keys', {
       key: server.rootKey,
-      body: { name: uniqueName(), public_key: publicKey('rsa', 1024) },
+      body: { name: uniqueName(), public_key: await rsaPublicKey(1024) },
     });
     expect(reply.status).toBe(400);
     expect(reply.body.error.code).toBe('invalid_request');
