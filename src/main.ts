@@ -35,6 +35,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * How long an idle keep-alive connection stays open. Node closes them after 5 s; a reverse proxy or load
+ * balancer keeps its pooled connections up to 60 s, and reusing one just as we close it costs its client a
+ * 502 or a reset. Longer than the proxy's idle timeout, the proxy always closes first (Fastify's own default).
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+function keepIdleConnections<T extends http.Server>(server: T): T {
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  return server;
+}
+
 function listen(server: http.Server, port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -99,7 +111,8 @@ export async function startServer(
       },
       trustProxy: config.trustProxy,
       v1EndOfLife: config.v1EndOfLife,
-      serverFactory: (handler) => https.createServer({ key: tls.key, cert: tls.cert }, handler),
+      serverFactory: (handler) =>
+        keepIdleConnections(https.createServer({ key: tls.key, cert: tls.cert }, handler)),
     });
     // Fastify's close stops accepting, lets in-flight requests finish, then resolves.
     closers.push(() => app.close());
@@ -114,7 +127,7 @@ export async function startServer(
     // Plain HTTP goes through the same app, whose first hook refuses it (or accepts a trusted proxy's).
     let httpPort: number | null = null;
     if (config.httpPort > 0) {
-      const plain = http.createServer((req, res) => app.routing(req, res));
+      const plain = keepIdleConnections(http.createServer((req, res) => app.routing(req, res)));
       closers.push(() => closeServer(plain));
       httpPort = await listen(plain, config.httpPort, config.host);
     }

@@ -2,8 +2,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
 import pg from 'pg';
 import { generate } from 'selfsigned';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -66,6 +69,24 @@ describe('operations', () => {
     const health = await server.request('GET', '/healthz');
     expect(health.headers.sunset).toBeUndefined();
   });
+
+  it('keeps an idle keep-alive connection open longer than Node’s 5 s, on both listeners', async () => {
+    // A proxy reusing its pooled connection as we close it would get a reset; see KEEP_ALIVE_TIMEOUT_MS.
+    const [overTls, overPlain] = await Promise.all([
+      twoRequestsOnOneConnection(
+        tls.connect({
+          host: '127.0.0.1',
+          port: server.running.httpsPort,
+          ca: readFileSync(server.running.certFile),
+          servername: 'localhost',
+        }),
+        6000,
+      ),
+      twoRequestsOnOneConnection(net.connect({ host: '127.0.0.1', port: server.running.httpPort! }), 6000),
+    ]);
+    expect(overTls).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
+    expect(overPlain).toHaveLength(2);
+  }, 15_000);
 
   it('sends no deprecation headers when no end of life is configured', async () => {
     const plain = await startTestServer();
@@ -165,6 +186,37 @@ describe('operator-supplied TLS certificate', () => {
     }
   });
 });
+
+/**
+ * Sends `GET /healthz` twice on one connection, `pauseMs` apart, and returns both status lines; rejects
+ * if the server closes the connection in between.
+ */
+async function twoRequestsOnOneConnection(socket: Duplex, pauseMs: number): Promise<string[]> {
+  let received = '';
+  let closed = false;
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.toString('latin1');
+  });
+  socket.on('close', () => {
+    closed = true;
+  });
+  const request = 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n';
+  const responses = () => received.match(/HTTP\/1\.1 \d+ [^\r\n]*/g) ?? [];
+  const waitFor = async (count: number) => {
+    while (responses().length < count) {
+      if (closed) throw new Error(`the server closed the connection after ${responses().length} answer(s)`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  socket.write(request);
+  await waitFor(1);
+  await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  if (closed) throw new Error(`the server closed the idle connection within ${pauseMs} ms`);
+  socket.write(request);
+  await waitFor(2);
+  socket.destroy();
+  return responses();
+}
 
 describe('NIMBUS_TRUST_PROXY', () => {
   it('ignores X-Forwarded-Proto on plain HTTP unless the proxy is trusted', async () => {
