@@ -21,18 +21,41 @@ export function rateLimitPolicyOf(
 
 export const ANONYMOUS_POLICY = PLAN_RATE_LIMITS.free;
 
+/** Past this many accounts the memo of counter keys starts afresh; it only saves work, never decides. */
+const MAX_MEMOISED_ACCOUNT_KEYS = 10_000;
+
 export class RateLimitService {
+  /**
+   * Account id → its counter key, each made once. A key built per request is a new string that the
+   * in-process counters' map must hash and then compare in full; the same string object is found at once.
+   */
+  private readonly accountKeys = new Map<string, string>();
+
   constructor(
     private readonly counters: RateCounters,
     private readonly clock: Clock,
   ) {}
 
   consumeForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.consume(`acct:${principal.accountId}`, principal.rateLimit, this.clock.nowMs());
+    return this.counters.consume(
+      this.accountKey(principal.accountId),
+      principal.rateLimit,
+      this.clock.nowMs(),
+    );
   }
 
   peekForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.peek(`acct:${principal.accountId}`, principal.rateLimit, this.clock.nowMs());
+    return this.counters.peek(this.accountKey(principal.accountId), principal.rateLimit, this.clock.nowMs());
+  }
+
+  private accountKey(accountId: string): string {
+    let key = this.accountKeys.get(accountId);
+    if (key === undefined) {
+      if (this.accountKeys.size >= MAX_MEMOISED_ACCOUNT_KEYS) this.accountKeys.clear();
+      key = `acct:${accountId}`;
+      this.accountKeys.set(accountId, key);
+    }
+    return key;
   }
 
   consumeForClient(clientIp: string): RateDecisionResult {

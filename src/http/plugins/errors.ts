@@ -81,7 +81,7 @@ export function handleError(error: FastifyError, request: FastifyRequest, reply:
   if (thrown instanceof DomainError) {
     const status = STATUS_BY_CODE[thrown.code] ?? 500;
     if (thrown instanceof RateLimitExceeded) {
-      reply.header('Retry-After', String(thrown.retryAfterSeconds));
+      reply.header('retry-after', String(thrown.retryAfterSeconds));
       return send(
         reply,
         status,
@@ -143,7 +143,7 @@ export function notFoundHandler(routes: FindMyWay.Instance<FindMyWay.HTTPVersion
       (method) => routes.find(method, path) !== null,
     );
     if (allowed.length > 0) {
-      reply.header('Allow', allowed.join(', '));
+      reply.header('allow', allowed.join(', '));
       return send(
         reply,
         405,

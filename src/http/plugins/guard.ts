@@ -46,10 +46,12 @@ function presentedKey(request: FastifyRequest): string | AuthenticationFailed {
   return new AuthenticationFailed('Missing API key: send Authorization: Bearer <key> or X-API-Key: <key>');
 }
 
+// Header names are given in lower case, as Fastify stores and sends them: it lower-cases every name it is
+// given, and only a name that already is comes back as the same string rather than a new one per request.
 function setRateHeaders(reply: FastifyReply, decision: RateDecision): void {
-  reply.header('X-RateLimit-Limit', decision.limit);
-  reply.header('X-RateLimit-Remaining', decision.remaining);
-  reply.header('X-RateLimit-Reset', decision.reset);
+  reply.header('x-ratelimit-limit', decision.limit);
+  reply.header('x-ratelimit-remaining', decision.remaining);
+  reply.header('x-ratelimit-reset', decision.reset);
 }
 
 type RouteConfig = FastifyRequest['routeOptions']['config'];
@@ -79,7 +81,7 @@ export const guardPlugin = fp<GuardOptions>(
       if (principal.accountStatus === 'suspended') {
         throw new Forbidden('This account is suspended; contact the operator of this Nimbus installation');
       }
-      if (apiKeys.rotationDue(principal)) reply.header('Warning', ROTATION_WARNING);
+      if (apiKeys.rotationDue(principal)) reply.header('warning', ROTATION_WARNING);
       request.principal = principal;
       const needed = config.permission;
       if (needed && !allows(principal.permissions, needed[0], needed[1])) {

@@ -76,7 +76,7 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
         .digest('hex');
       const outcome = await idempotency.begin(request.principal.accountId, key, fingerprint);
       if (outcome.kind === 'replay') {
-        reply.header('Idempotent-Replayed', 'true');
+        reply.header('idempotent-replayed', 'true');
         reply.code(outcome.status).type('application/json; charset=utf-8');
         return reply.send(outcome.body);
       }

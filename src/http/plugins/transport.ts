@@ -47,7 +47,7 @@ export const transportPlugin = fp<TransportOptions>(
     // async hook costs a promise and a microtask turn each time.
     // Answers finished while draining close their connection, so shutdown need not wait for keep-alive.
     app.addHook('onSend', (_request, reply, payload, done) => {
-      if (closing) reply.header('Connection', 'close');
+      if (closing) reply.header('connection', 'close');
       done(null, payload);
     });
     app.addHook('onRequest', (request, reply, done) => {
@@ -62,9 +62,10 @@ export const transportPlugin = fp<TransportOptions>(
 
     /** Throws the answer for requests that must not go further; sets the headers every answer carries. */
     function screen(request: FastifyRequest, reply: FastifyReply): void {
-      reply.header('X-Request-Id', request.id);
+      // Lower-case header names throughout: see setRateHeaders in guard.ts.
+      reply.header('x-request-id', request.id);
       if (closing) {
-        reply.header('Connection', 'close');
+        reply.header('connection', 'close');
         throw new ServiceUnavailable('The server is shutting down; retry the request', {
           reason: 'shutting_down',
         });
@@ -79,7 +80,7 @@ export const transportPlugin = fp<TransportOptions>(
             : 'HTTPS is required: send this request to the https:// address.',
         );
       }
-      reply.header('Strict-Transport-Security', HSTS);
+      reply.header('strict-transport-security', HSTS);
       const version = /^\/(v\d+)(?:\/|\?|$)/.exec(request.url)?.[1];
       if (version === undefined) return;
       if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
