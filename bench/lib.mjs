@@ -458,9 +458,11 @@ export function runHeader({
   machineNote = '',
   generator = autocannonVersion(),
 }) {
-  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  const cpus = os.cpus();
+  const cpu = cpus[0]?.model ?? 'unknown CPU';
   return [
-    `Run on ${new Date().toISOString().slice(0, 10)}: ${os.availableParallelism()} CPUs (nproc) ${cpu}, ` +
+    // All of the machine's CPUs: nproc would count only those this process is pinned to.
+    `Run on ${new Date().toISOString().slice(0, 10)}: ${cpus.length} CPUs ${cpu}, ` +
       `Node ${process.version}, ${os.type()} ${os.release()}, ${generator}; ` +
       `1-minute load average ${loadAverage.toFixed(2)} when the run started.${machineNote}`,
     '',
