@@ -30,7 +30,7 @@ function tickLiteralFeedback(retain: boolean): string[] {
 }
 
 describe('retainTickObjectShape', () => {
-  // The reason the module exists. Should a Node upgrade make this pass, the workaround can go.
+  // The reason the module exists. Should a Node upgrade make this fail, V8 has fixed it and the module can go.
   it('is needed: without it, full collections turn the tick literal megamorphic', () => {
     expect(tickLiteralFeedback(false)).toContain('DefineKeyedOwnPropertyInLiteral MEGAMORPHIC');
   });
