@@ -301,40 +301,54 @@ describe('graceful shutdown', () => {
     const ca = readFileSync(path.join(dataDir, 'tls/cert.pem'));
     const key = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();
 
+    // A keep-alive connection left idle after one answer: shutdown must close it rather than wait out the
+    // keep-alive timeout (72 s).
+    const idle = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' });
+    const idleClosed = new Promise<void>((resolve) => idle.once('close', () => resolve()));
+    idle.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    await new Promise((resolve) => idle.once('data', resolve));
+
     // An in-flight request: headers and half the body sent before SIGTERM, the rest after it.
     const body = JSON.stringify({ company: 'Finished In Flight' });
-    const inFlight = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = https.request(
-        `${base}/v1/account`,
-        {
-          method: 'PATCH',
-          ca,
-          servername: 'localhost',
-          headers: {
-            authorization: `Bearer ${key}`,
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(body),
+    const inFlight = new Promise<{ status: number; text: string; connection: string | undefined }>(
+      (resolve, reject) => {
+        const req = https.request(
+          `${base}/v1/account`,
+          {
+            method: 'PATCH',
+            ca,
+            servername: 'localhost',
+            headers: {
+              authorization: `Bearer ${key}`,
+              'content-type': 'application/json',
+              'content-length': Buffer.byteLength(body),
+            },
           },
-        },
-        (res) => {
-          let text = '';
-          res.on('data', (c) => {
-            text += c;
-          });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        },
-      );
-      req.on('error', reject);
-      req.write(body.slice(0, 10));
-      setTimeout(() => {
-        child?.kill('SIGTERM');
-        setTimeout(() => req.end(body.slice(10)), 500);
-      }, 300);
-    });
+          (res) => {
+            let text = '';
+            res.on('data', (c) => {
+              text += c;
+            });
+            res.on('end', () =>
+              resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.write(body.slice(0, 10));
+        setTimeout(() => {
+          child?.kill('SIGTERM');
+          setTimeout(() => req.end(body.slice(10)), 500);
+        }, 300);
+      },
+    );
 
     const finished = await inFlight;
     expect(finished.status, finished.text).toBe(200);
     expect(JSON.parse(finished.text).data.company).toBe('Finished In Flight');
+    // Finished while draining, so its connection closes instead of waiting idle.
+    expect(finished.connection).toBe('close');
+    await idleClosed;
 
     // New connections are refused once the server has stopped accepting.
     const fresh = new Promise((resolve, reject) => {
