@@ -26,7 +26,6 @@ import type { QuotaService } from './quotas.js';
 import { rateLimitPolicyOf } from './rate-limits.js';
 
 export const KEY_PREFIX = 'nmb_';
-/** Longer strings are refused before hashing. */
 const MAX_KEY_LENGTH = 200;
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const INVALIDATE_CHANNEL = 'auth.invalidate';
@@ -83,6 +82,11 @@ function view(row: ApiKeyRow): ApiKeyView {
   };
 }
 
+/** Keys that cannot be ours are refused before any hashing. */
+function isPlausibleKey(presented: string): boolean {
+  return presented.startsWith(KEY_PREFIX) && presented.length <= MAX_KEY_LENGTH;
+}
+
 function isExpired(principal: Principal, nowMs: number): boolean {
   return principal.keyExpiresAt !== null && principal.keyExpiresAt.getTime() <= nowMs;
 }
@@ -132,12 +136,8 @@ export class ApiKeyService {
    * decides. Every request asks, and the answer needs no promise when the key was seen moments ago.
    */
   cachedPrincipal(presented: string): Principal | undefined {
-    if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH) return undefined;
-    const nowMs = this.clock.nowMs();
-    const principal = this.cached(hashKey(presented), nowMs);
-    if (!principal || isExpired(principal, nowMs)) return undefined;
-    this.pendingLastUsed.set(principal.keyId, nowMs);
-    return principal;
+    if (!isPlausibleKey(presented)) return undefined;
+    return this.fromCache(hashKey(presented), this.clock.nowMs());
   }
 
   /**
@@ -145,12 +145,11 @@ export class ApiKeyService {
    * answers first; a key it does not hold (or holds as expired) is read from the store.
    */
   async authenticate(presented: string): Promise<Principal> {
-    const cached = this.cachedPrincipal(presented);
-    if (cached) return cached;
-    if (!presented.startsWith(KEY_PREFIX) || presented.length > MAX_KEY_LENGTH)
-      throw new AuthenticationFailed();
+    if (!isPlausibleKey(presented)) throw new AuthenticationFailed();
     const keyHash = hashKey(presented);
     const nowMs = this.clock.nowMs();
+    const cached = this.fromCache(keyHash, nowMs);
+    if (cached) return cached;
     const invalidationsBefore = this.invalidations;
     const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
     if (!found) throw new AuthenticationFailed();
@@ -169,6 +168,14 @@ export class ApiKeyService {
       this.cache.set(keyHash, { principal, cachedAtMs: nowMs });
     }
     if (isExpired(principal, nowMs)) throw new AuthenticationFailed('API key expired');
+    this.pendingLastUsed.set(principal.keyId, nowMs);
+    return principal;
+  }
+
+  /** A cached principal whose key has not expired, its use noted for last_used_at. */
+  private fromCache(keyHash: string, nowMs: number): Principal | undefined {
+    const principal = this.cached(keyHash, nowMs);
+    if (!principal || isExpired(principal, nowMs)) return undefined;
     this.pendingLastUsed.set(principal.keyId, nowMs);
     return principal;
   }

@@ -1,7 +1,7 @@
 /**
- * One access-log line and two Prometheus series (request-metrics.ts) per request. The log line names the request id, route,
- * status, duration and account; it never contains headers, so API keys cannot reach the logs. This runs
- * on every request, so it does no more than that (see bench/account.mjs).
+ * One access-log line and two Prometheus series (request-metrics.ts) per request. The log line names
+ * the request id, route, status, duration and account; it never contains headers, so API keys cannot
+ * reach the logs. This runs on every request, so it does no more than that (see bench/account.mjs).
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
