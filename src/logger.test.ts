@@ -40,6 +40,17 @@ const fieldSets: AccessLogFields[] = [
     account: undefined,
     ip: '::1',
   },
+  // A surrogate pair (kept as it is) and a lone surrogate (escaped), in a route and a path.
+  {
+    request_id: 'req_3',
+    method: 'DELETE',
+    route: '/v1/\ud83d\ude80',
+    path: '/v1/\ud83d\ude80/\ud800x',
+    status: 500,
+    ms: 12345.67,
+    account: 'acct_"3"',
+    ip: '10.0.0.1',
+  },
 ];
 
 describe('accessLogWriter', () => {
