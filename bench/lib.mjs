@@ -132,11 +132,14 @@ function nimbusEnv(dataDir, extra = {}) {
   return { ...env, NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'info', ...extra };
 }
 
-/** Starts `bin/nimbus serve` on a free port and waits for /healthz; `extra` adds NIMBUS_* settings. */
-export async function startNimbus(dataDir, logFile, extra = {}) {
+/**
+ * Starts `bin/nimbus serve` on a free port and waits for /healthz; `extra` adds NIMBUS_* settings, `root`
+ * is the checkout whose build runs (this one by default).
+ */
+export async function startNimbus(dataDir, logFile, extra = {}, root = ROOT) {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'serve'], {
-    cwd: ROOT,
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'nimbus'), 'serve'], {
+    cwd: root,
     env: nimbusEnv(dataDir, {
       ...extra,
       NIMBUS_HTTPS_PORT: String(port),
