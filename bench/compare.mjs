@@ -5,7 +5,8 @@
  *
  * How it works: the base is a git revision, checked out with `git worktree add` into a temporary
  * directory (using this checkout's node_modules) and built there; the candidate is this working tree,
- * built too. Both serve one fresh data dir (bootstrap account, its rate limit raised). In each round both
+ * built too. Each serves a fresh data dir of its own, made by its own first start (bootstrap account and
+key), with the account's rate limit raised by its own admin command: the two may differ in schema. In each round both
  * are loaded at the same time, each by its own autocannon with the same connections and duration, so
  * whatever else the machine does falls on both alike; what is compared is each server's own CPU time per
  * request in that round. With two CPUs, both servers run on one and the load on the other. Which of the
@@ -77,12 +78,7 @@ async function main() {
     { name: 'candidate', label: 'candidate (working tree)', root: ROOT },
   ];
 
-  const dataDir = tempDir('nimbus-compare-');
-  step(`first start, to make the account and its key (data dir ${dataDir})`);
-  const first = await startNimbus(dataDir, path.join(dataDir, 'first.log'));
-  const auth = bootstrapAuth(dataDir);
-  raiseLimits(dataDir, await accountIdOf(first.port, auth));
-  await stopChild(first.child);
+  for (const build of builds) await prepareDataDir(build);
 
   const results = [];
   const halves = [
@@ -93,8 +89,9 @@ async function main() {
     if (half.rounds === 0) continue;
     const servers = [];
     for (const build of half.order) {
-      const server = await startNimbus(dataDir, path.join(dataDir, `${build.name}.log`), {}, build.root);
-      const sample = await request(server.port, 'GET', '/v1/account', auth);
+      const log = path.join(build.dataDir, 'nimbus.log');
+      const server = await startNimbus(build.dataDir, log, {}, build.root);
+      const sample = await request(server.port, 'GET', '/v1/account', build.auth);
       if (sample.headers['x-ratelimit-limit'] !== String(RAISED_LIMIT)) {
         fail(`${build.label}: the raised rate limit is not in effect`);
       }
@@ -103,7 +100,7 @@ async function main() {
     }
     const loadOf = (server, duration) => ({
       url: `https://${HOST}:${server.port}/v1/account`,
-      headers: auth,
+      headers: server.auth,
       ...settings,
       duration,
     });
@@ -133,6 +130,16 @@ async function main() {
     for (const server of servers) await stopChild(server.child);
   }
   report(results, builds);
+}
+
+/** A data dir for the build: its bootstrap account and key (build.auth), the account's limit raised. */
+async function prepareDataDir(build) {
+  build.dataDir = tempDir(`nimbus-compare-${build.name}-data-`);
+  step(`first start of the ${build.name}, to make its account and key (data dir ${build.dataDir})`);
+  const first = await startNimbus(build.dataDir, path.join(build.dataDir, 'nimbus.log'), {}, build.root);
+  build.auth = bootstrapAuth(build.dataDir);
+  raiseLimits(build.dataDir, await accountIdOf(first.port, build.auth), [], {}, build.root);
+  await stopChild(first.child);
 }
 
 /** A worktree of `revision` in a temporary directory, with this checkout's node_modules, built. */

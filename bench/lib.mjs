@@ -178,10 +178,13 @@ export async function stopChild(child) {
   clearTimeout(timer);
 }
 
-/** `bin/nimbus admin <args> --json` on the data dir; `extraEnv` adds NIMBUS_* settings. */
-export function admin(dataDir, args, extraEnv = {}) {
-  const result = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'nimbus'), 'admin', ...args, '--json'], {
-    cwd: ROOT,
+/**
+ * `bin/nimbus admin <args> --json` on the data dir; `extraEnv` adds NIMBUS_* settings, `root` is the
+ * checkout whose build runs (this one by default).
+ */
+export function admin(dataDir, args, extraEnv = {}, root = ROOT) {
+  const result = spawnSync(process.execPath, [path.join(root, 'bin', 'nimbus'), 'admin', ...args, '--json'], {
+    cwd: root,
     env: nimbusEnv(dataDir, extraEnv),
     encoding: 'utf8',
   });
@@ -201,8 +204,11 @@ export async function accountIdOf(port, auth) {
   return JSON.parse(res.body).data.id;
 }
 
-/** Raises the account's rate limit to RAISED_LIMIT, and the given quotas ([name, limit] pairs). */
-export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}) {
+/**
+ * Raises the account's rate limit to RAISED_LIMIT, and the given quotas ([name, limit] pairs), with the
+ * admin command of the checkout at `root`.
+ */
+export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}, root = ROOT) {
   const raised = admin(
     dataDir,
     [
@@ -215,6 +221,7 @@ export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}) {
       String(RAISED_LIMIT),
     ],
     extraEnv,
+    root,
   );
   if (raised.per_hour !== RAISED_LIMIT || raised.burst !== RAISED_LIMIT) {
     fail(`admin set-rate-limit did not apply: ${JSON.stringify(raised)}`);
@@ -224,6 +231,7 @@ export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}) {
       dataDir,
       ['set-quota', '--account', accountId, '--name', name, '--limit', String(limit)],
       extraEnv,
+      root,
     );
     if (quota.limit !== limit) fail(`admin set-quota ${name} did not apply: ${JSON.stringify(quota)}`);
   }
