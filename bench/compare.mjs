@@ -6,12 +6,13 @@
  * How it works: the base is a git revision, checked out with `git worktree add` into a temporary
  * directory (using this checkout's node_modules) and built there; the candidate is this working tree,
  * built too. Each serves a fresh data dir of its own, made by its own first start (bootstrap account and
-key), with the account's rate limit raised by its own admin command: the two may differ in schema. In each round both
- * are loaded at the same time, each by its own autocannon with the same connections and duration, so
- * whatever else the machine does falls on both alike; what is compared is each server's own CPU time per
- * request in that round. With two CPUs, both servers run on one and the load on the other. Which of the
- * two is started first moved comparisons of a build with itself by 1 to 2%, so half the rounds start the
- * base first and half the candidate. Prints each round and the median of the per-round ratios; writes nothing.
+ * key), with the account's rate limit raised by its own admin command, so the two may differ in schema.
+ * In each round both are loaded at the same time, each by its own autocannon with the same connections
+ * and duration, so whatever else the machine does falls on both alike; what is compared is each server's
+ * own CPU time per request in that round. With two CPUs, both servers run on one and the load on the
+ * other. Which of the two is started first moved comparisons of a build with itself by 1 to 2%, so half
+ * the rounds start the base first and half the candidate. Prints each round and the median of the
+ * per-round ratios; writes nothing.
  *
  * Usage: node bench/compare.mjs --base <revision> [--rounds N] [--duration S] [--warmup S]
  *   [--connections N]
