@@ -74,12 +74,13 @@ async function main() {
   if (pin) pinProcess(process.pid, LOAD_CPU);
 
   const baseRoot = checkOutAndBuild(values.base);
-  const builds = [
-    { name: 'base', label: `base (${values.base})`, root: baseRoot },
-    { name: 'candidate', label: 'candidate (working tree)', root: ROOT },
-  ];
-
-  for (const build of builds) await prepareDataDir(build);
+  const builds = [];
+  for (const [name, label, root] of [
+    ['base', `base (${values.base})`, baseRoot],
+    ['candidate', 'candidate (working tree)', ROOT],
+  ]) {
+    builds.push({ name, label, root, ...(await prepareDataDir(name, root)) });
+  }
 
   const results = [];
   const halves = [
@@ -133,14 +134,18 @@ async function main() {
   report(results, builds);
 }
 
-/** A data dir for the build: its bootstrap account and key (build.auth), the account's limit raised. */
-async function prepareDataDir(build) {
-  build.dataDir = tempDir(`nimbus-compare-${build.name}-data-`);
-  step(`first start of the ${build.name}, to make its account and key (data dir ${build.dataDir})`);
-  const first = await startNimbus(build.dataDir, path.join(build.dataDir, 'nimbus.log'), {}, build.root);
-  build.auth = bootstrapAuth(build.dataDir);
-  raiseLimits(build.dataDir, await accountIdOf(first.port, build.auth), [], {}, build.root);
+/**
+ * A data dir made by the build at `root`: its bootstrap account, whose limit is raised, and the key as a
+ * request header (`auth`).
+ */
+async function prepareDataDir(name, root) {
+  const dataDir = tempDir(`nimbus-compare-${name}-data-`);
+  step(`first start of the ${name}, to make its account and key (data dir ${dataDir})`);
+  const first = await startNimbus(dataDir, path.join(dataDir, 'nimbus.log'), {}, root);
+  const auth = bootstrapAuth(dataDir);
+  raiseLimits(dataDir, await accountIdOf(first.port, auth), [], {}, root);
   await stopChild(first.child);
+  return { dataDir, auth };
 }
 
 /** A worktree of `revision` in a temporary directory, with this checkout's node_modules, built. */
@@ -183,7 +188,7 @@ function report(results, builds) {
     `${builds[0].label}: median ${median(results.map((r) => r.base.cpuUsPerRequest)).toFixed(2)} µs per request`,
     `${builds[1].label}: median ${median(results.map((r) => r.candidate.cpuUsPerRequest)).toFixed(2)} µs per request`,
     `candidate/base, median of the rounds: ${medianRatio.toFixed(3)} (${((medianRatio - 1) * 100).toFixed(1)}%; ` +
-      'the same build against itself stays within about 1.5%)',
+      'with the defaults, the same build against itself stays within about 1.5%)',
     '',
   );
   process.stdout.write(lines.join('\n'));
