@@ -15,9 +15,10 @@ import { type Backends, openBackends } from './backends.js';
 import type { Config } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
+import { clientErrorHandler } from './http/early-errors.js';
 import { buildMetadataApp } from './http/metadata.js';
 import { RequestMetrics } from './http/request-metrics.js';
-import { loadOrCreateTls } from './http/tls.js';
+import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
 import { createLogger } from './logger.js';
 import { bootstrapAccount } from './services/bootstrap.js';
 
@@ -112,7 +113,7 @@ export async function startServer(
       trustProxy: config.trustProxy,
       v1EndOfLife: config.v1EndOfLife,
       serverFactory: (handler) =>
-        keepIdleConnections(https.createServer({ key: tls.key, cert: tls.cert }, handler)),
+        keepIdleConnections(https.createServer({ ...TLS_POLICY, key: tls.key, cert: tls.cert }, handler)),
     });
     // Fastify's close stops accepting, lets in-flight requests finish, then resolves.
     closers.push(() => app.close());
@@ -128,6 +129,8 @@ export async function startServer(
     let httpPort: number | null = null;
     if (config.httpPort > 0) {
       const plain = keepIdleConnections(http.createServer((req, res) => app.routing(req, res)));
+      // Malformed requests get the envelope here too (the HTTPS server has it through Fastify's option).
+      plain.on('clientError', clientErrorHandler({ rateLimits: services.rateLimits, logger }));
       closers.push(() => closeServer(plain));
       httpPort = await listen(plain, config.httpPort, config.host);
     }

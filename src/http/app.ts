@@ -14,6 +14,8 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { newId } from '../domain/ids.js';
 import type { Services } from '../services/index.js';
+import { clientErrorHandler, frameworkErrorHandler } from './early-errors.js';
+import { registerJsonParser } from './json-body.js';
 import { registerOpenApi } from './openapi.js';
 import { errorsPlugin, notFoundHandler } from './plugins/errors.js';
 import { guardPlugin } from './plugins/guard.js';
@@ -29,10 +31,15 @@ import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { instanceRoutes } from './routes/instances.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
-import { ErrorEnvelope } from './schemas.js';
+import { ErrorEnvelope, rejectUnknownQuery } from './schemas.js';
 import { validatorCompiler } from './validation.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * Longer than any URL Node accepts (its header limit, 16 KiB, includes the request line), so the router
+ * never refuses a long path segment itself: the route's schema does, in the envelope, naming the field.
+ */
+const MAX_PARAM_LENGTH = 16 * 1024;
 
 export interface AppDeps {
   services: Services;
@@ -46,6 +53,7 @@ export interface AppDeps {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const early = { rateLimits: deps.services.rateLimits, logger: deps.logger };
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Our own access-log line (plugins/observability.ts) replaces Fastify's two lines per request.
@@ -56,12 +64,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: BODY_LIMIT_BYTES,
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
     return503OnClosing: false,
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: frameworkErrorHandler(early),
+    clientErrorHandler: clientErrorHandler(early),
   });
 
   // Fastify parses text/plain by default; Nimbus speaks JSON only, so other bodies get a clear 400.
   app.removeContentTypeParser('text/plain');
+  registerJsonParser(app);
   app.setValidatorCompiler(validatorCompiler());
+  app.addHook('onRoute', rejectUnknownQuery);
   app.addSchema(ErrorEnvelope);
   await app.register(errorsPlugin);
   await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });

@@ -1,7 +1,7 @@
 /** Builders of the SPEC.md response envelopes, so every handler answers in the same shape. */
 import type { FastifyRequest } from 'fastify';
-import { isoTimeNow } from '../domain/clock.js';
 import type { Page } from '../domain/pagination.js';
+import { isoTimeNow } from '../wall-time.js';
 
 function metadata(request: FastifyRequest) {
   return { request_id: request.id, timestamp: isoTimeNow() };
@@ -20,12 +20,17 @@ export function okList<T>(request: FastifyRequest, page: Page<T>) {
   };
 }
 
-export function errorBody(
-  request: FastifyRequest,
-  code: string,
-  message: string,
-  extra: { details?: Record<string, unknown> | undefined; retry_after?: number | undefined } = {},
-) {
+export interface ErrorExtras {
+  details?: Record<string, unknown> | undefined;
+  retry_after?: number | undefined;
+}
+
+export function errorBody(request: FastifyRequest, code: string, message: string, extra: ErrorExtras = {}) {
+  return errorEnvelope(request.id, code, message, extra);
+}
+
+/** The error envelope for a request Fastify never made a request object for (early-errors.ts). */
+export function errorEnvelope(requestId: string, code: string, message: string, extra: ErrorExtras = {}) {
   return {
     success: false as const,
     error: {
@@ -34,6 +39,16 @@ export function errorBody(
       ...(extra.details ? { details: extra.details } : {}),
       ...(extra.retry_after !== undefined ? { retry_after: extra.retry_after } : {}),
     },
-    metadata: metadata(request),
+    metadata: { request_id: requestId, timestamp: isoTimeNow() },
   };
+}
+
+/** Longest string an error echoes back as `details.value`; the rest is cut off and marked with "…". */
+export const MAX_ECHOED_CHARS = 256;
+
+/** What an error may echo of a value the client sent: all of it, unless it is a long string. */
+export function echoed(value: unknown): unknown {
+  return typeof value === 'string' && value.length > MAX_ECHOED_CHARS
+    ? `${value.slice(0, MAX_ECHOED_CHARS)}…`
+    : value;
 }

@@ -4,6 +4,7 @@
  * serialisation (fields not in a schema never leave the server) and the generated OpenAPI document.
  */
 import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
+import type { RouteOptions } from 'fastify';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
 
 /** A string enum as a plain JSON Schema `enum`, so validation errors can list `allowed_values`. */
@@ -84,4 +85,22 @@ export function ListQuery<S extends string, F extends Record<string, TSchema> = 
     },
     { additionalProperties: false },
   );
+}
+
+/** The query string of a route that takes no parameters: any parameter is unknown, so refused. */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
+
+/**
+ * onRoute hook: every route refuses query parameters it does not know (docs/api.md), whether or not it
+ * declares a query schema; a typo is an error rather than something silently ignored. Swagger UI's pages
+ * under /docs are left alone: they are not the API.
+ */
+export function rejectUnknownQuery(route: RouteOptions): void {
+  if (route.url.startsWith('/docs')) return;
+  route.schema ??= {};
+  const query = route.schema.querystring as Record<string, unknown> | undefined;
+  if (query === undefined) route.schema.querystring = NoQuery;
+  else if (query.type === 'object' && query.additionalProperties === undefined) {
+    route.schema.querystring = { ...query, additionalProperties: false };
+  }
 }

@@ -2,10 +2,125 @@
  * Request validators. Query strings, path parameters and headers arrive as text, so their validator
  * converts "20" to 20; JSON bodies already carry types, so theirs converts nothing: `{"name": 42}` is
  * an error, not the name "42". Neither removes unknown fields: schemas reject them instead.
+ *
+ * Two rules run before the schema, on every route, so that no route can forget them:
+ * - No string anywhere in the input (path, query, headers, body, object keys included) may contain
+ *   U+0000. PostgreSQL cannot store it in text and SQLite can, so without this rule the two stores
+ *   would answer the same request differently (a 500 on one, a stored NUL on the other).
+ * - A text value for an integer or number field must be written in plain decimal digits. Ajv's own
+ *   coercion goes through `Number()`, which reads "Infinity", "1e309", "1e3" and "0x10" as numbers.
  */
 import { Ajv, type Options } from 'ajv';
 import formatsPlugin from 'ajv-formats';
-import type { FastifySchemaCompiler } from 'fastify';
+import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastify';
+
+/** The first violation in Ajv's error shape, so the error handler names the field like any other. */
+export interface InputViolation {
+  keyword: string;
+  instancePath: string;
+  schemaPath: string;
+  message: string;
+  params: Record<string, unknown>;
+}
+
+/** JSON Pointer escaping (RFC 6901) of one path segment, as Ajv writes `instancePath`. */
+function pointerSegment(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** Where the first string holding U+0000 is (a value or an object key), or null. */
+export function findNul(value: unknown, path = ''): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+  if (value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findNul(value[i], `${path}/${i}`);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  for (const [key, child] of Object.entries(value)) {
+    const at = `${path}/${pointerSegment(key)}`;
+    if (key.includes('\u0000')) return at;
+    const found = findNul(child, at);
+    if (found !== null) return found;
+  }
+  return null;
+}
+
+// Sixteen digits would let through values past Number.MAX_SAFE_INTEGER, which no longer count exactly.
+const DECIMAL_INTEGER = /^-?[0-9]{1,15}$/;
+const DECIMAL_NUMBER = /^-?[0-9]{1,15}(?:\.[0-9]{1,15})?$/;
+
+export function isDecimalInteger(text: string): boolean {
+  return DECIMAL_INTEGER.test(text);
+}
+
+export function isDecimalNumber(text: string): boolean {
+  return DECIMAL_NUMBER.test(text);
+}
+
+type NumericKind = 'integer' | 'number';
+
+function numericKind(schema: unknown): NumericKind | null {
+  if (schema === null || typeof schema !== 'object') return null;
+  const type = (schema as { type?: unknown }).type;
+  const types = Array.isArray(type) ? type : [type];
+  if (types.includes('integer')) return 'integer';
+  if (types.includes('number')) return 'number';
+  return null;
+}
+
+/** The top-level integer and number properties of a text schema (query, params, headers). */
+function numericFields(schema: unknown): Map<string, NumericKind> {
+  const fields = new Map<string, NumericKind>();
+  const properties = (schema as { properties?: Record<string, unknown> } | null)?.properties;
+  if (!properties) return fields;
+  for (const [name, property] of Object.entries(properties)) {
+    const kind = numericKind(property) ?? numericKind((property as { items?: unknown })?.items);
+    if (kind) fields.set(name, kind);
+  }
+  return fields;
+}
+
+function numericViolation(data: unknown, fields: Map<string, NumericKind>): InputViolation | null {
+  if (fields.size === 0 || data === null || typeof data !== 'object') return null;
+  for (const [name, kind] of fields) {
+    const raw = (data as Record<string, unknown>)[name];
+    if (raw === undefined) continue;
+    const texts = Array.isArray(raw) ? raw : [raw];
+    for (const text of texts) {
+      if (typeof text !== 'string') continue;
+      const fine = kind === 'integer' ? isDecimalInteger(text) : isDecimalNumber(text);
+      if (!fine) {
+        return {
+          keyword: 'type',
+          instancePath: `/${pointerSegment(name)}`,
+          schemaPath: `#/properties/${pointerSegment(name)}/type`,
+          message:
+            kind === 'integer'
+              ? 'must be a whole number written in decimal digits (at most 15)'
+              : 'must be a number written in decimal digits',
+          params: { type: kind },
+        };
+      }
+    }
+  }
+  return null;
+}
+
+export function nulViolation(data: unknown): InputViolation | null {
+  const at = findNul(data);
+  return at === null
+    ? null
+    : {
+        keyword: 'nul',
+        instancePath: at,
+        schemaPath: '#',
+        message: 'must not contain the NUL character (U+0000)',
+        params: {},
+      };
+}
 
 function createAjv(options: Options): Ajv {
   const ajv = new Ajv({
@@ -20,8 +135,25 @@ function createAjv(options: Options): Ajv {
   return ajv;
 }
 
+type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
+
 export function validatorCompiler(): FastifySchemaCompiler<unknown> {
   const forText = createAjv({ coerceTypes: 'array' });
   const forJson = createAjv({ coerceTypes: false });
-  return ({ schema, httpPart }) => (httpPart === 'body' ? forJson : forText).compile(schema as object);
+  return ({ schema, httpPart }) => {
+    const isBody = httpPart === 'body';
+    const validateSchema = (isBody ? forJson : forText).compile(schema as object);
+    const numeric = isBody ? new Map<string, NumericKind>() : numericFields(schema);
+    const validate: Validate = (data) => {
+      const violation = nulViolation(data) ?? numericViolation(data, numeric);
+      if (violation) {
+        validate.errors = [violation];
+        return false;
+      }
+      const valid = validateSchema(data);
+      validate.errors = validateSchema.errors as FastifySchemaValidationError[] | null;
+      return valid;
+    };
+    return validate;
+  };
 }

@@ -8,7 +8,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { DomainError, RateLimitExceeded } from '../../services/errors.js';
-import { errorBody } from '../envelope.js';
+import { echoed, errorBody } from '../envelope.js';
+import { lingerOnClose } from '../lingering-close.js';
 
 export const STATUS_BY_CODE: Record<string, number> = {
   invalid_request: 400,
@@ -20,9 +21,11 @@ export const STATUS_BY_CODE: Record<string, number> = {
   method_not_allowed: 405,
   conflict: 409,
   idempotency_key_in_use: 409,
+  request_timeout: 408,
   payload_too_large: 413,
   idempotency_key_reused: 422,
   rate_limit_exceeded: 429,
+  headers_too_large: 431,
   server_error: 500,
   service_unavailable: 503,
 };
@@ -56,11 +59,15 @@ function validationDetails(request: FastifyRequest, error: FastifyError) {
           ? request.headers
           : request.body;
   if (!first) return { message: error.message, details: undefined };
-  const segments = first.instancePath.split('/').filter(Boolean).map(decodeURIComponent);
+  // instancePath is a JSON Pointer (RFC 6901): only ~1 and ~0 are escapes, in that order.
+  const segments = first.instancePath
+    .split('/')
+    .slice(1)
+    .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (typeof first.params.missingProperty === 'string') segments.push(first.params.missingProperty);
   if (typeof first.params.additionalProperty === 'string') segments.push(first.params.additionalProperty);
   const field = segments.join('.') || context;
-  const details: Record<string, unknown> = { field, value: valueAt(source, segments) ?? null };
+  const details: Record<string, unknown> = { field, value: echoed(valueAt(source, segments) ?? null) };
   if (Array.isArray(first.params.allowedValues)) details.allowed_values = first.params.allowedValues;
   if ('allowedValue' in first.params) details.allowed_values = [first.params.allowedValue];
   let message: string;
@@ -96,6 +103,8 @@ export function handleError(error: FastifyError, request: FastifyRequest, reply:
   }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      // The rest of the body is still on its way: close without a reset, or the client never sees this.
+      lingerOnClose(request.raw.socket);
       return send(
         reply,
         413,

@@ -1,5 +1,5 @@
 /**
- * First hook of every request: the request id, the HTTPS rule, HSTS, and API versions.
+ * First hook of every request: the request id, the HTTPS rule, HSTS, nosniff, and API versions.
  *
  * Plain-HTTP requests reach the same app (the HTTP listener hands them over) so that they are answered
  * in the same envelope, with a request id and a log line; this hook rejects them before anything
@@ -10,16 +10,43 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { DomainError, InvalidRequest, ServiceUnavailable } from '../../services/errors.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The answer carries a secret shown once (a new API key): no cache may keep it. */
+    carriesSecret?: boolean;
+  }
+}
+
 export const SUPPORTED_VERSIONS = ['v1'] as const;
 const DEPRECATION_NOTICE_MONTHS = 12;
-const HSTS = 'max-age=31536000';
+export const HSTS = 'max-age=31536000';
+
+/**
+ * Headers every answer carries, including those made outside Fastify (plugins/errors.ts, client-errors.ts).
+ * nosniff: a browser must never read a JSON answer (which may echo what a client sent) as HTML or script.
+ */
+export function baseHeaders(requestId: string, secure: boolean): Record<string, string> {
+  return {
+    'x-request-id': requestId,
+    'x-content-type-options': 'nosniff',
+    ...(secure ? { 'strict-transport-security': HSTS } : {}),
+  };
+}
+
+export class HttpsRequired extends InvalidRequest {
+  constructor(carriedKey: boolean) {
+    super(
+      carriedKey
+        ? 'HTTPS is required. This request sent its API key over plain HTTP, where anyone on the path can read it: rotate that key now.'
+        : 'HTTPS is required: send this request to the https:// address.',
+    );
+  }
+}
 
 export interface TransportOptions {
   /** End of life per version; a version with one gets Deprecation and Sunset headers. */
   endOfLife: Partial<Record<(typeof SUPPORTED_VERSIONS)[number], Date>>;
 }
-
-class HttpsRequired extends InvalidRequest {}
 
 function deprecationHeaders(endOfLife: Date) {
   const deprecatedAt = new Date(endOfLife);
@@ -64,6 +91,8 @@ export const transportPlugin = fp<TransportOptions>(
     function screen(request: FastifyRequest, reply: FastifyReply): void {
       // Lower-case header names throughout: see setRateHeaders in guard.ts.
       reply.header('x-request-id', request.id);
+      reply.header('x-content-type-options', 'nosniff');
+      if (request.routeOptions.config.carriesSecret) reply.header('cache-control', 'no-store');
       if (closing) {
         reply.header('connection', 'close');
         throw new ServiceUnavailable('The server is shutting down; retry the request', {
@@ -74,11 +103,7 @@ export const transportPlugin = fp<TransportOptions>(
         const carriedKey =
           request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined;
         if (carriedKey) request.log.warn('plain-HTTP request carried an API key; the key is exposed');
-        throw new HttpsRequired(
-          carriedKey
-            ? 'HTTPS is required. This request sent its API key over plain HTTP, where anyone on the path can read it: rotate that key now.'
-            : 'HTTPS is required: send this request to the https:// address.',
-        );
+        throw new HttpsRequired(carriedKey);
       }
       reply.header('strict-transport-security', HSTS);
       const version = /^\/(v\d+)(?:\/|\?|$)/.exec(request.url)?.[1];

@@ -1,0 +1,189 @@
+/**
+ * Answers for requests that fail before Fastify's hooks run: a URL the router cannot decode (Fastify's
+ * `frameworkErrors`) and input Node's HTTP parser refuses (the servers' `clientError`: headers or URL over
+ * 16 KiB, a malformed request line, a request that takes too long). They get what every other answer
+ * gets: the error envelope with a request id, X-Request-Id, nosniff and (over TLS) HSTS, one log line,
+ * and one unit of the client address's rate budget, so a client already at 429 is refused with 429 here
+ * too. Node's parser cannot go on after its own errors, so those connections close (lingeringly).
+ */
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { newId } from '../domain/ids.js';
+import { RateLimitExceeded } from '../services/errors.js';
+import type { RateLimitService } from '../services/rate-limits.js';
+import { echoed, errorEnvelope } from './envelope.js';
+import { closeLingering, isLingering } from './lingering-close.js';
+import { baseHeaders, HttpsRequired } from './plugins/transport.js';
+
+export interface EarlyErrorDeps {
+  rateLimits: RateLimitService;
+  logger: Logger;
+}
+
+interface Refusal {
+  status: number;
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+  retryAfter?: number;
+}
+
+interface Budgeted {
+  refusal: Refusal;
+  headers: Record<string, string>;
+}
+
+/** Spends one unit of the client's budget; a client out of budget gets the 429 instead. */
+async function budgeted(deps: EarlyErrorDeps, ip: string, refusal: Refusal): Promise<Budgeted> {
+  try {
+    const decision = await deps.rateLimits.consumeForClient(ip);
+    const headers: Record<string, string> = {
+      'x-ratelimit-limit': String(decision.limit),
+      'x-ratelimit-remaining': String(decision.remaining),
+      'x-ratelimit-reset': String(decision.reset),
+    };
+    if (decision.allowed) return { refusal, headers };
+    const limited = new RateLimitExceeded(decision.retryAfter);
+    headers['retry-after'] = String(limited.retryAfterSeconds);
+    return {
+      refusal: {
+        status: 429,
+        code: limited.code,
+        message: limited.message,
+        retryAfter: limited.retryAfterSeconds,
+      },
+      headers,
+    };
+  } catch (error) {
+    // The counters are unreachable (Redis down): the refusal still goes out, without the headers.
+    deps.logger.error({ err: error }, 'rate counters unavailable while refusing a malformed request');
+    return { refusal, headers: {} };
+  }
+}
+
+function envelopeOf(requestId: string, refusal: Refusal) {
+  return errorEnvelope(requestId, refusal.code, refusal.message, {
+    details: refusal.details,
+    retry_after: refusal.retryAfter,
+  });
+}
+
+/** Fastify's `frameworkErrors`: the router could not make sense of the URL. */
+export function frameworkErrorHandler(deps: EarlyErrorDeps) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const path = request.url.split('?')[0] ?? request.url;
+    let refusal: Refusal;
+    if (error.code === 'FST_ERR_BAD_URL') {
+      refusal = {
+        status: 400,
+        code: 'invalid_request',
+        message: 'The URL is not valid: every % must start a percent-encoded byte such as %2F',
+        details: { field: 'path', value: echoed(path) },
+      };
+    } else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+      refusal = {
+        status: 400,
+        code: 'invalid_request',
+        message: 'A path segment of the URL is too long',
+        details: { field: 'path', value: echoed(path) },
+      };
+    } else {
+      request.log.error({ err: error }, 'router error');
+      refusal = { status: 500, code: 'server_error', message: 'Internal server error' };
+    }
+    const secure = request.protocol === 'https';
+    const answered = secure
+      ? budgeted(deps, request.ip, refusal)
+      : Promise.resolve({
+          refusal: {
+            status: 400,
+            code: 'invalid_request',
+            message: new HttpsRequired(
+              request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined,
+            ).message,
+          },
+          headers: {},
+        });
+    void answered.then(({ refusal: final, headers }) => {
+      deps.logger.info(
+        {
+          request_id: request.id,
+          method: request.method,
+          route: 'unmatched',
+          path: echoed(path),
+          status: final.status,
+          ip: request.ip,
+          error_code: error.code,
+        },
+        'request',
+      );
+      reply
+        .code(final.status)
+        .headers({ ...baseHeaders(request.id, secure), ...headers })
+        .type('application/json; charset=utf-8')
+        .send(envelopeOf(request.id, final));
+    });
+  };
+}
+
+function refusalFor(error: Error & { code?: string; reason?: string }): Refusal | null {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return {
+        status: 431,
+        code: 'headers_too_large',
+        message: 'The request line and headers together are larger than 16 KiB',
+      };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+    case 'ERR_HTTP_HEADERS_TIMEOUT':
+      return { status: 408, code: 'request_timeout', message: 'The request did not arrive in time' };
+  }
+  if (error.code?.startsWith('HPE_')) {
+    return {
+      status: 400,
+      code: 'invalid_request',
+      message: `Malformed HTTP request${error.reason ? `: ${error.reason}` : ''}`,
+      details: { reason: error.code },
+    };
+  }
+  return null;
+}
+
+function rawResponse(status: number, headers: Record<string, string>, body: string): string {
+  const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`];
+  for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+  lines.push(
+    'content-type: application/json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(body)}`,
+    'connection: close',
+  );
+  return `${lines.join('\r\n')}\r\n\r\n${body}`;
+}
+
+/** A server's `clientError` listener: Node's HTTP parser refused what the client sent. */
+export function clientErrorHandler(deps: EarlyErrorDeps) {
+  return (error: Error & { code?: string }, socket: Socket): void => {
+    if (socket.destroyed || isLingering(socket)) return;
+    const refusal = refusalFor(error);
+    // Node's own rule: nothing may be written once an answer to this connection has begun.
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+    if (refusal === null || error.code === 'ECONNRESET' || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const requestId = newId('request');
+    const ip = socket.remoteAddress ?? 'unknown';
+    const secure = (socket as Socket & { encrypted?: boolean }).encrypted === true;
+    const answer = budgeted(deps, ip, refusal).then(({ refusal: final, headers }) => {
+      deps.logger.info(
+        { request_id: requestId, status: final.status, ip, error_code: error.code },
+        'malformed request refused',
+      );
+      const body = JSON.stringify(envelopeOf(requestId, final));
+      return rawResponse(final.status, { ...baseHeaders(requestId, secure), ...headers }, body);
+    });
+    closeLingering(socket, answer);
+  };
+}
