@@ -96,6 +96,11 @@ interface CacheEntry {
   cachedAtMs: number;
 }
 
+/** A plausible key that the cache does not hold: the store decides (ApiKeyService.verifyFromStore). */
+export class UnverifiedKey {
+  constructor(readonly keyHash: string) {}
+}
+
 export class ApiKeyService {
   private readonly cache = new Map<string, CacheEntry>();
   /**
@@ -132,24 +137,30 @@ export class ApiKeyService {
   }
 
   /**
-   * The principal of a key verified within the cache lifetime, at once, or undefined: then authenticate()
-   * decides. Every request asks, and the answer needs no promise when the key was seen moments ago.
-   */
-  cachedPrincipal(presented: string): Principal | undefined {
-    if (!isPlausibleKey(presented)) return undefined;
-    return this.fromCache(hashKey(presented), this.clock.nowMs());
-  }
-
-  /**
    * The principal a presented key stands for; throws AuthenticationFailed for anything else. The cache
    * answers first; a key it does not hold (or holds as expired) is read from the store.
    */
   async authenticate(presented: string): Promise<Principal> {
-    if (!isPlausibleKey(presented)) throw new AuthenticationFailed();
+    const known = this.verifyFromMemory(presented);
+    if (known instanceof UnverifiedKey) return this.verifyFromStore(known);
+    if (known instanceof AuthenticationFailed) throw known;
+    return known;
+  }
+
+  /**
+   * What memory alone says about a presented key: its principal when it was verified within the cache
+   * lifetime, a refusal when it cannot be a key of ours, or else an UnverifiedKey for verifyFromStore,
+   * which carries the key's hash so that it is computed once.
+   */
+  verifyFromMemory(presented: string): Principal | AuthenticationFailed | UnverifiedKey {
+    if (!isPlausibleKey(presented)) return new AuthenticationFailed();
     const keyHash = hashKey(presented);
+    return this.fromCache(keyHash, this.clock.nowMs()) ?? new UnverifiedKey(keyHash);
+  }
+
+  /** The principal of a key memory could not vouch for, read from the store; throws AuthenticationFailed. */
+  async verifyFromStore({ keyHash }: UnverifiedKey): Promise<Principal> {
     const nowMs = this.clock.nowMs();
-    const cached = this.fromCache(keyHash, nowMs);
-    if (cached) return cached;
     const invalidationsBefore = this.invalidations;
     const found = await keys.findKeyWithAccountByHash(this.store.db, keyHash);
     if (!found) throw new AuthenticationFailed();

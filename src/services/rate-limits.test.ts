@@ -25,9 +25,15 @@ describe('RateLimitService', () => {
     try {
       const service = new RateLimitService(counters, clock);
       const first = principalOf('acct_first');
-      expect(await service.consumeForAccount(first)).toMatchObject({ allowed: true, remaining: 999 });
-      for (let n = 0; n < 10_000; n++) await service.consumeForAccount(principalOf(`acct_${n}`));
-      expect(await service.consumeForAccount(first)).toMatchObject({ allowed: true, remaining: 998 });
+      expect(await service.decide(first, '127.0.0.1', 'consume')).toMatchObject({
+        allowed: true,
+        remaining: 999,
+      });
+      for (let n = 0; n < 10_000; n++) await service.decide(principalOf(`acct_${n}`), '127.0.0.1', 'consume');
+      expect(await service.decide(first, '127.0.0.1', 'consume')).toMatchObject({
+        allowed: true,
+        remaining: 998,
+      });
       expect(await service.peekForAccount(first)).toMatchObject({ remaining: 998 });
     } finally {
       await counters.close();

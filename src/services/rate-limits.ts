@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../domain/clock.js';
 import { PLAN_RATE_LIMITS, type Plan, type RateLimitPolicy } from '../domain/plans.js';
-import type { RateCounters, RateDecisionResult } from '../store/rate-counters.js';
+import type { RateCost, RateCounters, RateDecision } from '../store/rate-counters.js';
 import type { AccountRow } from '../store/schema.js';
 import type { Principal } from './principal.js';
 
@@ -24,6 +24,9 @@ export const ANONYMOUS_POLICY = PLAN_RATE_LIMITS.free;
 /** Past this many accounts the memo of counter keys starts afresh; it only saves work, never decides. */
 const MAX_MEMOISED_ACCOUNT_KEYS = 10_000;
 
+/** What a request does to its budget: takes one request from it, or only reads it (GET /v1/account/rate-limit). */
+export type RateUse = 'consume' | 'peek';
+
 export class RateLimitService {
   /**
    * Account id → its counter key, each made once. A key built per request is a new string that the
@@ -36,16 +39,33 @@ export class RateLimitService {
     private readonly clock: Clock,
   ) {}
 
-  consumeForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.consume(
-      this.accountKey(principal.accountId),
-      principal.rateLimit,
-      this.clock.nowMs(),
-    );
+  /** The decision for a request: on its account's budget, or without a principal on its client IP's. */
+  decide(principal: Principal | null, clientIp: string, use: RateUse): Promise<RateDecision> {
+    return principal ? this.forAccount(principal, use) : this.consumeForClient(clientIp);
   }
 
-  peekForAccount(principal: Principal): RateDecisionResult {
-    return this.counters.peek(this.accountKey(principal.accountId), principal.rateLimit, this.clock.nowMs());
+  /** The same decision at once when the counters are in this process; undefined when they are not. */
+  decideNow(principal: Principal | null, clientIp: string, use: RateUse): RateDecision | undefined {
+    const nowMs = this.clock.nowMs();
+    return principal
+      ? this.counters.decideNow(this.accountKey(principal.accountId), principal.rateLimit, nowMs, costOf(use))
+      : this.counters.decideNow(clientKey(clientIp), ANONYMOUS_POLICY, nowMs, 1);
+  }
+
+  peekForAccount(principal: Principal): Promise<RateDecision> {
+    return this.forAccount(principal, 'peek');
+  }
+
+  consumeForClient(clientIp: string): Promise<RateDecision> {
+    return this.counters.consume(clientKey(clientIp), ANONYMOUS_POLICY, this.clock.nowMs());
+  }
+
+  private forAccount(principal: Principal, use: RateUse): Promise<RateDecision> {
+    const subject = this.accountKey(principal.accountId);
+    const nowMs = this.clock.nowMs();
+    return use === 'peek'
+      ? this.counters.peek(subject, principal.rateLimit, nowMs)
+      : this.counters.consume(subject, principal.rateLimit, nowMs);
   }
 
   private accountKey(accountId: string): string {
@@ -57,8 +77,12 @@ export class RateLimitService {
     }
     return key;
   }
+}
 
-  consumeForClient(clientIp: string): RateDecisionResult {
-    return this.counters.consume(`ip:${clientIp}`, ANONYMOUS_POLICY, this.clock.nowMs());
-  }
+function costOf(use: RateUse): RateCost {
+  return use === 'peek' ? 0 : 1;
+}
+
+function clientKey(clientIp: string): string {
+  return `ip:${clientIp}`;
 }

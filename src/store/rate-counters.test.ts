@@ -4,11 +4,13 @@
  * difference in any field means the two backends do not implement one algorithm.
  */
 import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HAVE_REDIS, redisClient } from '../../test/helpers/backends.js';
 import type { RateLimitPolicy } from '../domain/plans.js';
 import {
+  decide,
   MemoryRateCounters,
   type RateCounters,
   type RateDecision,
@@ -285,5 +287,78 @@ describe.skipIf(!HAVE_REDIS)('RedisRateCounters', () => {
     );
     expect(decisions.filter((d) => d.allowed)).toHaveLength(7);
     expect((await counters.peek(subject, policy, HOUR_START_MS)).remaining).toBe(993);
+  });
+});
+
+describe('decide (the algorithm both backends run), for any policy and any sequence of requests', () => {
+  // Small buckets and short gaps, so that most sequences run out of tokens (and some out of window).
+  const policies = fc.record({
+    perHour: fc.integer({ min: 1, max: 20_000 }),
+    burst: fc.integer({ min: 1, max: 20 }),
+  });
+  /** Gaps between requests, all within the first 1,000 s of one clock hour. */
+  const steps = fc.array(
+    fc.record({
+      gapMs: fc.oneof(fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 5000 })),
+      peek: fc.boolean(),
+    }),
+    { maxLength: 200 },
+  );
+
+  function run(policy: RateLimitPolicy, sequence: { gapMs: number; peek: boolean }[]) {
+    let state: Parameters<typeof decide>[0];
+    let nowMs = HOUR_START_MS;
+    return sequence.map(({ gapMs, peek }) => {
+      nowMs += gapMs;
+      const { decision, next } = decide(state, policy, nowMs, peek ? 0 : 1);
+      if (!peek) state = next;
+      return { nowMs, peek, decision, state };
+    });
+  }
+
+  it('never allows more than the bucket and the window hold, and reports what is left exactly', () => {
+    fc.assert(
+      fc.property(policies, steps, (policy, sequence) => {
+        let allowed = 0;
+        for (const { nowMs, peek, decision } of run(policy, sequence)) {
+          if (!peek && decision.allowed) allowed += 1;
+          const refilled = ((nowMs - HOUR_START_MS) / 1000) * (policy.perHour / 3600);
+          expect(allowed).toBeLessThanOrEqual(Math.min(policy.perHour, policy.burst + refilled + 1e-6));
+          expect(decision.remaining).toBe(policy.perHour - allowed);
+          expect(decision.burstRemaining).toBeGreaterThanOrEqual(0);
+          expect(decision.burstRemaining).toBeLessThanOrEqual(policy.burst);
+        }
+      }),
+    );
+  });
+
+  it('a peek changes no later decision', () => {
+    fc.assert(
+      fc.property(policies, steps, (policy, sequence) => {
+        const withPeeks = run(policy, sequence).filter((s) => !s.peek);
+        // The same consumes at the same times, without the peeks in between.
+        let carriedMs = 0;
+        const consumesOnly = sequence.flatMap(({ gapMs, peek }) => {
+          carriedMs += gapMs;
+          if (peek) return [];
+          const step = { gapMs: carriedMs, peek: false };
+          carriedMs = 0;
+          return [step];
+        });
+        expect(run(policy, consumesOnly).map((s) => s.decision)).toEqual(withPeeks.map((s) => s.decision));
+      }),
+    );
+  });
+
+  it('a request refused for want of a token passes after retry_after seconds', () => {
+    fc.assert(
+      fc.property(policies, steps, (policy, sequence) => {
+        for (const { nowMs, peek, decision, state } of run(policy, sequence)) {
+          if (peek || decision.allowed || decision.remaining === 0) continue;
+          const later = decide(state, policy, nowMs + decision.retryAfter * 1000, 1);
+          expect(later.decision.allowed, JSON.stringify({ nowMs, decision })).toBe(true);
+        }
+      }),
+    );
   });
 });

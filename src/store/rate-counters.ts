@@ -26,17 +26,24 @@ export interface RateDecision {
   burstRemaining: number;
 }
 
-/**
- * A decision now (in-process counters) or later (Redis). Every request asks for one, and the guard
- * finishes without a promise or a microtask turn when none is needed; `await` takes either form.
- */
-export type RateDecisionResult = RateDecision | Promise<RateDecision>;
+/** 1 takes a request from the budget when it has room (consume); 0 only reports it (peek). */
+export type RateCost = 0 | 1;
 
 export interface RateCounters {
   /** Takes one request from the subject's budget when it has room. */
-  consume(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecisionResult;
+  consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
   /** Reports the budget without taking from it. */
-  peek(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecisionResult;
+  peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision>;
+  /**
+   * consume (cost 1) or peek (cost 0) answered at once, by counters kept in this process; undefined from
+   * counters kept elsewhere, which only consume and peek can ask.
+   */
+  decideNow(
+    subject: string,
+    policy: RateLimitPolicy,
+    nowMs: number,
+    cost: RateCost,
+  ): RateDecision | undefined;
   close(): Promise<void>;
 }
 
@@ -62,7 +69,7 @@ export function decide(
   state: BucketState | undefined,
   policy: RateLimitPolicy,
   nowMs: number,
-  cost: 0 | 1,
+  cost: RateCost,
 ): { decision: RateDecision; next: BucketState } {
   const nowSeconds = Math.floor(nowMs / 1000);
   const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
@@ -115,14 +122,19 @@ export class MemoryRateCounters implements RateCounters {
     this.sweeper.unref();
   }
 
-  consume(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecision {
-    const { decision, next } = decide(this.states.get(subject), policy, nowMs, 1);
-    this.states.set(subject, next);
-    return decision;
+  async consume(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    return this.decideNow(subject, policy, nowMs, 1);
   }
 
-  peek(subject: string, policy: RateLimitPolicy, nowMs: number): RateDecision {
-    return decide(this.states.get(subject), policy, nowMs, 0).decision;
+  async peek(subject: string, policy: RateLimitPolicy, nowMs: number): Promise<RateDecision> {
+    return this.decideNow(subject, policy, nowMs, 0);
+  }
+
+  decideNow(subject: string, policy: RateLimitPolicy, nowMs: number, cost: RateCost): RateDecision {
+    const { decision, next } = decide(this.states.get(subject), policy, nowMs, cost);
+    // A peek leaves no state behind, as on Redis.
+    if (cost === 1) this.states.set(subject, next);
+    return decision;
   }
 
   sweep(nowMs: number): void {
@@ -206,11 +218,15 @@ export class RedisRateCounters implements RateCounters {
     return this.run(subject, policy, nowMs, 0);
   }
 
+  decideNow(): undefined {
+    return undefined;
+  }
+
   private async run(
     subject: string,
     policy: RateLimitPolicy,
     nowMs: number,
-    cost: 0 | 1,
+    cost: RateCost,
   ): Promise<RateDecision> {
     const ttlMs = (WINDOW_SECONDS + 60) * 1000;
     const [allowed, remaining, reset, retryAfter, burstRemaining] = await this.redis.nimbusRateDecide(
