@@ -54,7 +54,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     automatic: options.steppedJobs !== true,
     ...(options.onJobError ? { onError: options.onJobError } : {}),
   });
-  const driver = new SimulatedDriver({ db: store.db, clock, speedup: config.simSpeedup });
+  const driver = await SimulatedDriver.open({ db: store.db, clock, speedup: config.simSpeedup });
   const services = createServices({
     store,
     clock,

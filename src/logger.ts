@@ -6,8 +6,8 @@
  */
 import pino, { type Logger } from 'pino';
 import type { LogLevel } from './config.js';
-import { isoTimeNow } from './domain/clock.js';
 import { BufferedLogDestination } from './log-destination.js';
+import { isoTimeNow } from './wall-time.js';
 
 export const REDACTED_PATHS = [
   'req.headers.authorization',

@@ -12,10 +12,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock, systemClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/domain/clock.js';
 import type { JobHandler } from '../src/jobs/runner.js';
-import { InstanceReconciler } from '../src/services/instance-reconciler.js';
-import { RECONCILE_JOB } from '../src/services/instances.js';
 import { migrateToLatest, openStore, type Store } from '../src/store/db.js';
 import { claimDueJobs, upsertJob } from '../src/store/jobs.js';
 import { createPostgresDatabase, HAVE_POSTGRES, STORES } from './helpers/backends.js';
@@ -347,8 +345,9 @@ describe.skipIf(!HAVE_POSTGRES)('two replicas on one PostgreSQL database', () =>
       ['a', a],
       ['b', b],
     ] as const) {
-      const { store, driver, jobs, services } = replica.running.backends;
-      const inner = new InstanceReconciler(store, systemClock, driver, services.instances);
+      const { jobs } = replica.running.backends;
+      const inner = jobs.handlerOf('instance');
+      if (!inner) throw new Error('no instance reconciler registered');
       const counted: JobHandler = {
         run: async (id) => {
           const other = inFlight.get(id);
@@ -363,7 +362,7 @@ describe.skipIf(!HAVE_POSTGRES)('two replicas on one PostgreSQL database', () =>
         },
         giveUp: (id, error) => inner.giveUp(id, error),
       };
-      jobs.register(RECONCILE_JOB, counted);
+      jobs.register('instance', counted);
     }
 
     const account = await a.admin<{ account_id: string; api_key: string }>(

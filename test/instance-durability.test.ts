@@ -16,6 +16,7 @@ import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
+import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
 import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
@@ -92,6 +93,7 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
             .where('id', '=', id)
             .executeTakeFirst(),
           machine: await db
+            .withTables<SimulatorTables>()
             .selectFrom('sim_machines')
             .select(['state', 'instance_type'])
             .where('id', '=', id)
@@ -320,7 +322,12 @@ describe.each(STORES)('a job leased by a process that died (%s)', (store) => {
     const jobKey = `instance:${instance.id}`;
     const job = () => db.db.selectFrom('jobs').selectAll().where('key', '=', jobKey).executeTakeFirst();
     const machine = () =>
-      db.db.selectFrom('sim_machines').selectAll().where('id', '=', instance.id).executeTakeFirst();
+      db.db
+        .withTables<SimulatorTables>()
+        .selectFrom('sim_machines')
+        .selectAll()
+        .where('id', '=', instance.id)
+        .executeTakeFirst();
 
     // As a runner that claimed the job and then died would have left it.
     const leaseUntil = new Date(clock.now().getTime() + LEASE_MS);

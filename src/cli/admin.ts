@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../backends.js';
 import type { Config } from '../config.js';
+import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
 import { migrateToLatest, openStore } from '../store/db.js';
 
 export class UsageError extends Error {}
@@ -78,6 +79,8 @@ export async function runAdmin(
     const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     try {
       const applied = await migrateToLatest(store.db);
+      // The simulator's tables have a history of their own (drivers/simulator/machines.ts).
+      if (config.driver === 'simulator') applied.push(...(await migrateSimulatorTables(store.db)));
       print({ applied }, applied.length > 0 ? `Applied: ${applied.join(', ')}` : 'The schema is up to date');
     } finally {
       await store.close();

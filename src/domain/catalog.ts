@@ -133,3 +133,12 @@ export const REGION_NAMES = REGIONS.map((r) => r.name);
 export function regionsOffering(instanceType: InstanceType): string[] {
   return REGIONS.filter((r) => instanceType.gpu === null || r.gpu_available).map((r) => r.name);
 }
+
+const TYPES_BY_NAME = new Map(INSTANCE_TYPES.map((t) => [t.name, t]));
+
+/** The catalogue entry of a type the store holds (so known to exist); throws for any other name. */
+export function instanceTypeNamed(name: string): InstanceType {
+  const found = TYPES_BY_NAME.get(name);
+  if (!found) throw new Error(`unknown instance type ${name}`);
+  return found;
+}

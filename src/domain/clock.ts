@@ -23,20 +23,3 @@ export class ManualClock implements Clock {
     this.current = new Date(this.current.getTime() + ms);
   }
 }
-
-let formattedAtMs = Number.NaN;
-let formatted = '';
-
-/**
- * The system time in ISO 8601, formatted at most once per millisecond. Every response envelope and log
- * line carries the time, and formatting a Date costs more than the rest of a log line; at tens of
- * thousands of requests a second, many share a millisecond.
- */
-export function isoTimeNow(): string {
-  const nowMs = Date.now();
-  if (nowMs !== formattedAtMs) {
-    formatted = new Date(nowMs).toISOString();
-    formattedAtMs = nowMs;
-  }
-  return formatted;
-}

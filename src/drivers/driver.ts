@@ -54,8 +54,20 @@ export interface MetricSample {
   gpu_percent?: number;
 }
 
+/**
+ * Misbehaviour a driver can be asked for through a tag on the instance, for users testing their own
+ * recovery code (DESIGN.md §3); the service validates the tag's value against it.
+ */
+export interface FaultInjection {
+  tag: string;
+  /** The values the tag may take on an instance. */
+  instanceFaults: readonly string[];
+}
+
 export interface ComputeDriver {
   readonly name: string;
+  /** null for a driver that runs real machines and takes no fault tags. */
+  readonly faultInjection: FaultInjection | null;
   /** Creates the machine and its root disk from the image, powered off. */
   provision(spec: MachineSpec): Promise<void>;
   /** Boots an off machine; a booting or running one is left alone. */

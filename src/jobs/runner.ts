@@ -62,8 +62,13 @@ export class JobRunner {
     this.batchSize = options.batchSize ?? 16;
   }
 
+  /** One handler per job kind: the lifecycle core registers each resource kind's reconciler here. */
   register(kind: string, handler: JobHandler): void {
     this.handlers.set(kind, handler);
+  }
+
+  handlerOf(kind: string): JobHandler | undefined {
+    return this.handlers.get(kind);
   }
 
   /** Records the job in the caller's transaction; call `wake()` once that transaction has committed. */

@@ -3,6 +3,7 @@
  * change, so users see events before, and besides, webhooks. Events are shown in the webhook payload's
  * shape without the signature.
  */
+import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from '../domain/event-catalog.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
 import type { Store } from '../store/db.js';
 import * as events from '../store/events.js';
@@ -31,7 +32,7 @@ function view(row: events.StoredEvent): EventView {
     type: row.type,
     timestamp: row.created_at,
     resource_id: row.resource_id,
-    data: JSON.parse(row.data) as Record<string, unknown>,
+    data: row.data,
   };
 }
 
@@ -52,10 +53,22 @@ function sinceText(since: string): string {
   return at.toISOString();
 }
 
+/** A type of the catalogue, or a family of them (`instance.*`). */
+function checkTypeFilter(type: string): void {
+  const family = type.endsWith('.*') ? type.slice(0, -2) : null;
+  if (family === null ? isEventType(type) : EVENT_FAMILIES.includes(family)) return;
+  throw new InvalidRequest(`Unknown event type ${type}`, {
+    field: 'type',
+    value: type,
+    allowed_values: [...EVENT_TYPES, ...EVENT_FAMILIES.map((f) => `${f}.*`)],
+  });
+}
+
 export class EventService {
   constructor(readonly store: Store) {}
 
   async list(accountId: string, query: EventQuery, request: PageRequest): Promise<Page<EventView>> {
+    if (query.type !== undefined) checkTypeFilter(query.type);
     // 'instance.*' → the prefix 'instance.'
     const prefix = query.type?.endsWith('.*') ? query.type.slice(0, -1) : undefined;
     const page = await events.listEvents(

@@ -9,8 +9,10 @@ import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
 import { EventService } from './events.js';
 import { IdempotencyService } from './idempotency.js';
+import { INSTANCE_KIND } from './instance-kind.js';
 import { InstanceReconciler } from './instance-reconciler.js';
-import { InstanceService, type InstanceServiceOptions, RECONCILE_JOB } from './instances.js';
+import { InstanceService, type InstanceServiceOptions } from './instances.js';
+import { Lifecycle } from './lifecycle.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
 import { SshKeyService } from './ssh-keys.js';
@@ -23,7 +25,7 @@ export interface ServiceDeps {
   authCacheMs: number;
   driver: ComputeDriver;
   jobs: JobRunner;
-  instances: InstanceServiceOptions;
+  instances: Omit<InstanceServiceOptions, 'faultInjection'>;
 }
 
 export interface Services {
@@ -41,8 +43,12 @@ export function createServices(deps: ServiceDeps): Services {
   const quotas = new QuotaService(deps.store);
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
   const sshKeys = new SshKeyService(deps.store, deps.clock);
-  const instances = new InstanceService(deps.store, deps.clock, deps.jobs, quotas, sshKeys, deps.instances);
-  deps.jobs.register(RECONCILE_JOB, new InstanceReconciler(deps.store, deps.clock, deps.driver, instances));
+  const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs);
+  lifecycle.register(INSTANCE_KIND, new InstanceReconciler(deps.driver));
+  const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, {
+    ...deps.instances,
+    faultInjection: deps.driver.faultInjection,
+  });
   return {
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,

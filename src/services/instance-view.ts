@@ -1,16 +1,12 @@
-/** How an instance row looks to users (the API record of DESIGN.md §4) and to the driver (its spec). */
-import { INSTANCE_TYPES, type InstanceType } from '../domain/catalog.js';
+/** How an instance looks to users: the API record of DESIGN.md §4. */
+import { type InstanceType, instanceTypeNamed } from '../domain/catalog.js';
 import type { InstanceStatus } from '../domain/instance-states.js';
+import type { BackupSchedule, Instance } from '../domain/instances.js';
 import { microsToUsd } from '../domain/money.js';
-import type { MachineSpec } from '../drivers/driver.js';
-import type { InstanceRow } from '../store/schema.js';
+
+export type { BackupSchedule } from '../domain/instances.js';
 
 export const LOGIN_USER = 'lambda';
-
-export interface BackupSchedule {
-  frequency: 'hourly' | 'daily' | 'weekly';
-  retention: number;
-}
 
 export interface InstanceView {
   id: string;
@@ -41,60 +37,41 @@ export interface InstanceView {
   updated_at: string;
 }
 
-const TYPES = new Map(INSTANCE_TYPES.map((t) => [t.name, t]));
-
-export function typeOf(name: string): InstanceType {
-  const found = TYPES.get(name);
-  if (!found) throw new Error(`unknown instance type ${name}`);
-  return found;
-}
-
-export function hostnames(row: Pick<InstanceRow, 'id' | 'region'>, publicDomain: string) {
+export function hostnames(instance: Pick<Instance, 'id' | 'region'>, publicDomain: string) {
   return {
-    hostname: `${row.id}.${row.region}.${publicDomain}`,
-    internal_hostname: `${row.id}.${row.region}.internal`,
+    hostname: `${instance.id}.${instance.region}.${publicDomain}`,
+    internal_hostname: `${instance.id}.${instance.region}.internal`,
   };
 }
 
 /** `withUserData`: user data is shown on the one-instance answers, not in lists. */
-export function instanceView(row: InstanceRow, publicDomain: string, withUserData: boolean): InstanceView {
-  const type = typeOf(row.instance_type);
+export function instanceView(instance: Instance, publicDomain: string, withUserData: boolean): InstanceView {
+  const type = instanceTypeNamed(instance.instance_type);
   return {
-    id: row.id,
-    name: row.name,
-    status: row.status as InstanceStatus,
-    instance_type: row.instance_type,
-    region: row.region,
-    image: row.image,
-    ssh_keys: JSON.parse(row.ssh_key_ids) as string[],
-    public_ip: row.public_ip,
-    private_ip: row.private_ip,
-    ...hostnames(row, publicDomain),
+    id: instance.id,
+    name: instance.name,
+    status: instance.status,
+    instance_type: instance.instance_type,
+    region: instance.region,
+    image: instance.image,
+    ssh_keys: instance.ssh_key_ids,
+    public_ip: instance.public_ip,
+    private_ip: instance.private_ip,
+    ...hostnames(instance, publicDomain),
     login_user: LOGIN_USER,
-    tags: JSON.parse(row.tags) as Record<string, string>,
-    ...(withUserData ? { user_data: row.user_data } : {}),
-    encryption_key_id: row.encryption_key_id,
-    firewall_preset: row.firewall_preset,
-    monitoring: row.monitoring === 1,
-    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
+    tags: instance.tags,
+    ...(withUserData ? { user_data: instance.user_data } : {}),
+    encryption_key_id: instance.encryption_key_id,
+    firewall_preset: instance.firewall_preset,
+    monitoring: instance.monitoring,
+    backup_schedule: instance.backup_schedule,
     vcpus: type.vcpus,
     memory_gb: type.memory_gb,
     storage_gb: type.storage_gb,
     gpu: type.gpu,
     price_per_hour: microsToUsd(type.price_per_hour_micros),
-    root_volume_id: row.root_volume_id,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
-}
-
-export function machineSpec(row: InstanceRow): MachineSpec {
-  return {
-    id: row.id,
-    instanceType: typeOf(row.instance_type),
-    image: row.image,
-    region: row.region,
-    userData: row.user_data,
-    tags: JSON.parse(row.tags) as Record<string, string>,
+    root_volume_id: instance.root_volume_id,
+    created_at: instance.created_at,
+    updated_at: instance.updated_at,
   };
 }

@@ -1,32 +1,32 @@
 /**
  * Instances: the user's requests (create, change, act, delete) as rules over the store. Each request
- * validates, then in one transaction checks the instance's status against the state machine
- * (domain/instance-states.ts), writes the new status guarded by the version it read, records the event,
- * and enqueues the instance's reconcile job; the reconciler (instance-reconciler.ts) then drives the
- * machine through the driver. So a request answers at once (202) and survives a crash right after.
+ * validates what is particular to instances (placement, quotas, addresses, resize rules) and leaves the
+ * rest to the lifecycle core (lifecycle.ts): the status check against the state table
+ * (domain/instance-states.ts), the version-guarded write, the event and the reconcile job, in one
+ * transaction. The reconciler (instance-reconciler.ts) then drives the machine through the driver. So a
+ * request answers at once (202) and survives a crash right after.
  */
 import { lowestFree, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domain/addresses.js';
-import { IMAGES, type InstanceType, regionsOffering } from '../domain/catalog.js';
+import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../domain/catalog.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
 import { DEFAULT_FIREWALL_PRESET, TAG_KEY_PATTERN, USER_DATA_MAX_BYTES } from '../domain/instance-rules.js';
-import { ALLOWED_FROM, type InstanceAction, isAllowed } from '../domain/instance-states.js';
+import type { InstanceAction, InstanceStatus } from '../domain/instance-states.js';
+import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
-import { FAULT_TAG, FAULTS } from '../drivers/simulator/simulator.js';
-import { recordEvent } from '../events/outbox.js';
-import type { JobRunner } from '../jobs/runner.js';
+import type { FaultInjection } from '../drivers/driver.js';
 import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
-import type { Executor, InstanceRow } from '../store/schema.js';
+import type { Executor } from '../store/schema.js';
 import { insertVolume, resizeVolume } from '../store/volumes.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
-import { type BackupSchedule, hostnames, type InstanceView, instanceView, typeOf } from './instance-view.js';
+import { INSTANCE_KIND, type InstanceEventType } from './instance-kind.js';
+import { hostnames, type InstanceView, instanceView } from './instance-view.js';
+import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
 import type { SshKeyService } from './ssh-keys.js';
-
-export const RECONCILE_JOB = 'instance';
 
 export interface NewInstance {
   name: string;
@@ -84,7 +84,11 @@ export interface InstanceServiceOptions {
   publicDomain: string;
   gpuCapacity: Record<string, number>;
   publicIpPools: Record<string, string>;
+  /** The compute driver's fault tag, validated on create and update; null when it takes none. */
+  faultInjection: FaultInjection | null;
 }
+
+type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
 
 const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
 
@@ -92,7 +96,7 @@ export class InstanceService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly jobs: JobRunner,
+    private readonly lifecycle: Lifecycle,
     private readonly quotas: QuotaService,
     private readonly sshKeys: SshKeyService,
     private readonly options: InstanceServiceOptions,
@@ -104,12 +108,12 @@ export class InstanceService {
 
   async create(principal: Principal, input: NewInstance): Promise<InstanceView> {
     refuseIfPastDue(principal, 'create instances');
-    const type = typeOf(input.instance_type);
+    const type = instanceTypeNamed(input.instance_type);
     checkPlacement(type, input.region, input.image);
     checkUserData(input.user_data);
-    checkTags(input.tags);
+    this.checkTags(input.tags);
     const accountId = principal.accountId;
-    const row = await this.store.db.transaction().execute(async (trx) => {
+    const instance = await this.lifecycle.create(INSTANCE_KIND, 'instance.created', async (trx) => {
       await lockAccount(trx, accountId);
       const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
       await this.quotas.ensureRoom(trx, accountId, 'instances', 1);
@@ -134,37 +138,32 @@ export class InstanceService {
         created_at: at,
         updated_at: at,
       });
-      const row: InstanceRow = {
+      return {
         id,
         account_id: accountId,
         name: input.name,
-        status: 'starting',
-        operation: 'create',
+        status: INSTANCE_KIND.table.create.status,
+        operation: 'create' as const,
         operation_at: at,
         instance_type: type.name,
         region: input.region,
         image: input.image,
-        ssh_key_ids: JSON.stringify(sshKeyIds),
+        ssh_key_ids: sshKeyIds,
         public_ip: addresses.publicIp,
         private_ip: addresses.privateIp,
-        tags: JSON.stringify(input.tags ?? {}),
+        tags: input.tags ?? {},
         user_data: input.user_data ?? null,
         encryption_key_id: input.encryption_key_id ?? null,
         firewall_preset: input.firewall_preset ?? DEFAULT_FIREWALL_PRESET,
-        monitoring: input.monitoring === false ? 0 : 1,
-        backup_schedule: input.backup_schedule ? JSON.stringify(input.backup_schedule) : null,
+        monitoring: input.monitoring !== false,
+        backup_schedule: input.backup_schedule ?? null,
         root_volume_id: rootVolumeId,
         version: 1,
         created_at: at,
         updated_at: at,
       };
-      await instances.insertInstance(trx, row);
-      await this.recordInstanceEvent(trx, 'instance.created', row);
-      await this.jobs.enqueue(trx, RECONCILE_JOB, id);
-      return row;
     });
-    this.jobs.wake();
-    return this.view(row, true);
+    return this.view(instance, true);
   }
 
   async list(accountId: string, query: InstanceListQuery): Promise<Page<InstanceView>> {
@@ -175,7 +174,7 @@ export class InstanceService {
       { status: query.status, region: query.region, name: query.name, tags },
       query,
     );
-    return { items: page.items.map((row) => this.view(row, false)), pagination: page.pagination };
+    return { items: page.items.map((instance) => this.view(instance, false)), pagination: page.pagination };
   }
 
   async get(accountId: string, id: string): Promise<InstanceView> {
@@ -183,19 +182,21 @@ export class InstanceService {
   }
 
   async update(accountId: string, id: string, changes: InstanceUpdate): Promise<InstanceView> {
-    checkTags(changes.tags);
-    const updated = await this.act(accountId, id, 'update', (row) => ({
-      ...(changes.name !== undefined ? { name: changes.name } : {}),
-      ...(changes.tags !== undefined ? { tags: JSON.stringify(changes.tags) } : {}),
-      ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring ? 1 : 0 } : {}),
-      ...(changes.backup_schedule !== undefined
-        ? { backup_schedule: changes.backup_schedule ? JSON.stringify(changes.backup_schedule) : null }
-        : {}),
+    this.checkTags(changes.tags);
+    const updated = await this.act(accountId, id, 'update', (instance) => ({
+      changes: {
+        ...(changes.name !== undefined ? { name: changes.name } : {}),
+        ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
+        ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring } : {}),
+        ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
+      },
       // A changed fault tag can release a machine stuck on it, so the reconciler looks again.
-      reconcile: changes.tags !== undefined && row.tags !== JSON.stringify(changes.tags),
-      event: 'instance.updated',
-      eventData: {
-        changed: Object.keys(changes).filter((k) => changes[k as keyof InstanceUpdate] !== undefined),
+      reconcile: changes.tags !== undefined && !sameTags(instance.tags, changes.tags),
+      event: {
+        type: 'instance.updated',
+        data: {
+          changed: Object.keys(changes).filter((k) => changes[k as keyof InstanceUpdate] !== undefined),
+        },
       },
     }));
     return this.view(updated, true);
@@ -203,38 +204,31 @@ export class InstanceService {
 
   async start(principal: Principal, id: string): Promise<InstanceView> {
     refuseIfPastDue(principal, 'start instances');
-    return this.view(
-      await this.act(principal.accountId, id, 'start', () => this.operation('starting', 'start')),
-      true,
-    );
+    return this.view(await this.act(principal.accountId, id, 'start', () => this.operation('start')), true);
   }
 
   async stop(accountId: string, id: string, options: { force: boolean }): Promise<InstanceView> {
     if (!options.force) {
-      return this.view(await this.act(accountId, id, 'stop', () => this.operation('stopping', 'stop')), true);
+      return this.view(await this.act(accountId, id, 'stop', () => this.operation('stop')), true);
     }
     // Immediate: the instance is stopped now; the reconciler powers the machine off right after.
-    const stopped = await this.act(accountId, id, 'force_stop', (row) => ({
+    const stopped = await this.act(accountId, id, 'force_stop', (instance) => ({
       // An interrupted resize still finishes its type change while stopped, and reports it.
-      ...this.operation('stopped', row.operation === 'resize' ? 'resize' : null),
-      event: 'instance.stopped',
-      eventData: { forced: true },
+      ...this.operation(instance.operation === 'resize' ? 'resize' : null),
+      event: { type: 'instance.stopped', data: { forced: true } },
     }));
     return this.view(stopped, true);
   }
 
   async restart(accountId: string, id: string): Promise<InstanceView> {
-    return this.view(
-      await this.act(accountId, id, 'restart', () => this.operation('stopping', 'restart')),
-      true,
-    );
+    return this.view(await this.act(accountId, id, 'restart', () => this.operation('restart')), true);
   }
 
   async resize(principal: Principal, id: string, instanceType: string): Promise<InstanceView> {
-    const next = typeOf(instanceType);
+    const next = instanceTypeNamed(instanceType);
     const accountId = principal.accountId;
-    const updated = await this.act(accountId, id, 'resize', async (row, trx) => {
-      const current = typeOf(row.instance_type);
+    const updated = await this.act(accountId, id, 'resize', async (instance, trx) => {
+      const current = instanceTypeNamed(instance.instance_type);
       if (next.name === current.name) {
         throw new InvalidRequest(`The instance is already ${current.name}`, {
           field: 'instance_type',
@@ -247,45 +241,39 @@ export class InstanceService {
           { field: 'instance_type', value: instanceType, current_storage_gb: current.storage_gb },
         );
       }
-      checkPlacement(next, row.region, row.image);
+      checkPlacement(next, instance.region, instance.image);
       await lockAccount(trx, accountId);
       const vcpuDelta = next.vcpus - current.vcpus;
       const gpuDelta = gpusOf(next) - gpusOf(current);
       if (vcpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'vcpus', vcpuDelta);
       if (gpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'gpus', gpuDelta);
       if (gpuDelta > 0) {
-        await instances.lockRegion(trx, row.region);
-        await this.reserveGpus(trx, row.region, gpuDelta);
+        await instances.lockRegion(trx, instance.region);
+        await this.reserveGpus(trx, instance.region, gpuDelta);
       } else if (gpuDelta < 0) {
-        await instances.releaseGpus(trx, row.region, -gpuDelta);
+        await instances.releaseGpus(trx, instance.region, -gpuDelta);
       }
-      await resizeVolume(trx, row.root_volume_id, next.storage_gb, this.clock.now().toISOString());
-      // From running: stop, change, start. From stopped: just change; the instance stays stopped.
-      return {
-        ...this.operation(row.status === 'running' ? 'stopping' : 'stopped', 'resize'),
-        instance_type: next.name,
-      };
+      await resizeVolume(trx, instance.root_volume_id, next.storage_gb, this.clock.now().toISOString());
+      const plan = this.operation('resize');
+      return { ...plan, changes: { ...plan.changes, instance_type: next.name } };
     });
     return this.view(updated, true);
   }
 
   async delete(accountId: string, id: string): Promise<InstanceView> {
-    return this.view(
-      await this.act(accountId, id, 'delete', () => this.operation('deleting', 'delete')),
-      true,
-    );
+    return this.view(await this.act(accountId, id, 'delete', () => this.operation('delete')), true);
   }
 
   async network(accountId: string, id: string): Promise<NetworkView> {
-    const row = await this.find(this.store.db, accountId, id);
+    const instance = await this.find(this.store.db, accountId, id);
     return {
-      instance_id: row.id,
-      public_ip: row.public_ip,
-      private_ip: row.private_ip,
-      mac_address: macAddressFor(row.id),
-      ...hostnames(row, this.options.publicDomain),
-      private_network: { region: row.region, cidr: privateNetworkOf(row.region).cidr },
-      firewall_preset: row.firewall_preset,
+      instance_id: instance.id,
+      public_ip: instance.public_ip,
+      private_ip: instance.private_ip,
+      mac_address: macAddressFor(instance.id),
+      ...hostnames(instance, this.options.publicDomain),
+      private_network: { region: instance.region, cidr: privateNetworkOf(instance.region).cidr },
+      firewall_preset: instance.firewall_preset,
       firewall_rules: [],
       private_traffic_free: true,
       note: 'Traffic between your instances over their private IPv4 addresses is free of data-transfer charges.',
@@ -294,86 +282,65 @@ export class InstanceService {
 
   /** What the metadata service tells the instance about itself; null for an unknown instance. */
   async metadata(instanceId: string): Promise<InstanceMetadata | null> {
-    const row = await instances.findInstance(this.store.db, instanceId);
-    if (!row) return null;
+    const instance = await instances.findInstance(this.store.db, instanceId);
+    if (!instance) return null;
     return {
-      'instance-id': row.id,
-      'instance-type': row.instance_type,
-      'public-ipv4': row.public_ip,
-      'local-ipv4': row.private_ip,
-      hostname: hostnames(row, this.options.publicDomain).hostname,
-      'user-data': row.user_data,
+      'instance-id': instance.id,
+      'instance-type': instance.instance_type,
+      'public-ipv4': instance.public_ip,
+      'local-ipv4': instance.private_ip,
+      hostname: hostnames(instance, this.options.publicDomain).hostname,
+      'user-data': instance.user_data,
     };
   }
 
-  private operation(status: string, operation: string | null) {
+  /** The operation an action starts, kept on the instance until the reconciler settles it. */
+  private operation(operation: Instance['operation']): InstancePlan {
     return {
-      status,
-      operation,
-      operation_at: operation === null ? null : this.clock.now().toISOString(),
+      changes: {
+        operation,
+        operation_at: operation === null ? null : this.clock.now().toISOString(),
+      },
       reconcile: true,
     };
   }
 
-  /**
-   * One request on one instance, in one transaction: read and hold it, check the action is allowed from
-   * its status (concurrent requests take turns, so the second sees what the first wrote and is a 409
-   * only if that status does not allow it), apply `change` guarded by the version read, record the
-   * event, enqueue the reconciler.
-   */
-  private async act(
+  private act(
     accountId: string,
     id: string,
     action: InstanceAction,
-    change: (row: InstanceRow, trx: Executor) => PlannedChange | Promise<PlannedChange>,
-  ): Promise<InstanceRow> {
-    const updated = await this.store.db.transaction().execute(async (trx) => {
-      const row = await instances.lockAccountInstance(trx, accountId, id);
-      if (!row) throw new NotFound('instance', id);
-      if (!isAllowed(action, row.status)) throw conflict(action, row.status);
-      const { reconcile, event, eventData, ...columns } = await change(row, trx);
-      // The row is held, so its version still matches; the guard stays, the rule every writer follows.
-      const next = await instances.updateInstance(trx, row, {
-        ...columns,
-        updated_at: this.clock.now().toISOString(),
+    plan: (instance: Instance, trx: Executor) => InstancePlan | Promise<InstancePlan>,
+  ): Promise<Instance> {
+    return this.lifecycle.act(INSTANCE_KIND, accountId, id, action, plan);
+  }
+
+  private async find(db: Executor, accountId: string, id: string): Promise<Instance> {
+    const instance = await instances.findAccountInstance(db, accountId, id);
+    if (!instance) throw new NotFound('instance', id);
+    return instance;
+  }
+
+  private view(instance: Instance, withUserData: boolean): InstanceView {
+    return instanceView(instance, this.options.publicDomain, withUserData);
+  }
+
+  private checkTags(tags: Record<string, string> | undefined): void {
+    checkTagKeys(tags);
+    const faults = this.options.faultInjection;
+    const fault = faults ? tags?.[faults.tag] : undefined;
+    if (faults && fault !== undefined && !faults.instanceFaults.includes(fault)) {
+      throw new InvalidRequest(`Unknown simulator fault "${fault}"`, {
+        field: `tags.${faults.tag}`,
+        value: fault,
+        allowed_values: [...faults.instanceFaults],
       });
-      if (!next) throw conflict(action, row.status);
-      if (event) await this.recordInstanceEvent(trx, event, next, eventData);
-      if (reconcile) await this.jobs.enqueue(trx, RECONCILE_JOB, id);
-      return { next, reconcile };
-    });
-    if (updated.reconcile) this.jobs.wake();
-    return updated.next;
-  }
-
-  async recordInstanceEvent(
-    trx: Executor,
-    type: string,
-    row: InstanceRow,
-    extra: Record<string, unknown> = {},
-  ) {
-    await recordEvent(trx, this.clock, {
-      accountId: row.account_id,
-      type,
-      resourceId: row.id,
-      data: { instance_id: row.id, name: row.name, status: row.status, ...extra },
-    });
-  }
-
-  private async find(db: Executor, accountId: string, id: string): Promise<InstanceRow> {
-    const row = await instances.findAccountInstance(db, accountId, id);
-    if (!row) throw new NotFound('instance', id);
-    return row;
-  }
-
-  private view(row: InstanceRow, withUserData: boolean): InstanceView {
-    return instanceView(row, this.options.publicDomain, withUserData);
+    }
   }
 
   private async sumOverTypes(db: Executor, accountId: string, measure: (type: InstanceType) => number) {
     let total = 0;
     for (const [name, count] of await instances.countByType(db, accountId))
-      total += measure(typeOf(name)) * count;
+      total += measure(instanceTypeNamed(name)) * count;
     return total;
   }
 
@@ -413,23 +380,8 @@ export class InstanceService {
   }
 }
 
-interface PlannedChange extends instances.InstanceChanges {
-  reconcile?: boolean;
-  event?: string;
-  eventData?: Record<string, unknown>;
-}
-
 function privateNetworkOf(region: string) {
   return parseCidr(PRIVATE_NETWORKS[region] ?? '10.250.0.0/16');
-}
-
-function conflict(action: InstanceAction, status: string): Conflict {
-  const allowed = ALLOWED_FROM[action];
-  const verb = action === 'force_stop' ? 'force-stop' : action;
-  return new Conflict(`Cannot ${verb} an instance that is ${status}; allowed from: ${allowed.join(', ')}`, {
-    current_status: status,
-    allowed_statuses: [...allowed],
-  });
 }
 
 function refuseIfPastDue(principal: Principal, what: string): void {
@@ -476,7 +428,7 @@ function checkUserData(userData: string | undefined): void {
 
 const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
 
-function checkTags(tags: Record<string, string> | undefined): void {
+function checkTagKeys(tags: Record<string, string> | undefined): void {
   for (const key of Object.keys(tags ?? {})) {
     if (!tagKeyPattern.test(key)) {
       throw new InvalidRequest(
@@ -485,14 +437,11 @@ function checkTags(tags: Record<string, string> | undefined): void {
       );
     }
   }
-  const fault = tags?.[FAULT_TAG];
-  if (fault !== undefined && !(FAULTS as readonly string[]).includes(fault)) {
-    throw new InvalidRequest(`Unknown simulator fault "${fault}"`, {
-      field: `tags.${FAULT_TAG}`,
-      value: fault,
-      allowed_values: [...FAULTS],
-    });
-  }
+}
+
+function sameTags(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
 function parseTagFilter(filter: string): [string, string] {

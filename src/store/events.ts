@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { PageRequest } from '../domain/pagination.js';
+import type { Page, PageRequest } from '../domain/pagination.js';
 import { fetchPage } from './lists.js';
 import type { EventRow, Executor } from './schema.js';
 
@@ -20,7 +20,15 @@ export async function insertEvent(db: Executor, event: NewEvent): Promise<void> 
     .execute();
 }
 
-export type StoredEvent = Omit<EventRow, 'seq' | 'account_id'>;
+/** An event as read back: its data decoded. */
+export interface StoredEvent extends Omit<EventRow, 'seq' | 'account_id' | 'data'> {
+  data: Record<string, unknown>;
+}
+
+const decoded = (row: Omit<EventRow, 'seq' | 'account_id'>): StoredEvent => ({
+  ...row,
+  data: JSON.parse(row.data) as Record<string, unknown>,
+});
 
 export interface EventFilter {
   /** Exact type. */
@@ -42,7 +50,12 @@ function likePrefix(prefix: string): string {
  * request's sort: created_at can tie within a millisecond and comes from each replica's own clock, so it
  * cannot order events on its own. `seq` is unique, so the helper's id tie-break never comes into play.
  */
-export function listEvents(db: Executor, accountId: string, filter: EventFilter, request: PageRequest) {
+export async function listEvents(
+  db: Executor,
+  accountId: string,
+  filter: EventFilter,
+  request: PageRequest,
+): Promise<Page<StoredEvent>> {
   let query = db
     .selectFrom('events')
     .select(['id', 'type', 'resource_id', 'data', 'created_at'])
@@ -54,14 +67,20 @@ export function listEvents(db: Executor, accountId: string, filter: EventFilter,
   }
   if (filter.resourceId !== undefined) query = query.where('resource_id', '=', filter.resourceId);
   if (filter.since !== undefined) query = query.where('created_at', '>=', filter.since);
-  return fetchPage(query, { ...request, sort: 'seq' });
+  const page = await fetchPage(query, { ...request, sort: 'seq' });
+  return { items: page.items.map(decoded), pagination: page.pagination };
 }
 
-export function findEvent(db: Executor, accountId: string, id: string): Promise<StoredEvent | undefined> {
-  return db
+export async function findEvent(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<StoredEvent | undefined> {
+  const row = await db
     .selectFrom('events')
     .select(['id', 'type', 'resource_id', 'data', 'created_at'])
     .where('account_id', '=', accountId)
     .where('id', '=', id)
     .executeTakeFirst();
+  return row && decoded(row);
 }

@@ -3,12 +3,44 @@
  * per-account counts that lists use for total_items, and the addresses in use. Every write that changes
  * an instance's status goes through `updateInstance`, which guards on the version the caller read and
  * keeps the counts in step, in the caller's transaction.
+ *
+ * Callers see `Instance` records (domain/instances.ts); the JSON text and 0/1 integers the columns hold
+ * stay in this module (`fromRow`, `toColumns`).
  */
 import { type ExpressionBuilder, sql } from 'kysely';
+import type { InstanceOperation, InstanceStatus } from '../domain/instance-states.js';
+import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
-import type { Database, Executor, InstanceRow, InstancesTable, NewInstanceRow } from './schema.js';
+import type { Database, Executor, InstanceRow, InstancesTable } from './schema.js';
+
+export type { InstanceChanges } from '../domain/instances.js';
+
+function fromRow(row: InstanceRow): Instance {
+  return {
+    ...row,
+    status: row.status as InstanceStatus,
+    operation: row.operation as InstanceOperation | null,
+    ssh_key_ids: JSON.parse(row.ssh_key_ids) as string[],
+    tags: JSON.parse(row.tags) as Record<string, string>,
+    monitoring: row.monitoring === 1,
+    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
+  };
+}
+
+function toColumns(changes: InstanceChanges): Partial<InstancesTable> {
+  const { ssh_key_ids, tags, monitoring, backup_schedule, ...plain } = changes;
+  return {
+    ...plain,
+    ...(ssh_key_ids !== undefined ? { ssh_key_ids: JSON.stringify(ssh_key_ids) } : {}),
+    ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}),
+    ...(monitoring !== undefined ? { monitoring: monitoring ? 1 : 0 } : {}),
+    ...(backup_schedule !== undefined
+      ? { backup_schedule: backup_schedule ? JSON.stringify(backup_schedule) : null }
+      : {}),
+  };
+}
 
 export type InstanceSort = 'created_at' | 'name' | 'status' | 'instance_type';
 
@@ -34,7 +66,7 @@ async function adjustCount(db: Executor, accountId: string, region: string, stat
 
 async function writeTags(
   db: Executor,
-  row: Pick<InstanceRow, 'id' | 'account_id'>,
+  row: Pick<Instance, 'id' | 'account_id'>,
   tags: Record<string, string>,
 ) {
   await db.deleteFrom('instance_tags').where('instance_id', '=', row.id).execute();
@@ -46,27 +78,36 @@ async function writeTags(
     .execute();
 }
 
-export async function insertInstance(db: Executor, row: NewInstanceRow): Promise<void> {
+export async function insertInstance(db: Executor, instance: Instance): Promise<void> {
+  const row: InstanceRow = {
+    ...instance,
+    ssh_key_ids: JSON.stringify(instance.ssh_key_ids),
+    tags: JSON.stringify(instance.tags),
+    monitoring: instance.monitoring ? 1 : 0,
+    backup_schedule: instance.backup_schedule ? JSON.stringify(instance.backup_schedule) : null,
+  };
   await db.insertInto('instances').values(row).execute();
-  await writeTags(db, row, JSON.parse(row.tags) as Record<string, string>);
-  await adjustCount(db, row.account_id, row.region, row.status, 1);
+  await writeTags(db, instance, instance.tags);
+  await adjustCount(db, instance.account_id, instance.region, instance.status, 1);
 }
 
-export function findInstance(db: Executor, id: string): Promise<InstanceRow | undefined> {
-  return db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+export async function findInstance(db: Executor, id: string): Promise<Instance | undefined> {
+  const row = await db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+  return row && fromRow(row);
 }
 
-export function findAccountInstance(
+export async function findAccountInstance(
   db: Executor,
   accountId: string,
   id: string,
-): Promise<InstanceRow | undefined> {
-  return db
+): Promise<Instance | undefined> {
+  const row = await db
     .selectFrom('instances')
     .selectAll()
     .where('id', '=', id)
     .where('account_id', '=', accountId)
     .executeTakeFirst();
+  return row && fromRow(row);
 }
 
 /**
@@ -74,19 +115,16 @@ export function findAccountInstance(
  * will write over: concurrent requests on one instance take turns and each sees the one before. On
  * PostgreSQL that is a row lock; SQLite already runs one write transaction at a time.
  */
-export function lockAccountInstance(
+export async function lockAccountInstance(
   db: Executor,
   accountId: string,
   id: string,
-): Promise<InstanceRow | undefined> {
+): Promise<Instance | undefined> {
   let query = db.selectFrom('instances').selectAll().where('id', '=', id).where('account_id', '=', accountId);
   if (isPostgres(db)) query = query.forUpdate();
-  return query.executeTakeFirst();
+  const row = await query.executeTakeFirst();
+  return row && fromRow(row);
 }
-
-export type InstanceChanges = Partial<
-  Omit<InstancesTable, 'id' | 'account_id' | 'region' | 'version' | 'created_at'>
->;
 
 /**
  * Applies `changes` if the instance is still at the version `current` was read at; returns the new row,
@@ -94,19 +132,19 @@ export type InstanceChanges = Partial<
  */
 export async function updateInstance(
   db: Executor,
-  current: InstanceRow,
+  current: Instance,
   changes: InstanceChanges,
-): Promise<InstanceRow | undefined> {
-  const updated = await db
+): Promise<Instance | undefined> {
+  const row = await db
     .updateTable('instances')
-    .set({ ...changes, version: current.version + 1 })
+    .set({ ...toColumns(changes), version: current.version + 1 })
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .returningAll()
     .executeTakeFirst();
-  if (!updated) return undefined;
-  if (changes.tags !== undefined)
-    await writeTags(db, updated, JSON.parse(changes.tags) as Record<string, string>);
+  if (!row) return undefined;
+  const updated = fromRow(row);
+  if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
   if (updated.status !== current.status) {
     await adjustCount(db, current.account_id, current.region, current.status, -1);
     await adjustCount(db, current.account_id, current.region, updated.status, 1);
@@ -115,7 +153,7 @@ export async function updateInstance(
 }
 
 /** Deletes the row (its tags go with it) if it is still at the version read; false otherwise. */
-export async function deleteInstance(db: Executor, current: InstanceRow): Promise<boolean> {
+export async function deleteInstance(db: Executor, current: Instance): Promise<boolean> {
   await db.deleteFrom('instance_tags').where('instance_id', '=', current.id).execute();
   const deleted = await db
     .deleteFrom('instances')
@@ -167,15 +205,16 @@ export async function listInstances(
   accountId: string,
   filters: InstanceFilters,
   request: PageRequest<InstanceSort>,
-): Promise<Page<InstanceRow>> {
+): Promise<Page<Instance>> {
   const total = await countedTotal(db, accountId, filters);
-  return fetchPage(filtered(db, accountId, filters), request, {
+  const page = await fetchPage(filtered(db, accountId, filters), request, {
     ...(total === null ? {} : { total }),
     load: (ids) =>
       ids.length === 0
         ? Promise.resolve([])
         : db.selectFrom('instances').selectAll().where('id', 'in', ids).execute(),
   });
+  return { items: page.items.map(fromRow), pagination: page.pagination };
 }
 
 /** Instances of the account (every status); the instances quota counts these. */

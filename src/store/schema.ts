@@ -160,17 +160,6 @@ export interface JobsTable {
   created_at: string;
 }
 
-/** The simulated driver's machines: durable, so a restart finds every machine as it was. */
-export interface SimMachinesTable {
-  id: string;
-  instance_type: string;
-  image: string;
-  state: string;
-  state_since: string;
-  boot_started_at: string | null;
-  created_at: string;
-}
-
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -185,7 +174,6 @@ export interface Database {
   region_gpu_usage: RegionGpuUsageTable;
   volumes: VolumesTable;
   jobs: JobsTable;
-  sim_machines: SimMachinesTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */
@@ -200,5 +188,4 @@ export type SshKeyRow = Selectable<SshKeysTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type NewInstanceRow = Insertable<InstancesTable>;
 export type JobRow = Selectable<JobsTable>;
-export type SimMachineRow = Selectable<SimMachinesTable>;
 export type VolumeRow = Selectable<VolumesTable>;

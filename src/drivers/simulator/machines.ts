@@ -1,11 +1,71 @@
-/** The simulator's own table of machines (sim_machines). */
-import type { Executor, SimMachineRow, SimMachinesTable } from '../../store/schema.js';
+/**
+ * The simulator's own table of machines (sim_machines), and the migration history that creates it. The
+ * driver owns both: the shared schema (store/schema.ts, store/migrations/) knows nothing of them, and a
+ * store used with another driver never gets the table.
+ */
+import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
 
-export function findMachine(db: Executor, id: string): Promise<SimMachineRow | undefined> {
+/** One simulated machine: durable, so a restart finds every machine as it was. */
+export interface SimMachinesTable {
+  id: string;
+  instance_type: string;
+  image: string;
+  state: string;
+  state_since: string;
+  boot_started_at: string | null;
+  created_at: string;
+}
+
+export type SimulatorTables = { sim_machines: SimMachinesTable };
+
+export type SimMachineRow = Selectable<SimMachinesTable>;
+export type SimulatorDb = Kysely<SimulatorTables>;
+
+// The store's database, whatever its other tables (the simulator sees only its own); migrations too
+// take Kysely<any>, as they describe the schema as it was at their time.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+export type AnyDb = Kysely<any>;
+
+const migrations: Record<string, Migration> = {
+  '0001_sim_machines': {
+    // IF NOT EXISTS: stores made before the simulator owned its table got it from the shared 0002.
+    async up(db: AnyDb) {
+      await db.schema
+        .createTable('sim_machines')
+        .ifNotExists()
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('instance_type', 'text', (c) => c.notNull())
+        .addColumn('image', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('state_since', 'text', (c) => c.notNull())
+        .addColumn('boot_started_at', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+    async down(db: AnyDb) {
+      await db.schema.dropTable('sim_machines').ifExists().execute();
+    },
+  },
+};
+
+/** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */
+export async function migrateSimulatorTables(db: AnyDb): Promise<string[]> {
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+    migrationTableName: 'sim_migrations',
+    migrationLockTableName: 'sim_migrations_lock',
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error;
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => `simulator/${r.migrationName}`);
+}
+
+export function findMachine(db: SimulatorDb, id: string): Promise<SimMachineRow | undefined> {
   return db.selectFrom('sim_machines').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export async function insertMachine(db: Executor, row: SimMachinesTable): Promise<void> {
+export async function insertMachine(db: SimulatorDb, row: SimMachinesTable): Promise<void> {
   await db
     .insertInto('sim_machines')
     .values(row)
@@ -14,13 +74,13 @@ export async function insertMachine(db: Executor, row: SimMachinesTable): Promis
 }
 
 export async function updateMachine(
-  db: Executor,
+  db: SimulatorDb,
   id: string,
   changes: Partial<Omit<SimMachinesTable, 'id' | 'created_at'>>,
 ): Promise<void> {
   await db.updateTable('sim_machines').set(changes).where('id', '=', id).execute();
 }
 
-export async function deleteMachine(db: Executor, id: string): Promise<void> {
+export async function deleteMachine(db: SimulatorDb, id: string): Promise<void> {
   await db.deleteFrom('sim_machines').where('id', '=', id).execute();
 }

@@ -43,7 +43,7 @@ describe('SimulatedDriver', () => {
     store = openStore({ dataDir });
     await migrateToLatest(store.db);
     clock = new ManualClock();
-    driver = new SimulatedDriver({ db: store.db, clock, speedup: 1 });
+    driver = await SimulatedDriver.open({ db: store.db, clock, speedup: 1 });
   });
   afterEach(async () => {
     await store.close();
@@ -107,7 +107,7 @@ describe('SimulatedDriver', () => {
   });
 
   it('divides every duration by the speed-up', async () => {
-    const fast = new SimulatedDriver({ db: store.db, clock, speedup: 1000 });
+    const fast = await SimulatedDriver.open({ db: store.db, clock, speedup: 1000 });
     const machine = spec();
     await fast.provision(machine);
     await fast.start(machine);

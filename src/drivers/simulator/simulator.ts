@@ -13,9 +13,24 @@
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../domain/clock.js';
-import type { Executor, SimMachineRow } from '../../store/schema.js';
-import type { ComputeDriver, MachineSpec, MachineState, MetricSample, PowerState } from '../driver.js';
-import { deleteMachine, findMachine, insertMachine, updateMachine } from './machines.js';
+import type {
+  ComputeDriver,
+  FaultInjection,
+  MachineSpec,
+  MachineState,
+  MetricSample,
+  PowerState,
+} from '../driver.js';
+import {
+  type AnyDb,
+  deleteMachine,
+  findMachine,
+  insertMachine,
+  migrateSimulatorTables,
+  type SimMachineRow,
+  type SimulatorDb,
+  updateMachine,
+} from './machines.js';
 
 /** Realistic durations at speed-up 1: boot about 8 s, graceful stop about 5 s, a resize about 25 s. */
 export const SIM_TIMINGS_MS = { boot: 8_000, stop: 5_000, resize: 25_000 } as const;
@@ -28,7 +43,8 @@ type Fault = (typeof FAULTS)[number];
 type StoredState = Exclude<PowerState, 'absent'> | 'rebooting';
 
 export interface SimulatorOptions {
-  db: Executor;
+  /** The store's database; the simulator keeps its machines in a table of its own there. */
+  db: AnyDb;
   clock: Clock;
   /** Simulated durations are divided by this. */
   speedup: number;
@@ -43,12 +59,19 @@ const at = (ms: number) => new Date(ms);
 
 export class SimulatedDriver implements ComputeDriver {
   readonly name = 'simulator';
-  private readonly db: Executor;
+  readonly faultInjection: FaultInjection = { tag: FAULT_TAG, instanceFaults: FAULTS };
+  private readonly db: SimulatorDb;
   private readonly clock: Clock;
   private readonly timings: { boot: number; stop: number; resize: number };
 
-  constructor(options: SimulatorOptions) {
-    this.db = options.db;
+  /** Creates the simulator's tables if needed, then the driver. */
+  static async open(options: SimulatorOptions): Promise<SimulatedDriver> {
+    await migrateSimulatorTables(options.db);
+    return new SimulatedDriver(options);
+  }
+
+  private constructor(options: SimulatorOptions) {
+    this.db = options.db as SimulatorDb;
     this.clock = options.clock;
     this.timings = {
       boot: SIM_TIMINGS_MS.boot / options.speedup,

@@ -129,16 +129,8 @@ export async function up(db: AnyDb): Promise<void> {
     .execute();
   await db.schema.createIndex('jobs_run_at').on('jobs').column('run_at').execute();
 
-  await db.schema
-    .createTable('sim_machines')
-    .addColumn('id', 'text', (c) => c.primaryKey())
-    .addColumn('instance_type', 'text', (c) => c.notNull())
-    .addColumn('image', 'text', (c) => c.notNull())
-    .addColumn('state', 'text', (c) => c.notNull())
-    .addColumn('state_since', 'text', (c) => c.notNull())
-    .addColumn('boot_started_at', 'text')
-    .addColumn('created_at', 'text', (c) => c.notNull())
-    .execute();
+  // sim_machines was created here until the simulator took its table over (drivers/simulator/machines.ts,
+  // which creates it if missing); stores made before keep theirs.
 
   await db.schema
     .createIndex('events_account_resource')
@@ -156,7 +148,6 @@ export async function down(db: AnyDb): Promise<void> {
   await db.schema.dropIndex('events_account_type').execute();
   await db.schema.dropIndex('events_account_resource').execute();
   for (const table of [
-    'sim_machines',
     'jobs',
     'volumes',
     'region_gpu_usage',

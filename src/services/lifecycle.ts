@@ -1,0 +1,276 @@
+/**
+ * The lifecycle core: what every stateful resource (instances now; volumes, snapshots, VPNs, invoices,
+ * webhook deliveries as they land) does the same way.
+ *
+ * A resource kind gives its state table (domain/lifecycle.ts), how its records are read, held, written
+ * and removed (`ResourceKind`), and a reconciler that takes one idempotent step at a time. The core does
+ * the rest:
+ *
+ * - `act`: in one transaction, hold the record, check the action against the table (409 `conflict` with
+ *   `current_status` and `allowed_statuses`), write the new status and the caller's changes guarded by
+ *   the version read, record the typed event (outbox), and enqueue the kind's reconcile job.
+ * - `create`: insert, record the created event and enqueue the job, in one transaction.
+ * - the reconcile job (one per kind, registered with the job runner under the kind's name): it loads the
+ *   record, asks the reconciler for one step, and applies what the step says — a guarded write, a write
+ *   with its event, a removal with its event — so reconcilers decide and never write themselves.
+ *
+ * Every answer a request gets is written before it is given (the job is in the same transaction), so a
+ * crash right after a 202 loses nothing; every step is decided from what is found, so a job cut short is
+ * simply run again.
+ */
+import type { Clock } from '../domain/clock.js';
+import type { EventData, EventType } from '../domain/event-catalog.js';
+import { isAllowed, type StateTable, statusAfter } from '../domain/lifecycle.js';
+import { recordEvent } from '../events/outbox.js';
+import type { JobHandler, JobRunner } from '../jobs/runner.js';
+import type { Store } from '../store/db.js';
+import type { Executor } from '../store/schema.js';
+import { Conflict, NotFound, type ResourceKind as NotFoundResource } from './errors.js';
+
+export interface LifecycleRecord<Status extends string> {
+  id: string;
+  account_id: string;
+  status: Status;
+  version: number;
+  updated_at: string;
+}
+
+/** The changes a write may carry: the kind's own, plus the status and the time of the write. */
+export type Write<Status extends string, Changes> = Changes & { status?: Status; updated_at?: string };
+
+/** One event of a kind: its type, and data beyond what every event of the kind carries. */
+export interface KindEvent<E extends EventType> {
+  type: E;
+  data?: Partial<EventData<E>>;
+}
+
+export interface ResourceKind<
+  Status extends string,
+  Action extends string,
+  R extends LifecycleRecord<Status>,
+  Changes,
+  E extends EventType,
+> {
+  table: StateTable<Status, Action>;
+  /** How not-found errors name the kind. */
+  resource: NotFoundResource;
+  find(db: Executor, id: string): Promise<R | undefined>;
+  /** Reads the account's record and holds it until the transaction ends (requests take turns). */
+  lock(trx: Executor, accountId: string, id: string): Promise<R | undefined>;
+  insert(trx: Executor, record: R): Promise<void>;
+  /** Writes `changes` if the record is still at the version read; undefined when another writer won. */
+  update(trx: Executor, current: R, changes: Write<Status, Changes>): Promise<R | undefined>;
+  /** Deletes the record and what it owns if it is still at the version read; false otherwise. */
+  remove(trx: Executor, current: R): Promise<boolean>;
+  /** What every event of the kind carries about the record. */
+  eventData(record: R): EventData<E>;
+}
+
+/** What a request's action does beyond the status the table gives it. */
+export interface ActionPlan<Status extends string, Changes, E extends EventType> {
+  changes?: Write<Status, Changes>;
+  event?: KindEvent<E>;
+  /** Whether the reconciler must look again; by default, when the status changed. */
+  reconcile?: boolean;
+}
+
+/** One reconciler step, as the reconciler decides it; the core carries it out. */
+export type Step<Status extends string, Changes, E extends EventType> =
+  /** Something was asked of the driver: look again now. */
+  | { next: 'again' }
+  /** Come back at `until` (when the machine should settle), or never by itself (null). */
+  | { next: 'wait'; until: Date | null }
+  /** Nothing left to do. */
+  | { next: 'done' }
+  /** Write the changes (guarded by version), then look again. */
+  | { next: 'advance'; changes: Write<Status, Changes> }
+  /** The record got where it was going: the changes and their event in one transaction; then done. */
+  | { next: 'settle'; changes: Write<Status, Changes>; event: KindEvent<E> }
+  /** The record is gone: its removal and its event in one transaction; then done. */
+  | { next: 'remove'; event: KindEvent<E> };
+
+export interface Reconciler<Status extends string, R, Changes, E extends EventType> {
+  /** Decides one step from the record and what the driver reports; idempotent. */
+  step(record: R): Promise<Step<Status, Changes, E>>;
+  /** The job kept failing: what to write instead (null: leave the record as it is). */
+  giveUp(record: R, error: unknown): Step<Status, Changes, E> | null;
+}
+
+/** A run takes at most this many steps before yielding to other jobs; it is enqueued again at once. */
+const MAX_STEPS_PER_RUN = 12;
+
+export class Lifecycle {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly jobs: JobRunner,
+  ) {}
+
+  /** Registers the kind's reconciler as the handler of its jobs. */
+  register<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    reconciler: Reconciler<S, R, C, E>,
+  ): void {
+    this.jobs.register(kind.table.kind, new ReconcileJob(this, this.store, kind, reconciler, this.clock));
+  }
+
+  /**
+   * Inserts the record `build` makes (in its status from the table), records `event`, and enqueues the
+   * reconciler when the table gives a target — one transaction, in which `build` may do its own checks.
+   */
+  async create<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    event: E,
+    build: (trx: Executor) => Promise<R>,
+  ): Promise<R> {
+    const reconcile = kind.table.create.target !== undefined;
+    const record = await this.store.db.transaction().execute(async (trx) => {
+      const record = await build(trx);
+      await kind.insert(trx, record);
+      await this.recordKindEvent(trx, kind, record, { type: event });
+      if (reconcile) await this.jobs.enqueue(trx, kind.table.kind, record.id);
+      return record;
+    });
+    if (reconcile) this.jobs.wake();
+    return record;
+  }
+
+  /**
+   * One request's action on one record, in one transaction: hold it, check the action is allowed from its
+   * status (concurrent requests take turns, so the second sees what the first wrote and is a 409 only if
+   * that status does not allow it), write the table's status and the plan's changes guarded by the
+   * version read, record the event, enqueue the reconciler.
+   */
+  async act<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    accountId: string,
+    id: string,
+    action: A,
+    plan: (record: R, trx: Executor) => ActionPlan<S, C, E> | Promise<ActionPlan<S, C, E>>,
+  ): Promise<R> {
+    const outcome = await this.store.db.transaction().execute(async (trx) => {
+      const current = await kind.lock(trx, accountId, id);
+      if (!current) throw new NotFound(kind.resource, id);
+      if (!isAllowed(kind.table, action, current.status)) throw conflict(kind.table, action, current.status);
+      const { changes, event, reconcile } = await plan(current, trx);
+      const status = statusAfter(kind.table, action, current.status);
+      const written = await kind.update(trx, current, {
+        status,
+        ...changes,
+        updated_at: this.clock.now().toISOString(),
+      } as Write<S, C>);
+      // The record is held, so its version still matches; the guard stays, the rule every writer follows.
+      if (!written) throw conflict(kind.table, action, current.status);
+      if (event) await this.recordKindEvent(trx, kind, written, event);
+      const enqueue = reconcile ?? written.status !== current.status;
+      if (enqueue) await this.jobs.enqueue(trx, kind.table.kind, id);
+      return { written, enqueue };
+    });
+    if (outcome.enqueue) this.jobs.wake();
+    return outcome.written;
+  }
+
+  /** Carries out a reconciler's write (with its event, if any); false when another writer got there first. */
+  async write<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    current: R,
+    changes: Write<S, C>,
+    event?: KindEvent<E>,
+  ): Promise<boolean> {
+    const at = this.clock.now().toISOString();
+    if (!event)
+      return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
+    return this.store.db.transaction().execute(async (trx) => {
+      const written = await kind.update(trx, current, { ...changes, updated_at: at });
+      if (written) await this.recordKindEvent(trx, kind, written, event);
+      return written !== undefined;
+    });
+  }
+
+  /** Carries out a reconciler's removal with its event; false when the record changed since it was read. */
+  async remove<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    current: R,
+    event: KindEvent<E>,
+  ): Promise<boolean> {
+    return this.store.db.transaction().execute(async (trx) => {
+      if (!(await kind.remove(trx, current))) return false;
+      await this.recordKindEvent(trx, kind, current, event);
+      return true;
+    });
+  }
+
+  private async recordKindEvent<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, record: R, event: KindEvent<E>): Promise<void> {
+    await recordEvent(trx, this.clock, {
+      accountId: record.account_id,
+      type: event.type,
+      resourceId: record.id,
+      data: { ...kind.eventData(record), ...event.data } as EventData<E>,
+    });
+  }
+}
+
+/** The job of one kind: load, ask the reconciler for a step, carry it out, until it waits or is done. */
+class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>
+  implements JobHandler
+{
+  constructor(
+    private readonly lifecycle: Lifecycle,
+    private readonly store: Store,
+    private readonly kind: ResourceKind<S, A, R, C, E>,
+    private readonly reconciler: Reconciler<S, R, C, E>,
+    private readonly clock: Clock,
+  ) {}
+
+  async run(id: string): Promise<Date | null> {
+    for (let step = 0; step < MAX_STEPS_PER_RUN; step++) {
+      const record = await this.kind.find(this.store.db, id);
+      if (!record) return null;
+      const outcome = await this.carryOut(record, await this.reconciler.step(record));
+      if (outcome !== 'again') return outcome;
+    }
+    return this.clock.now();
+  }
+
+  async giveUp(id: string, error: unknown): Promise<void> {
+    const record = await this.kind.find(this.store.db, id);
+    const step = record ? this.reconciler.giveUp(record, error) : null;
+    if (record && step) await this.carryOut(record, step);
+  }
+
+  /** 'again' to look once more (also when a write lost to a concurrent one), or when to come back. */
+  private async carryOut(record: R, step: Step<S, C, E>): Promise<'again' | Date | null> {
+    switch (step.next) {
+      case 'again':
+        return 'again';
+      case 'wait':
+        return step.until;
+      case 'done':
+        return null;
+      case 'advance':
+        await this.lifecycle.write(this.kind, record, step.changes);
+        return 'again';
+      case 'settle':
+        return (await this.lifecycle.write(this.kind, record, step.changes, step.event)) ? null : 'again';
+      case 'remove':
+        return (await this.lifecycle.remove(this.kind, record, step.event)) ? null : 'again';
+    }
+  }
+}
+
+function conflict<S extends string, A extends string>(table: StateTable<S, A>, action: A, status: string) {
+  const allowed = table.actions[action].from;
+  const verb = action.replaceAll('_', '-');
+  return new Conflict(
+    `Cannot ${verb} ${article(table.kind)} ${table.kind} that is ${status}; allowed from: ${allowed.join(', ')}`,
+    { current_status: status, allowed_statuses: [...allowed] },
+  );
+}
+
+const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');
