@@ -3,12 +3,15 @@
  * by building the app without listening, over a throwaway SQLite store.
  *
  *   node scripts/openapi.mjs --write   writes openapi/v1.json
- *   node scripts/openapi.mjs --check   fails when openapi/v1.json differs from the code, or when the
- *                                      document has lint errors (@redocly/openapi-core, recommended rules)
+ *   node scripts/openapi.mjs --check   fails when openapi/v1.json differs from the code, when the document
+ *                                      has lint errors (@redocly/openapi-core, recommended rules), or when
+ *                                      Spectral's spectral:oas ruleset (.spectral.yaml) reports anything
+ *                                      at warning level or above
  *
  * The serialisation is deterministic (key order as generated, 2-space indent, trailing newline), so the
  * committed file changes exactly when the API does.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -70,6 +73,30 @@ async function lint(source) {
   return totals;
 }
 
+/**
+ * Spectral through its CLI, the interface it keeps stable, on a copy of `source`; prints its findings.
+ * Returns true when it found nothing at warning level or above.
+ */
+function spectral(source) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-spectral-'));
+  try {
+    const file = path.join(dir, 'v1.json');
+    writeFileSync(file, source);
+    const result = spawnSync(
+      path.join(root, 'node_modules', '.bin', 'spectral'),
+      ['lint', '--ruleset', path.join(root, '.spectral.yaml'), '--fail-severity', 'warn', '--quiet', file],
+      { encoding: 'utf8' },
+    );
+    if (result.error) throw result.error;
+    const output = `${result.stdout}${result.stderr}`.replaceAll(file, relativeFile).trim();
+    if (output.length > 0) console.error(output);
+    console.log(`spectral (spectral:oas): ${result.status === 0 ? 'no findings' : 'findings above'}`);
+    return result.status === 0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(argv) {
   const mode = argv[0];
   if (argv.length !== 1 || (mode !== '--write' && mode !== '--check')) {
@@ -84,7 +111,8 @@ async function main(argv) {
     console.log(`wrote ${relativeFile}`);
     const totals = await lint(generated);
     console.log(`lint: ${totals.errors} error(s), ${totals.warnings} warning(s)`);
-    return totals.errors > 0 ? 1 : 0;
+    const clean = spectral(generated);
+    return totals.errors > 0 || !clean ? 1 : 0;
   }
 
   let status = 0;
@@ -104,6 +132,10 @@ async function main(argv) {
     status = 1;
   } else {
     console.log(`${relativeFile}: lint passed (${totals.warnings} warning(s))`);
+  }
+  if (!spectral(generated)) {
+    console.error(`${relativeFile}: Spectral reports findings (see above)`);
+    status = 1;
   }
   if (status === 0) console.log(`${relativeFile} matches the code`);
   return status;

@@ -12,6 +12,7 @@ describe.each(STORES)('metadata service (%s)', (store) => {
   const ask = (path: string, instanceId?: string) =>
     sendRequest(`http://127.0.0.1:${server.running.metadataPort}`, null, 'GET', path, {
       headers: instanceId ? { 'x-nimbus-instance-id': instanceId } : {},
+      notApi: true,
     });
 
   it('tells an instance its id, type, addresses, hostname and user data', async () => {

@@ -37,6 +37,7 @@ describe('operations', () => {
       null,
       'GET',
       '/metrics',
+      { notApi: true },
     );
     expect(metrics.status).toBe(200);
     expect(metrics.text).toMatch(

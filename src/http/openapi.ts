@@ -1,11 +1,26 @@
 /**
  * The OpenAPI 3.1 document is generated from the route schemas (@fastify/swagger) and served at
  * /v1/openapi.json; /docs renders it with Swagger UI from local files (no CDN). The committed copy in
- * openapi/v1.json is checked against the generated one in CI (scripts/openapi.mjs).
+ * openapi/v1.json is checked against the generated one in CI (scripts/openapi.mjs), and every answer
+ * the test suites receive is checked against it (test/helpers/openapi-contract.ts).
+ *
+ * Routes declare what is theirs: summary, description, success schema, the errors their service raises.
+ * completeDocument() below adds what the shared plugins do on every route (responses.ts): their error
+ * statuses, the response headers, the Idempotency-Key parameter; and it keeps the tags and the
+ * description of the API to the operations that exist.
  */
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+import {
+  ERROR_DESCRIPTIONS,
+  type ErrorStatus,
+  HEADER_COMPONENTS,
+  IDEMPOTENCY_KEY_PARAMETER,
+  type OperationKind,
+  pipelineErrors,
+  responseHeaders,
+} from './responses.js';
 
 /** Content-Security-Policy of the /docs pages: everything from this server, nothing from elsewhere. */
 export const DOCS_CSP = [
@@ -21,6 +36,42 @@ export const DOCS_CSP = [
   'upgrade-insecure-requests',
 ].join('; ');
 
+/**
+ * Every area the API has or will have, in the order the document lists them. Only the tags some
+ * operation uses appear in the document; the others are named in its description as not served yet,
+ * so the description stays true as resources land.
+ */
+export const TAGS: readonly { name: string; description: string; area: string }[] = [
+  {
+    name: 'instances',
+    description: 'Virtual machines: create, list, update, start, stop, restart, resize, delete',
+    area: 'instances',
+  },
+  {
+    name: 'ssh-keys',
+    description: 'SSH public keys installed for the login user of new instances',
+    area: 'SSH keys',
+  },
+  { name: 'volumes', description: 'Block storage volumes', area: 'volumes' },
+  { name: 'snapshots', description: 'Snapshots of volumes and instances', area: 'snapshots' },
+  {
+    name: 'networking',
+    description: 'Network information of instances: addresses, DNS names, private network, firewall preset',
+    area: 'network information',
+  },
+  { name: 'monitoring', description: 'Instance metrics and alerts', area: 'monitoring' },
+  { name: 'billing', description: 'Usage, invoices and cost estimates', area: 'billing' },
+  { name: 'webhooks', description: 'Event subscriptions with signed deliveries', area: 'webhooks' },
+  {
+    name: 'events',
+    description: "The account's event log: every state change, newest first",
+    area: 'events',
+  },
+  { name: 'account', description: 'Account, quotas, rate limits and API keys', area: 'the account' },
+  { name: 'catalog', description: 'Instance types, regions and images', area: 'the catalogue' },
+  { name: 'operations', description: 'Health and readiness (no key needed)', area: 'health checks' },
+];
+
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -28,9 +79,9 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       info: {
         title: 'Nimbus Compute Platform API',
         version: '1.0.0',
-        description:
-          'Instances, volumes, snapshots, networking, monitoring, billing, account and webhooks. ' +
-          'Every request needs HTTPS and an API key (Authorization: Bearer <key> or X-API-Key).',
+        // Replaced by completeDocument() with the areas this server really serves.
+        description: '',
+        contact: { name: 'The operator of this Nimbus installation' },
         license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       },
       servers: [{ url: '/', description: 'This Nimbus server' }],
@@ -41,11 +92,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         },
       },
       security: [{ bearer: [] }, { apiKey: [] }],
-      tags: [
-        { name: 'account', description: 'Account, quotas, rate limits and API keys' },
-        { name: 'catalog', description: 'Instance types, regions and images' },
-        { name: 'operations', description: 'Health and readiness (no key needed)' },
-      ],
+    },
+    // Shared schemas keep the name they were given ($id: Instance, ErrorEnvelope…) instead of def-N, so a
+    // generated client's types are named after the resources.
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) =>
+        typeof json.$id === 'string' ? json.$id : `def-${i}`,
     },
     // Public routes need no key: say so in the document. Every operation gets an operationId (for
     // generated clients) unless its route names one.
@@ -60,6 +112,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transformObject: (documents) => {
       const document = 'openapiObject' in documents ? documents.openapiObject : documents.swaggerObject;
       markOptionalBodies(document as OpenApiDocument);
+      completeDocument(document as OpenApiDocument);
       return document;
     },
   });
@@ -88,19 +141,35 @@ export function operationIdFor(method: string, url: string): string {
   return method.toLowerCase() + capitalised.join('');
 }
 
+interface Parameter {
+  in?: string;
+  name?: string;
+  required?: boolean;
+  schema?: Record<string, unknown>;
+}
+
+interface Response {
+  description?: string;
+  headers?: Record<string, unknown>;
+  content?: Record<string, unknown>;
+}
+
+interface Operation {
+  tags?: string[];
+  security?: unknown[];
+  parameters?: Parameter[];
+  requestBody?: {
+    required?: boolean;
+    content?: Record<string, { schema?: { anyOf?: { type?: string }[] } }>;
+  };
+  responses?: Record<string, Response>;
+}
+
 interface OpenApiDocument {
-  paths?: Record<
-    string,
-    Record<
-      string,
-      {
-        requestBody?: {
-          required?: boolean;
-          content?: Record<string, { schema?: { anyOf?: { type?: string }[] } }>;
-        };
-      }
-    >
-  >;
+  info: { description?: string };
+  tags?: { name: string; description: string }[];
+  components?: Record<string, unknown>;
+  paths?: Record<string, Record<string, Operation>>;
 }
 
 /**
@@ -116,4 +185,75 @@ function markOptionalBodies(document: OpenApiDocument): void {
       if (body && schema?.anyOf?.some((option) => option.type === 'null')) body.required = false;
     }
   }
+}
+
+function errorResponse(status: ErrorStatus): Response {
+  return {
+    description: ERROR_DESCRIPTIONS[status],
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+  };
+}
+
+/** Adds what the shared plugins do on every operation of its kind (see responses.ts). */
+function completeOperation(method: string, operation: Operation): void {
+  const kind: OperationKind = {
+    method,
+    public: Array.isArray(operation.security) && operation.security.length === 0,
+  };
+  // A query parameter with a default is filled in by the server: a client may leave it out.
+  for (const parameter of operation.parameters ?? []) {
+    if (parameter.in === 'query' && parameter.schema && 'default' in parameter.schema) {
+      parameter.required = false;
+    }
+  }
+  if (!kind.public && method === 'post') {
+    operation.parameters = [...(operation.parameters ?? []), { ...IDEMPOTENCY_KEY_PARAMETER }];
+  }
+  const responses = operation.responses ?? {};
+  // Ranges say nothing a client can act on; each status is listed with what it means.
+  delete responses['4XX'];
+  delete responses['5XX'];
+  for (const status of pipelineErrors(kind)) responses[status] ??= errorResponse(status);
+  for (const [status, response] of Object.entries(responses)) {
+    const headers: Record<string, unknown> = { ...response.headers };
+    for (const [name, required] of responseHeaders(kind, Number(status))) {
+      headers[name] = { ...HEADER_COMPONENTS[name], required };
+    }
+    response.headers = headers;
+  }
+  operation.responses = Object.fromEntries(
+    Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)),
+  );
+}
+
+function listed(words: string[]): string {
+  return words.length < 2 ? words.join('') : `${words.slice(0, -1).join(', ')} and ${words.at(-1)}`;
+}
+
+/** Tags and the API's description name exactly the areas some operation serves. */
+function describeAreas(document: OpenApiDocument): void {
+  const used = new Set(
+    Object.values(document.paths ?? {}).flatMap((item) =>
+      Object.values(item).flatMap((operation) => operation.tags ?? []),
+    ),
+  );
+  document.tags = TAGS.filter((tag) => used.has(tag.name)).map(({ name, description }) => ({
+    name,
+    description,
+  }));
+  const served = TAGS.filter((tag) => used.has(tag.name)).map((tag) => tag.area);
+  const planned = TAGS.filter((tag) => !used.has(tag.name)).map((tag) => tag.area);
+  document.info.description =
+    `The Nimbus compute-platform API. This server serves ${listed(served)}` +
+    (planned.length > 0 ? `; ${listed(planned)} are not served yet.` : '.') +
+    ' Every request needs HTTPS; every operation but the health checks needs an API key ' +
+    '(`Authorization: Bearer <key>` or `X-API-Key: <key>`). Every answer is the JSON envelope: ' +
+    '`{success, data, metadata}`, or `{success: false, error: {code, message, details}, metadata}`.';
+}
+
+function completeDocument(document: OpenApiDocument): void {
+  for (const item of Object.values(document.paths ?? {})) {
+    for (const [method, operation] of Object.entries(item)) completeOperation(method, operation);
+  }
+  describeAreas(document);
 }

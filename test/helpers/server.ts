@@ -17,6 +17,7 @@ import type { Clock } from '../../src/domain/clock.js';
 import { createLogger } from '../../src/logger.js';
 import { BOOTSTRAP_KEY_FILE, type RunningServer, startServer } from '../../src/main.js';
 import { createPostgresDatabase, type StoreKind } from './backends.js';
+import { assertMatchesContract } from './openapi-contract.js';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -42,6 +43,11 @@ export interface RequestOptions {
   /** Sent as-is instead of JSON-encoding `body`. */
   rawBody?: string | Buffer;
   headers?: Record<string, string>;
+  /**
+   * The request goes to a listener that is not the API (the metadata service, the metrics port), so its
+   * answer is not held to openapi/v1.json. Every other answer is, and fails the request when it departs.
+   */
+  notApi?: true;
 }
 
 export interface TestServer {
@@ -113,7 +119,14 @@ export function sendRequest<T = any>(
           } catch {
             // not JSON: keep the text
           }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body as T, text });
+          const reply = { status: res.statusCode ?? 0, headers: res.headers, body: body as T, text };
+          try {
+            if (!options.notApi) assertMatchesContract(method, url, reply);
+          } catch (error) {
+            reject(error);
+            return;
+          }
+          resolve(reply);
         });
       },
     );

@@ -1,13 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES } from '../../domain/plans.js';
-import { EMAIL_PATTERN, MAX_EMAIL_LENGTH, MAX_NAME_LENGTH } from '../../domain/validation.js';
+import { EMAIL_PATTERN, MAX_EMAIL_LENGTH } from '../../domain/validation.js';
 import type { AccountService } from '../../services/accounts.js';
 import type { QuotaService } from '../../services/quotas.js';
 import type { RateLimitService } from '../../services/rate-limits.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
-import { Envelope, responses, StringEnum, Timestamp } from '../schemas.js';
+import { described, errorResponses } from '../responses.js';
+import { Envelope, PrintableName, StringEnum, Timestamp } from '../schemas.js';
 
 const Email = Type.String({
   pattern: EMAIL_PATTERN,
@@ -32,10 +33,10 @@ export const AccountSchema = Type.Object(
 
 const AccountPatch = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH })),
+    name: Type.Optional(PrintableName()),
     email: Type.Optional(Email),
     company: Type.Optional(
-      Type.Union([Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH }), Type.Null()]),
+      Type.Union([PrintableName(), Type.Null()]),
     ),
     billing_email: Type.Optional(Type.Union([Email, Type.Null()])),
   },
@@ -73,7 +74,10 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
       schema: {
         tags: ['account'],
         summary: 'Get account info',
-        response: responses({ 200: Envelope(AccountSchema) }),
+        description:
+          "The account the API key belongs to: name, e-mail addresses, plan and status. It is read from the key's " +
+          'verified snapshot, so it costs no store query.',
+        response: { 200: described(Envelope(AccountSchema), 'The account') },
       },
       config: { permission: ['account', 'read'] },
     },
@@ -87,8 +91,15 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
       schema: {
         tags: ['account'],
         summary: 'Update account (name, email, company, billing_email; the plan is changed by the operator)',
+        description:
+          'Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and ' +
+          'status belong to the operator and are refused as unknown fields. An e-mail address another account ' +
+          'uses is a 409.',
         body: AccountPatch,
-        response: responses({ 200: Envelope(AccountSchema) }),
+        response: {
+          200: described(Envelope(AccountSchema), 'The account as changed'),
+          ...errorResponses(409),
+        },
       },
       config: { permission: ['account', 'write'] },
     },
@@ -101,7 +112,9 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
       schema: {
         tags: ['account'],
         summary: 'Get quotas',
-        response: responses({ 200: Envelope(Type.Array(Quota)) }),
+        description:
+          "Every quota of the account with its limit (the plan's, or the operator's override) and how much is used.",
+        response: { 200: described(Envelope(Type.Array(Quota)), 'One entry per quota') },
       },
       config: { permission: ['account', 'read'] },
     },
@@ -114,7 +127,9 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
       schema: {
         tags: ['account'],
         summary: 'Get rate-limit status (does not count against the limit)',
-        response: responses({ 200: Envelope(RateLimitStatus) }),
+        description:
+          'The hourly window and the burst bucket as they stand, without spending a request from either.',
+        response: { 200: described(Envelope(RateLimitStatus), 'The rate-limit budget of the account') },
       },
       config: { permission: ['account', 'read'], rateLimit: 'peek' },
     },

@@ -4,7 +4,16 @@ import { ALL_PERMISSIONS } from '../../domain/permissions.js';
 import type { ApiKeyService } from '../../services/api-keys.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, responses, StringEnum, Timestamp } from '../schemas.js';
+import { described, errorResponses, withExample } from '../responses.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  PrintableName,
+  StringEnum,
+  Timestamp,
+} from '../schemas.js';
 
 const Permission = StringEnum(ALL_PERMISSIONS);
 
@@ -20,13 +29,23 @@ const apiKeyFields = {
 
 const ApiKey = Type.Object(apiKeyFields, { $id: 'ApiKey', title: 'ApiKey' });
 const CreatedApiKey = Type.Object(
-  { ...apiKeyFields, key: Type.String({ description: 'The API key. Shown only in this response.' }) },
+  {
+    ...apiKeyFields,
+    // Optional because an Idempotency-Key replay of the creation leaves it out (the key is kept as a hash only).
+    key: Type.Optional(
+      Type.String({
+        description:
+          'The API key, shown in the first answer and never again: a replayed answer (Idempotent-Replayed: true) ' +
+          'does not carry it',
+      }),
+    ),
+  },
   { title: 'CreatedApiKey' },
 );
 
 const NewApiKey = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: PrintableName(),
     permissions: Type.Optional(
       Type.Array(Permission, {
         minItems: 1,
@@ -49,11 +68,19 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
       schema: {
         tags: ['account'],
         summary: 'Create API key (the key is shown once, in this response)',
-        body: NewApiKey,
-        response: responses({ 201: Envelope(CreatedApiKey) }),
+        description:
+          'Makes a key with the given permissions (by default those of the key making the request; a key can only ' +
+          'grant what it holds) and an optional expiry. The `key` value is in this answer only: the server keeps ' +
+          'its SHA-256. Replaying the request with the same Idempotency-Key returns the record without `key`.',
+        body: withExample(NewApiKey, {
+          name: 'ci-deploy',
+          permissions: ['instances:write', 'account:read'],
+          expires_at: '2030-01-01T00:00:00Z',
+        }),
+        response: { 201: described(Envelope(CreatedApiKey), 'The new key, with its value') },
       },
       // The key is shown once: an Idempotency-Key replay returns the record without it.
-      config: { permission: ['account', 'write'], idempotencyOmit: ['key'] },
+      config: { permission: ['account', 'write'], idempotencyOmit: ['key'], carriesSecret: true },
     },
     async (request, reply) => {
       const created = await apiKeys.create(principalOf(request), request.body);
@@ -67,8 +94,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
       schema: {
         tags: ['account'],
         summary: 'List API keys',
+        description: "The account's keys, without their values (`prefix` tells them apart), newest first.",
         querystring: ListQuery(['created_at', 'name', 'last_used_at'] as const, { sort: 'created_at' }),
-        response: responses({ 200: ListEnvelope(ApiKey) }),
+        response: { 200: described(ListEnvelope(ApiKey), 'One page of keys') },
       },
       config: { permission: ['account', 'read'] },
     },
@@ -81,8 +109,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
       schema: {
         tags: ['account'],
         summary: 'Get API key',
+        description: 'One key of the account, without its value.',
         params: IdParams,
-        response: responses({ 200: Envelope(ApiKey) }),
+        response: { 200: described(Envelope(ApiKey), 'The key'), ...errorResponses(404) },
       },
       config: { permission: ['account', 'read'] },
     },
@@ -95,10 +124,14 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
       schema: {
         tags: ['account'],
         summary: 'Delete (revoke) API key',
+        description:
+          'Revokes the key at once on this server and, through Redis, on the others (at the latest after ' +
+          '`NIMBUS_AUTH_CACHE_SECONDS`). A key may delete itself.',
         params: IdParams,
-        response: responses({ 200: Envelope(ApiKey) }),
+        response: { 200: described(Envelope(ApiKey), 'The key as it was'), ...errorResponses(404) },
       },
-      config: { permission: ['account', 'write'] },
+      // No route permission: any key may delete itself; for other keys the service asks for account:write.
+      config: {},
     },
     async (request) => ok(request, await apiKeys.delete(principalOf(request).accountId, request.params.id)),
   );

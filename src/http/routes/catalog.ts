@@ -12,7 +12,8 @@ import {
 import { microsToUsd } from '../../domain/money.js';
 import { pageArray } from '../../domain/pagination.js';
 import { okList } from '../envelope.js';
-import { ListEnvelope, ListQuery, responses, StringEnum } from '../schemas.js';
+import { described } from '../responses.js';
+import { ListEnvelope, ListQuery, StringEnum } from '../schemas.js';
 
 const FAMILIES: readonly InstanceFamily[] = ['compute', 'memory', 'storage', 'gpu'];
 
@@ -69,6 +70,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['catalog'],
         summary: 'List instance types with their specifications and hourly prices',
+        description:
+          'Every instance type, cheapest first unless sorted otherwise, with the regions that offer it. ' +
+          'GPU types are offered only in us-east-1 and us-west-2.',
         querystring: ListQuery(
           ['name', 'price_per_hour', 'vcpus', 'memory_gb'] as const,
           { sort: 'price_per_hour', order: 'asc' },
@@ -77,7 +81,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
             region: Type.Optional(StringEnum(REGION_NAMES)),
           },
         ),
-        response: responses({ 200: ListEnvelope(InstanceTypeSchema) }),
+        response: { 200: described(ListEnvelope(InstanceTypeSchema), 'One page of instance types') },
       },
     },
     async (request) => {
@@ -101,8 +105,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['catalog'],
         summary: 'List regions',
+        description: 'The regions instances can be created in, and whether each offers GPU types.',
         querystring: ListQuery(['name'] as const, { sort: 'name', order: 'asc' }),
-        response: responses({ 200: ListEnvelope(RegionSchema) }),
+        response: { 200: described(ListEnvelope(RegionSchema), 'One page of regions') },
       },
     },
     async (request) => okList(request, pageArray(REGIONS, request.query)),
@@ -114,8 +119,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['catalog'],
         summary: 'List OS images',
+        description: 'The operating-system images instances boot from, and which of them GPU types accept.',
         querystring: ListQuery(['name'] as const, { sort: 'name', order: 'asc' }),
-        response: responses({ 200: ListEnvelope(ImageSchema) }),
+        response: { 200: described(ListEnvelope(ImageSchema), 'One page of images') },
       },
     },
     async (request) => okList(request, pageArray(IMAGES, request.query)),

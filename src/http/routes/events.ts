@@ -3,7 +3,8 @@ import { Type } from '@sinclair/typebox';
 import type { EventService } from '../../services/events.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, responses, Timestamp } from '../schemas.js';
+import { described, errorResponses } from '../responses.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery, Timestamp } from '../schemas.js';
 
 /** The webhook payload without its signature. */
 const Event = Type.Object(
@@ -43,8 +44,11 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ events: EventService }> = 
       schema: {
         tags: ['events'],
         summary: 'List events (newest first)',
+        description:
+          "The account's event log, in the order the events were written: every state change of its resources, " +
+          'filtered by type (or a family such as `instance.*`), resource and time.',
         querystring: ListQuery(['created_at'] as const, { sort: 'created_at' }, EventFilters),
-        response: responses({ 200: ListEnvelope(Event) }),
+        response: { 200: described(ListEnvelope(Event), 'One page of events') },
       },
       config: { permission: ['account', 'read'] },
     },
@@ -63,8 +67,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ events: EventService }> = 
       schema: {
         tags: ['events'],
         summary: 'Get event',
+        description: 'One event of the account, as webhook deliveries carry it (without the signature).',
         params: IdParams,
-        response: responses({ 200: Envelope(Event) }),
+        response: { 200: described(Envelope(Event), 'The event'), ...errorResponses(404) },
       },
       config: { permission: ['account', 'read'] },
     },

@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ServiceUnavailable } from '../../services/errors.js';
 import { ok } from '../envelope.js';
-import { Envelope, responses } from '../schemas.js';
+import { described } from '../responses.js';
+import { Envelope } from '../schemas.js';
 
 export interface HealthDeps {
   /** Resolves when every backing service (store, Redis) answers. */
@@ -19,7 +20,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthDeps> = async (app, {
       schema: {
         tags: ['operations'],
         summary: 'Liveness: the process answers',
-        response: responses({ 200: Envelope(Status) }),
+        description: 'Answers 200 while the process serves requests; it checks nothing behind it.',
+        response: { 200: described(Envelope(Status), 'The process is alive') },
       },
       config: { public: true },
     },
@@ -32,7 +34,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthDeps> = async (app, {
       schema: {
         tags: ['operations'],
         summary: 'Readiness: the store (and Redis, when configured) answer',
-        response: responses({ 200: Envelope(Status) }),
+        description:
+          'Answers 200 when the store (and Redis, when configured) answer, 503 when one does not: a load ' +
+          'balancer sends this replica no traffic until it is ready.',
+        response: { 200: described(Envelope(Status), 'Every backing service answers') },
       },
       config: { public: true },
     },

@@ -16,7 +16,8 @@ import type { InstanceService } from '../../services/instances.js';
 import type { Principal } from '../../services/principal.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, responses, StringEnum, Timestamp } from '../schemas.js';
+import { described, errorResponses, withExample } from '../responses.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
 
 const Name = Type.String({
   pattern: INSTANCE_NAME_PATTERN,
@@ -166,7 +167,7 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
   app,
   { instances },
 ) => {
-  const accepted = responses({ 202: Envelope(Instance) });
+  const accepted = described(Envelope(Instance), 'Accepted: the instance in its new, transitional status');
   const write = { permission: ['instances', 'write'] } as const;
   const read = { permission: ['instances', 'read'] } as const;
 
@@ -176,8 +177,20 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Create instance (answers 202 with the instance starting; poll until running)',
-        body: NewInstance,
-        response: accepted,
+        description:
+          'Reserves the addresses and the root volume and boots the instance: the answer says `starting`; poll ' +
+          '`GET /v1/instances/{id}` until `running`. Checks the type, region and image against the catalogue ' +
+          '(GPU types only in GPU regions, with Ubuntu or CUDA images), the quotas (403 `quota_exceeded`) and the ' +
+          "region's capacity (503 `insufficient_capacity`). A past-due account gets 402.",
+        body: withExample(NewInstance, {
+          name: 'web-1',
+          instance_type: 'compute-2x',
+          region: 'us-east-1',
+          image: 'ubuntu-24.04',
+          tags: { env: 'staging' },
+          firewall_preset: 'web',
+        }),
+        response: { 202: accepted, ...errorResponses(402) },
       },
       config: write,
     },
@@ -191,8 +204,11 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'List instances',
+        description:
+          'Newest first unless sorted otherwise; filters by status, region, exact name and tags (`tag=key:value`, ' +
+          'repeated to require several) combine. `user_data` is left out of lists.',
         querystring: ListInstancesQuery,
-        response: responses({ 200: ListEnvelope(Instance) }),
+        response: { 200: described(ListEnvelope(Instance), 'One page of instances') },
       },
       config: read,
     },
@@ -205,8 +221,10 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Get instance',
+        description:
+          'One instance with every field, `user_data` included; poll it to follow a change of status.',
         params: IdParams,
-        response: responses({ 200: Envelope(Instance) }),
+        response: { 200: described(Envelope(Instance), 'The instance'), ...errorResponses(404) },
       },
       config: read,
     },
@@ -219,9 +237,15 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Update instance (name, tags, monitoring, backup_schedule)',
+        description:
+          'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
+          'the simulator fault tag lets a hung change finish.',
         params: IdParams,
         body: InstanceUpdate,
-        response: responses({ 200: Envelope(Instance) }),
+        response: {
+          200: described(Envelope(Instance), 'The instance as changed'),
+          ...errorResponses(404, 409),
+        },
       },
       config: write,
     },
@@ -235,8 +259,11 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Delete instance (202, deleting; then 404)',
+        description:
+          'Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, ' +
+          'and the instance is 404 once it is gone.',
         params: IdParams,
-        response: accepted,
+        response: { 202: accepted, ...errorResponses(404, 409) },
       },
       config: write,
     },
@@ -252,9 +279,13 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Stop an instance; {"force": true} powers it off at once',
+        description:
+          'A graceful shutdown from `running` (answer `stopping`). With `{"force": true}` from `starting`, ' +
+          '`running` or `stopping` it is immediate (answer `stopped`): the way out of a stuck instance. Other ' +
+          'statuses are a 409 naming the allowed ones.',
         params: IdParams,
         body: StopRequest,
-        response: accepted,
+        response: { 202: accepted, ...errorResponses(404, 409) },
       },
       config: write,
     },
@@ -267,17 +298,29 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
 
   // The actions without a body: one route shape, the service call and summary differ.
   const bodiless = [
-    ['start', 'Start a stopped instance', (p: Principal, id: string) => instances.start(p, id)],
-    [
-      'restart',
-      'Restart a running instance',
-      (p: Principal, id: string) => instances.restart(p.accountId, id),
-    ],
+    {
+      action: 'start',
+      summary: 'Start a stopped instance',
+      description:
+        'Boots a `stopped` instance, or retries one in `error` (answer `starting`). A past-due account gets 402.',
+      response: { 202: accepted, ...errorResponses(402, 404, 409) },
+      run: (p: Principal, id: string) => instances.start(p, id),
+    },
+    {
+      action: 'restart',
+      summary: 'Restart a running instance',
+      description: 'Goes `stopping`, then `starting`, then `running`; only from `running` (409 otherwise).',
+      response: { 202: accepted, ...errorResponses(404, 409) },
+      run: (p: Principal, id: string) => instances.restart(p.accountId, id),
+    },
   ] as const;
-  for (const [action, summary, run] of bodiless) {
+  for (const { action, summary, description, response, run } of bodiless) {
     app.post(
       `/instances/:id/${action}`,
-      { schema: { tags: ['instances'], summary, params: IdParams, response: accepted }, config: write },
+      {
+        schema: { tags: ['instances'], summary, description, params: IdParams, response },
+        config: write,
+      },
       async (request, reply) =>
         reply.code(202).send(ok(request, await run(principalOf(request), request.params.id))),
     );
@@ -289,9 +332,13 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['instances'],
         summary: 'Change the instance type (a running instance restarts: 30–60 s of downtime)',
+        description:
+          'From `running`: stops, changes the type and boots again. From `stopped`: changes the type and stays ' +
+          'stopped. The same type, or one with a smaller root disk, is a 400; more vCPUs or GPUs than the quota ' +
+          'allows a 403.',
         params: IdParams,
         body: ResizeRequest,
-        response: accepted,
+        response: { 202: accepted, ...errorResponses(404, 409) },
       },
       config: write,
     },
@@ -312,8 +359,11 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
       schema: {
         tags: ['networking'],
         summary: 'Get network info: addresses, DNS names, firewall rules',
+        description:
+          "The instance's public and private IPv4 addresses, MAC address, DNS names, private network and " +
+          'firewall preset. Traffic on the private network is free.',
         params: IdParams,
-        response: responses({ 200: Envelope(Network) }),
+        response: { 200: described(Envelope(Network), 'The network information'), ...errorResponses(404) },
       },
       config: { permission: ['networking', 'read'] },
     },

@@ -9,7 +9,8 @@ import {
 import type { SshKeyService } from '../../services/ssh-keys.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, responses, Timestamp } from '../schemas.js';
+import { described, errorResponses, withExample } from '../responses.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery, Timestamp } from '../schemas.js';
 
 const SshKeyName = Type.String({
   minLength: 1,
@@ -63,9 +64,18 @@ export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }>
       schema: {
         tags: ['ssh-keys'],
         summary: 'Upload SSH public key',
-        description: 'The name and the key (by fingerprint) are each unique in the account (409 otherwise).',
-        body: NewSshKey,
-        response: responses({ 201: Envelope(SshKey) }),
+        description:
+          'Stores an OpenSSH public key (ed25519, RSA of 2048 bits or more, ECDSA) under a name, for instance ' +
+          'creation to install. The name and the key (by fingerprint) are each unique in the account (409 otherwise).',
+        body: withExample(NewSshKey, {
+          name: 'alice-laptop',
+          public_key:
+            'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhbBjiuIdqgI9uRYRvgAaMRfgbHbbEEzCypHIqF0FIr alice@laptop',
+        }),
+        response: {
+          201: described(Envelope(SshKey), 'The stored key with its fingerprint'),
+          ...errorResponses(409),
+        },
       },
       config: { permission: ['instances', 'write'] },
     },
@@ -81,8 +91,9 @@ export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }>
       schema: {
         tags: ['ssh-keys'],
         summary: 'List SSH keys',
+        description: "The account's SSH keys, newest first; `name` finds one by its exact name.",
         querystring: SshKeyListQuery,
-        response: responses({ 200: ListEnvelope(SshKey) }),
+        response: { 200: described(ListEnvelope(SshKey), 'One page of SSH keys') },
       },
       config: { permission: ['instances', 'read'] },
     },
@@ -95,8 +106,9 @@ export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }>
       schema: {
         tags: ['ssh-keys'],
         summary: 'Get SSH key',
+        description: 'One SSH key of the account.',
         params: IdParams,
-        response: responses({ 200: Envelope(SshKey) }),
+        response: { 200: described(Envelope(SshKey), 'The SSH key'), ...errorResponses(404) },
       },
       config: { permission: ['instances', 'read'] },
     },
@@ -113,7 +125,7 @@ export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }>
           'Allowed while instances created with the key exist: they keep the key they booted with. ' +
           'New instances can no longer name it.',
         params: IdParams,
-        response: responses({ 200: Envelope(SshKey) }),
+        response: { 200: described(Envelope(SshKey), 'The SSH key as it was'), ...errorResponses(404) },
       },
       config: { permission: ['instances', 'write'] },
     },
