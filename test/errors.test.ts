@@ -4,14 +4,8 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
+import { expectErrorEnvelope } from './helpers/common.js';
 import { serverForSuite, startTestServer } from './helpers/server.js';
-
-function expectErrorEnvelope(body: any, code: string) {
-  expect(body).toMatchObject({ success: false, error: { code, message: expect.any(String) } });
-  expect(body.metadata.request_id).toMatch(/^req_/);
-  expect(typeof body.metadata.timestamp).toBe('string');
-  expect(JSON.stringify(body)).not.toMatch(/\bat .*\.(js|ts):\d+/);
-}
 
 describe.each(STORES)('error envelope (%s)', (store) => {
   const server = serverForSuite({ store });

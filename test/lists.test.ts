@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
+import { expectInvalid } from './helpers/common.js';
 import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 interface ApiKeyItem {
@@ -19,13 +20,6 @@ const TOTAL = CREATED + 1;
 /** Names in an order unrelated to creation order (37 and 54 are coprime: a permutation). */
 function nameOf(i: number): string {
   return `key-${String(((i * 37) % CREATED) + 1).padStart(2, '0')}`;
-}
-
-function expectInvalid(reply: Reply, field: string): void {
-  expect(reply.status).toBe(400);
-  expect(reply.body.success).toBe(false);
-  expect(reply.body.error.code).toBe('invalid_request');
-  expect(reply.body.error.details.field).toBe(field);
 }
 
 describe.each(STORES)('lists (%s)', (store) => {

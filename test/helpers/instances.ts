@@ -1,8 +1,18 @@
-/** Shared steps of the instance suites: create one, and wait for it to reach a status. */
+/** Shared steps of the instance suites: create one, act on it, read it and its events, wait for them. */
 import { expect } from 'vitest';
-import type { TestServer } from './server.js';
+import { FAULT_TAG } from '../../src/drivers/simulator/simulator.js';
+import { waitFor } from './common.js';
+import type { Reply, TestServer } from './server.js';
+
+type Json = Record<string, any>;
 
 export const COMPUTE = { instance_type: 'compute-1x', region: 'us-east-1', image: 'ubuntu-24.04' } as const;
+
+/** Long enough for a simulated boot (8 ms), stop (5 ms) or resize (25 ms) at speed-up 1000 to finish many times over. */
+export const SETTLE_MS = 150;
+
+/** Create-body fields that make the simulator misbehave (`stuck-starting`, `stuck-stopping`, `boot-error`). */
+export const fault = (name: string) => ({ tags: { [FAULT_TAG]: name } });
 
 let counter = 0;
 
@@ -28,14 +38,86 @@ export async function waitForStatus(
   status: string,
   timeoutMs = 10_000,
 ): Promise<Record<string, any>> {
-  const deadline = Date.now() + timeoutMs;
   let last = '';
-  while (Date.now() < deadline) {
-    const reply = await server.request('GET', `/v1/instances/${id}`, { key });
-    if (status === 'gone' && reply.status === 404) return {};
-    last = reply.status === 200 ? reply.body.data.status : `HTTP ${reply.status}`;
-    if (last === status) return reply.body.data;
-    await new Promise((resolve) => setTimeout(resolve, 15));
-  }
-  throw new Error(`instance ${id} did not become ${status} within ${timeoutMs} ms (last: ${last})`);
+  return waitFor(
+    `instance ${id} to become ${status}`,
+    async () => {
+      const reply = await server.request('GET', `/v1/instances/${id}`, { key });
+      if (status === 'gone' && reply.status === 404) return {};
+      last = reply.status === 200 ? reply.body.data.status : `HTTP ${reply.status}`;
+      return last === status ? (reply.body.data as Record<string, any>) : undefined;
+    },
+    { timeoutMs, lastSeen: () => last },
+  );
+}
+
+/** POST /v1/instances/{id}/{action}, with a body only when one is given (as `curl -X POST` sends it). */
+export function act(
+  server: TestServer,
+  key: string,
+  id: string,
+  action: string,
+  body?: unknown,
+): Promise<Reply> {
+  return server.request('POST', `/v1/instances/${id}/${action}`, {
+    key,
+    ...(body === undefined ? {} : { body }),
+  });
+}
+
+export async function getInstance(server: TestServer, key: string, id: string): Promise<Json> {
+  const reply = await server.request('GET', `/v1/instances/${id}`, { key });
+  expect(reply.status, reply.text).toBe(200);
+  return reply.body.data;
+}
+
+/** The instance's events, oldest first. */
+export async function eventsOf(server: TestServer, key: string, id: string): Promise<Json[]> {
+  const reply = await server.request('GET', `/v1/events?resource_id=${id}&limit=100`, { key });
+  expect(reply.status, reply.text).toBe(200);
+  return [...(reply.body.data as Json[])].reverse();
+}
+
+/** Event types of the instance, oldest first. */
+export async function eventTypes(server: TestServer, key: string, id: string): Promise<string[]> {
+  return (await eventsOf(server, key, id)).map((e) => e.type);
+}
+
+/** Polls the instance's events until `count` of them have `type`; returns those. */
+export async function waitForEvent(
+  server: TestServer,
+  key: string,
+  id: string,
+  type: string,
+  count = 1,
+): Promise<Json[]> {
+  let types: string[] = [];
+  return waitFor(
+    `instance ${id}: ${count}× ${type} event`,
+    async () => {
+      const events = await eventsOf(server, key, id);
+      types = events.map((e) => e.type);
+      const matching = events.filter((e) => e.type === type);
+      return matching.length >= count ? matching : undefined;
+    },
+    { lastSeen: () => types.join(', ') },
+  );
+}
+
+export async function createRunning(server: TestServer, key: string, body: Json = {}): Promise<Json> {
+  const created = await createInstance(server, key, body);
+  return waitForStatus(server, key, created.id, 'running');
+}
+
+export async function createStopped(server: TestServer, key: string, body: Json = {}): Promise<Json> {
+  const running = await createRunning(server, key, body);
+  expect((await act(server, key, running.id, 'stop')).status).toBe(202);
+  return waitForStatus(server, key, running.id, 'stopped');
+}
+
+/** pagination.total_items of the account's instance list. */
+export async function listTotal(server: TestServer, key: string): Promise<number> {
+  const reply = await server.request('GET', '/v1/instances', { key });
+  expect(reply.status, reply.text).toBe(200);
+  return reply.body.pagination.total_items;
 }
