@@ -12,7 +12,8 @@ import type { CreatedApiKey } from '../src/services/api-keys.js';
 import type { EventView } from '../src/services/events.js';
 import { insertEvent } from '../src/store/events.js';
 import { STORES } from './helpers/backends.js';
-import { type Reply, serverForSuite, type TestServer } from './helpers/server.js';
+import { expectInvalid } from './helpers/common.js';
+import { serverForSuite, type TestServer } from './helpers/server.js';
 
 const SECOND = 1000;
 
@@ -38,13 +39,6 @@ async function listEvents(server: TestServer, key: string, query = ''): Promise<
 
 /** What an event reports, in a form that reads well in a failed expectation. */
 const summary = (events: EventView[]) => events.map((e) => `${e.type} ${e.resource_id}`);
-
-function expectInvalid(reply: Reply, field: string): void {
-  expect(reply.status, reply.text).toBe(400);
-  expect(reply.body.success).toBe(false);
-  expect(reply.body.error.code).toBe('invalid_request');
-  expect(reply.body.error.details.field).toBe(field);
-}
 
 describe.each(STORES)('events (%s)', (store) => {
   const clock = new ManualClock(new Date());
