@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
 import { expectInvalid } from './helpers/common.js';
-import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
+import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 interface ApiKeyItem {
   id: string;
