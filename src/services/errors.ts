@@ -42,6 +42,7 @@ const RESOURCE_LABELS = {
   account: 'Account',
   api_key: 'API key',
   instance: 'Instance',
+  volume: 'Volume',
   ssh_key: 'SSH key',
   event: 'Event',
 } as const;
