@@ -1,12 +1,50 @@
 /** Field rules shared by the HTTP schemas and the admin CLI, so both accept exactly the same values. */
 
-// Deliberately plain: one @, no spaces, a dot in the domain. Deliverability is the mail server's business.
-export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$';
-const emailRegex = new RegExp(EMAIL_PATTERN);
+// Deliberately plain: one @, no spaces or control characters, a dot in the domain. Deliverability is
+// the mail server's business.
+export const EMAIL_PATTERN =
+  '^[^\\s@\\u0000-\\u001F\\u007F-\\u009F]+@[^\\s@\\u0000-\\u001F\\u007F-\\u009F]+\\.[^\\s@\\u0000-\\u001F\\u007F-\\u009F]+$';
+const emailRegex = new RegExp(EMAIL_PATTERN, 'u');
 
 export const MAX_EMAIL_LENGTH = 254;
 export const MAX_NAME_LENGTH = 100;
 
+/**
+ * Names people give things (API keys, accounts, companies) end up in terminals, logs and web pages, so
+ * they must be text that shows as what it is: no control characters (NUL, ESC, newlines: Unicode Cc),
+ * no invisible format characters (bidi overrides such as U+202E, zero-width characters, soft hyphens:
+ * Cf), no line or paragraph separators (Zl, Zp), no lone surrogate halves (Cs), and no white space at
+ * either end. Every other character is allowed, letters of every script and emoji included. Identifiers
+ * of machines (instance and SSH key names) keep their narrower rule.
+ */
+const printableNameRegex = /^(?!\s)[^\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]*(?<!\s)$/u;
+
+/**
+ * The same rule as a JSON Schema pattern that means the same with or without the regular expressions'
+ * Unicode flag (validators and code generators differ there): Cc, Zl, Zp and every Cf character of the
+ * Basic Multilingual Plane spelled out. The few Cf characters beyond it and lone surrogates are left to
+ * isPrintableName, which the services apply as well.
+ */
+export const PRINTABLE_NAME_PATTERN =
+  '^(?!\\s)[^\\u0000-\\u001F\\u007F-\\u009F\\u00AD\\u0600-\\u0605\\u061C\\u06DD\\u070F\\u0890\\u0891\\u08E2\\u180E' +
+  '\\u200B-\\u200F\\u2028-\\u202E\\u2060-\\u2064\\u2066-\\u206F\\uFEFF\\uFFF9-\\uFFFB]*(?<!\\s)$';
+
 export function isEmail(value: string): boolean {
   return value.length <= MAX_EMAIL_LENGTH && emailRegex.test(value);
 }
+
+/** Length in characters as JSON Schema counts them (code points, not UTF-16 units). */
+function codePoints(value: string): number {
+  let count = 0;
+  for (const _ of value) count++;
+  return count;
+}
+
+/** The printable-name rule above, 1 to MAX_NAME_LENGTH characters. */
+export function isPrintableName(value: string): boolean {
+  const length = codePoints(value);
+  return length >= 1 && length <= MAX_NAME_LENGTH && printableNameRegex.test(value);
+}
+
+/** What to say when a name breaks the rule. */
+export const PRINTABLE_NAME_RULE = `1 to ${MAX_NAME_LENGTH} printable characters, without control or invisible formatting characters and without white space at either end`;

@@ -6,6 +6,7 @@
 import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import type { RouteOptions } from 'fastify';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
+import { MAX_NAME_LENGTH, PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 
 /** A string enum as a plain JSON Schema `enum`, so validation errors can list `allowed_values`. */
 export function StringEnum<T extends string>(
@@ -13,6 +14,16 @@ export function StringEnum<T extends string>(
   options: Record<string, unknown> = {},
 ): TUnsafe<T> {
   return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+}
+
+/** A name a person gives something (an API key, an account, a company): domain/validation.ts's rule. */
+export function PrintableName(options: { description?: string } = {}) {
+  return Type.String({
+    minLength: 1,
+    maxLength: MAX_NAME_LENGTH,
+    pattern: PRINTABLE_NAME_PATTERN,
+    description: options.description ?? `${PRINTABLE_NAME_RULE} (docs/api.md, Names)`,
+  });
 }
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC' });

@@ -5,7 +5,7 @@
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
 import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
-import { isEmail, MAX_NAME_LENGTH } from '../domain/validation.js';
+import { isEmail, isPrintableName, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 import * as accounts from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import { isUniqueViolation } from '../store/dialect.js';
@@ -30,6 +30,11 @@ function normalizeEmail<T extends string | undefined>(email: T): T {
 
 function emailTaken(email: string): Conflict {
   return new Conflict('Another account already uses this e-mail address', { field: 'email', value: email });
+}
+
+function requireName(field: string, value: string): void {
+  if (!isPrintableName(value))
+    throw new InvalidRequest(`${field} must be ${PRINTABLE_NAME_RULE}`, { field, value });
 }
 
 function requireEmail(field: string, value: string): void {
@@ -73,6 +78,8 @@ export class AccountService {
 
   async update(accountId: string, requested: AccountChanges): Promise<AccountView> {
     const changes = { ...requested, email: normalizeEmail(requested.email) };
+    if (changes.name !== undefined) requireName('name', changes.name);
+    if (changes.company !== undefined && changes.company !== null) requireName('company', changes.company);
     if (changes.email !== undefined) requireEmail('email', changes.email);
     if (changes.billing_email) requireEmail('billing_email', changes.billing_email);
     if (changes.email !== undefined) await this.ensureEmailFree(changes.email, accountId);
@@ -110,12 +117,7 @@ export class AccountService {
     const plan = input.plan ?? 'free';
     requireOneOf('plan', plan, PLANS);
     const name = input.name ?? input.email.split('@')[0] ?? input.email;
-    if (name.length === 0 || name.length > MAX_NAME_LENGTH) {
-      throw new InvalidRequest(`name must be 1 to ${MAX_NAME_LENGTH} characters`, {
-        field: 'name',
-        value: name,
-      });
-    }
+    requireName('name', name);
     await this.ensureEmailFree(input.email);
     const now = this.clock.now().toISOString();
     const row: AccountRow = {

@@ -10,9 +10,11 @@
 import { hash, randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
+import { grantedExpiry, permissionsBeyond, revocationBlockers } from '../domain/key-rules.js';
 import type { PageRequest } from '../domain/pagination.js';
-import { covers, isKnownPermission, normalizePermissions } from '../domain/permissions.js';
+import { allows, isKnownPermission, normalizePermissions } from '../domain/permissions.js';
 import type { AccountStatus, Plan } from '../domain/plans.js';
+import { isPrintableName, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 import type { Broadcaster } from '../events/broadcast.js';
 import { recordEvent } from '../events/outbox.js';
 import { lockAccount } from '../store/accounts.js';
@@ -235,25 +237,36 @@ export class ApiKeyService {
     if (unknown !== undefined) {
       throw new InvalidRequest(`Unknown permission ${unknown}`, { field: 'permissions', value: unknown });
     }
-    const beyond = requested.filter((p) => !covers(principal.permissions, p));
+    const beyond = permissionsBeyond(principal.permissions, requested);
     if (beyond.length > 0) {
       throw new Forbidden('A key cannot grant permissions it does not hold', {
         permissions: beyond,
         held: principal.permissions,
       });
     }
+    if (!isPrintableName(input.name)) {
+      throw new InvalidRequest(`name must be ${PRINTABLE_NAME_RULE}`, { field: 'name', value: input.name });
+    }
     const now = this.clock.now();
-    if (input.expires_at !== undefined && new Date(input.expires_at).getTime() <= now.getTime()) {
+    const requestedExpiry = input.expires_at === undefined ? undefined : new Date(input.expires_at);
+    if (requestedExpiry !== undefined && requestedExpiry.getTime() <= now.getTime()) {
       throw new InvalidRequest('expires_at must be in the future', {
         field: 'expires_at',
         value: input.expires_at,
+      });
+    }
+    const expiresAt = grantedExpiry(principal.keyExpiresAt, requestedExpiry);
+    if (expiresAt === undefined) {
+      throw new Forbidden('A key cannot create a key that expires later than itself', {
+        expires_at: input.expires_at,
+        held_expires_at: principal.keyExpiresAt?.toISOString() ?? null,
       });
     }
     return this.store.db.transaction().execute((trx) =>
       this.mint(trx, principal.accountId, {
         name: input.name,
         permissions: normalizePermissions(requested),
-        expiresAt: input.expires_at ? new Date(input.expires_at).toISOString() : null,
+        expiresAt: expiresAt?.toISOString() ?? null,
         checkQuota: true,
       }),
     );
@@ -302,6 +315,32 @@ export class ApiKeyService {
     const row = await keys.findApiKey(this.store.db, accountId, id);
     if (!row) throw new NotFound('api_key', id);
     return view(row);
+  }
+
+  /**
+   * Deletes a key at the request of a key (the API): any key may delete itself; other keys need
+   * account:write and every permission the key to delete holds (domain/key-rules.ts).
+   */
+  async revoke(principal: Principal, id: string): Promise<ApiKeyView> {
+    const own = id === principal.keyId;
+    if (!own && !allows(principal.permissions, 'account', 'write')) {
+      throw new Forbidden('This API key lacks the permission account:write', {
+        required_permission: 'account:write',
+      });
+    }
+    const target = await keys.findApiKey(this.store.db, principal.accountId, id);
+    if (!target) throw new NotFound('api_key', id);
+    const blockers = revocationBlockers(principal, {
+      id: target.id,
+      permissions: JSON.parse(target.permissions) as string[],
+    });
+    if (blockers.length > 0) {
+      throw new Forbidden('A key cannot delete a key holding permissions it does not hold itself', {
+        permissions: blockers,
+        held: principal.permissions,
+      });
+    }
+    return this.delete(principal.accountId, id);
   }
 
   async delete(accountId: string, id: string): Promise<ApiKeyView> {

@@ -7,6 +7,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
+import { PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../../domain/validation.js';
 import { DomainError, RateLimitExceeded } from '../../services/errors.js';
 import { echoed, errorBody } from '../envelope.js';
 import { lingerOnClose } from '../lingering-close.js';
@@ -29,6 +30,9 @@ export const STATUS_BY_CODE: Record<string, number> = {
   server_error: 500,
   service_unavailable: 503,
 };
+
+/** Patterns whose meaning a sentence says better than the regular expression itself. */
+const PATTERN_RULES = new Map([[PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE]]);
 
 interface AjvError {
   keyword: string;
@@ -73,6 +77,8 @@ function validationDetails(request: FastifyRequest, error: FastifyError) {
   let message: string;
   if (first.keyword === 'required') message = `${field} is required`;
   else if (first.keyword === 'additionalProperties') message = `${field} is not a recognised field`;
+  else if (first.keyword === 'pattern' && PATTERN_RULES.has(first.params.pattern as string))
+    message = `${field} must be ${PATTERN_RULES.get(first.params.pattern as string)}`;
   else if (details.allowed_values)
     message = `${field} must be one of: ${(details.allowed_values as unknown[]).join(', ')}`;
   else message = `${field} ${first.message ?? 'is invalid'}`;

@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES } from '../../domain/plans.js';
-import { EMAIL_PATTERN, MAX_EMAIL_LENGTH, MAX_NAME_LENGTH } from '../../domain/validation.js';
+import { EMAIL_PATTERN, MAX_EMAIL_LENGTH } from '../../domain/validation.js';
 import type { AccountService } from '../../services/accounts.js';
 import type { QuotaService } from '../../services/quotas.js';
 import type { RateLimitService } from '../../services/rate-limits.js';
 import { ok } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses } from '../responses.js';
-import { Envelope, StringEnum, Timestamp } from '../schemas.js';
+import { Envelope, PrintableName, StringEnum, Timestamp } from '../schemas.js';
 
 const Email = Type.String({
   pattern: EMAIL_PATTERN,
@@ -33,11 +33,9 @@ export const AccountSchema = Type.Object(
 
 const AccountPatch = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH })),
+    name: Type.Optional(PrintableName()),
     email: Type.Optional(Email),
-    company: Type.Optional(
-      Type.Union([Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH }), Type.Null()]),
-    ),
+    company: Type.Optional(Type.Union([PrintableName(), Type.Null()])),
     billing_email: Type.Optional(Type.Union([Email, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },

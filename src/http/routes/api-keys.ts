@@ -5,7 +5,15 @@ import type { ApiKeyService } from '../../services/api-keys.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  PrintableName,
+  StringEnum,
+  Timestamp,
+} from '../schemas.js';
 
 const Permission = StringEnum(ALL_PERMISSIONS);
 
@@ -37,7 +45,7 @@ const CreatedApiKey = Type.Object(
 
 const NewApiKey = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: PrintableName(),
     permissions: Type.Optional(
       Type.Array(Permission, {
         minItems: 1,
@@ -72,7 +80,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
         response: { 201: described(Envelope(CreatedApiKey), 'The new key, with its value') },
       },
       // The key is shown once: an Idempotency-Key replay returns the record without it.
-      config: { permission: ['account', 'write'], idempotencyOmit: ['key'] },
+      config: { permission: ['account', 'write'], idempotencyOmit: ['key'], carriesSecret: true },
     },
     async (request, reply) => {
       const created = await apiKeys.create(principalOf(request), request.body);
@@ -122,8 +130,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
         params: IdParams,
         response: { 200: described(Envelope(ApiKey), 'The key as it was'), ...errorResponses(404) },
       },
-      config: { permission: ['account', 'write'] },
+      // No route permission: any key may delete itself; for other keys the service asks for account:write.
+      config: {},
     },
-    async (request) => ok(request, await apiKeys.delete(principalOf(request).accountId, request.params.id)),
+    async (request) => ok(request, await apiKeys.revoke(principalOf(request), request.params.id)),
   );
 };
