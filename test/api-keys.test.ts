@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
 import type { CreatedApiKey } from '../src/services/api-keys.js';
 import { STORES } from './helpers/backends.js';
+import { sleep, waitFor } from './helpers/common.js';
 import { sendRequest, serverForSuite, type TestServer } from './helpers/server.js';
 
 type CreatedKey = CreatedApiKey;
@@ -297,7 +298,7 @@ describe.each(STORES)('API keys (%s)', (store) => {
     expect(shortLived.expires_at).toBe(expiresAt.toISOString());
     // Used (and cached) while valid…
     expect((await server.request('GET', '/v1/account', { key: shortLived.key })).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, expiresAt.getTime() - Date.now() + 250));
+    await sleep(expiresAt.getTime() - Date.now() + 250);
     // …refused once past, cache or not.
     const expired = await server.request('GET', '/v1/account', { key: shortLived.key });
     expect(expired.status).toBe(401);
@@ -505,10 +506,11 @@ describe.each(STORES)('logs never contain API keys (%s)', (store) => {
     requestIds.push(String(plain.headers['x-request-id']));
 
     // The access line is written once the response has gone out: give the last ones a moment.
-    const deadline = Date.now() + 5_000;
-    while (!requestIds.every((id) => server.logs().includes(id)) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitFor(
+      'an access line for every request',
+      () => (requestIds.every((id) => server.logs().includes(id)) ? true : undefined),
+      { timeoutMs: 5_000, intervalMs: 20 },
+    );
     const logs = server.logs();
     const lines = logs
       .split('\n')

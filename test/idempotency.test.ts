@@ -12,6 +12,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { waitFor } from './helpers/common.js';
 import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 function newKey(): string {
@@ -207,14 +208,16 @@ describe.each(STORES)('Idempotency-Key (%s)', (store) => {
         await blocker.query('select id from accounts where id = $1 for update', [account.id]);
         const first = createKey(server, account.key, idempotencyKey, { name: 'held' });
         // Wait until the first request is queued behind our lock: it has claimed the key by then.
-        for (let waited = 0; ; waited += 20) {
-          const { rows } = await blocker.query(
-            "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-          );
-          if (rows[0].n > 0) break;
-          if (waited > 10_000) throw new Error('the first request never reached the account lock');
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        await waitFor(
+          'the first request to reach the account lock',
+          async () => {
+            const { rows } = await blocker.query(
+              "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+            );
+            return rows[0].n > 0 ? true : undefined;
+          },
+          { timeoutMs: 10_000, intervalMs: 20 },
+        );
         const busy = await createKey(server, account.key, idempotencyKey, { name: 'held' });
         expect(busy.status).toBe(409);
         expect(busy.body).toMatchObject({ success: false, error: { code: 'idempotency_key_in_use' } });

@@ -17,26 +17,18 @@ import type { JobHandler } from '../src/jobs/runner.js';
 import { migrateToLatest, openStore, type Store } from '../src/store/db.js';
 import { claimDueJobs, upsertJob } from '../src/store/jobs.js';
 import { createPostgresDatabase, HAVE_POSTGRES, STORES } from './helpers/backends.js';
-import { COMPUTE, createInstance, waitForStatus } from './helpers/instances.js';
+import { account, expectError, sleep, waitFor } from './helpers/common.js';
+import { COMPUTE, createInstance, eventTypes, waitForStatus } from './helpers/instances.js';
 import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const statusesOf = (replies: Reply[]) => replies.map((r) => r.status).sort();
-
-/** Types of the events of one resource, oldest first. */
-async function eventTypes(server: TestServer, key: string, id: string): Promise<string[]> {
-  const reply = await server.request('GET', `/v1/events?resource_id=${id}&limit=100`, { key });
-  expect(reply.status, reply.text).toBe(200);
-  return (reply.body.data as { type: string }[]).map((e) => e.type).reverse();
-}
 
 const count = (types: string[], type: string) => types.filter((t) => t === type).length;
 
 /** A 409 must name a status the action is not allowed from; anything else is a lost race misreported. */
 function expectGenuineConflict(reply: Reply): void {
-  expect(reply.status, reply.text).toBe(409);
-  expect(reply.body.error.code).toBe('conflict');
-  const { current_status: current, allowed_statuses: allowed } = reply.body.error.details;
+  const { current_status: current, allowed_statuses: allowed } =
+    expectError(reply, 409, 'conflict').details ?? {};
   expect(allowed, `409 for a status the action is allowed from: ${reply.text}`).not.toContain(current);
 }
 
@@ -46,7 +38,7 @@ describe.each(STORES)('instance concurrency over HTTPS (%s)', (store) => {
 
   beforeAll(async () => {
     // waitForStatus polls hard; the account's rate limit must not be what a test measures.
-    key = (await server.createAccount({ perHour: 1_000_000, burst: 10_000 })).key;
+    key = (await account(server)).key;
   });
 
   async function runningInstance(): Promise<string> {
@@ -393,13 +385,16 @@ describe.skipIf(!HAVE_POSTGRES)('two replicas on one PostgreSQL database', () =>
     for (const reply of created) expect(reply.status, reply.text).toBe(202);
     const ids = created.map((r) => r.body.data.id as string);
 
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const list = await b.request('GET', '/v1/instances?status=running&limit=1', { key });
-      if (list.body.pagination.total_items === 30) break;
-      if (Date.now() > deadline) throw new Error(`only ${list.body.pagination.total_items} of 30 running`);
-      await sleep(50);
-    }
+    let running = 0;
+    await waitFor(
+      'all 30 instances running',
+      async () => {
+        const list = await b.request('GET', '/v1/instances?status=running&limit=1', { key });
+        running = list.body.pagination.total_items;
+        return running === 30 ? true : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 50, lastSeen: () => `${running} running` },
+    );
 
     const started = await a.request('GET', '/v1/events?type=instance.started&limit=100', { key });
     const startedIds = (started.body.data as { resource_id: string }[]).map((e) => e.resource_id);

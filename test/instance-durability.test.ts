@@ -22,6 +22,7 @@ import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { waitFor as poll, sleep } from './helpers/common.js';
 import { COMPUTE, createInstance } from './helpers/instances.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -34,8 +35,6 @@ const RESIZE_MS = SIM_TIMINGS_MS.resize / SPEEDUP;
 const LEASE_MS = 30_000;
 /** Per step: its restarts and waits, plus a lease to wait out should a kill land inside one (rare). */
 const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(() => {
   // bin/nimbus runs dist/: testing an old build would test old code.
@@ -122,15 +121,16 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
   }
 
   async function waitFor(id: string, status: string, timeoutMs: number): Promise<Record<string, any>> {
-    const deadline = Date.now() + timeoutMs + leaseWaitMs;
     let last = '';
-    while (Date.now() < deadline) {
-      const instance = await statusOf(id);
-      last = instance.status;
-      if (last === status) return instance;
-      await sleep(50);
-    }
-    throw new Error(`${id} did not become ${status} (last: ${last})\n${live().output()}`);
+    return poll(
+      `${id} to become ${status}`,
+      async () => {
+        const instance = await statusOf(id);
+        last = instance.status;
+        return last === status ? instance : undefined;
+      },
+      { timeoutMs: timeoutMs + leaseWaitMs, intervalMs: 50, lastSeen: () => `${last}\n${live().output()}` },
+    );
   }
 
   /** The types of the instance's events, oldest first. */
@@ -144,23 +144,29 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
 
   /** Waits until the instances' jobs are finished and deleted (read through a second connection while the child serves). */
   async function jobsGone(instanceIds: string[]) {
-    const deadline = Date.now() + 5_000;
-    for (;;) {
-      const left = await withStore((db) =>
-        db
-          .selectFrom('jobs')
-          .select('key')
-          .where(
-            'key',
-            'in',
-            instanceIds.map((id) => `instance:${id}`),
-          )
-          .execute(),
-      );
-      if (left.length === 0) return;
-      if (Date.now() > deadline) throw new Error(`jobs left behind: ${left.map((j) => j.key).join()}`);
-      await sleep(50);
-    }
+    let left: { key: string }[] = [];
+    await poll(
+      'the instances’ jobs to be gone',
+      async () => {
+        left = await withStore((db) =>
+          db
+            .selectFrom('jobs')
+            .select('key')
+            .where(
+              'key',
+              'in',
+              instanceIds.map((id) => `instance:${id}`),
+            )
+            .execute(),
+        );
+        return left.length === 0 ? true : undefined;
+      },
+      {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+        lastSeen: () => `jobs left behind: ${left.map((j) => j.key).join()}`,
+      },
+    );
   }
 
   beforeAll(async () => {

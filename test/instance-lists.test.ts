@@ -10,17 +10,12 @@ import { INSTANCE_SORTS } from '../src/domain/instance-rules.js';
 import { INSTANCE_STATUSES } from '../src/domain/instance-states.js';
 import { FAULT_TAG } from '../src/drivers/simulator/simulator.js';
 import { STORES } from './helpers/backends.js';
+import { account, sleep } from './helpers/common.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { type Reply, serverForSuite, type TestServer } from './helpers/server.js';
 
 type Json = Record<string, any>;
 type Sort = (typeof INSTANCE_SORTS)[number];
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function account(server: TestServer) {
-  return server.createAccount({ plan: 'professional', perHour: 1_000_000, burst: 100_000 });
-}
 
 async function list(server: TestServer, key: string, query: string): Promise<Reply> {
   const reply = await server.request('GET', `/v1/instances${query}`, { key });

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
+import { waitFor } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';
 import { sendRequest, serverForSuite } from './helpers/server.js';
 
@@ -59,10 +60,11 @@ describe.each(STORES)('metadata service (%s)', (store) => {
     expect((await ask('/latest/meta-data/instance-id', instance.id)).status).toBe(200);
     const deleted = await server.request('DELETE', `/v1/instances/${instance.id}`, { key: server.rootKey });
     expect(deleted.status).toBe(202);
-    const deadline = Date.now() + 5000;
-    while ((await ask('/latest/meta-data/instance-id', instance.id)).status !== 404) {
-      if (Date.now() > deadline) throw new Error('the deleted instance is still served');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitFor(
+      'the deleted instance to be forgotten',
+      async () =>
+        (await ask('/latest/meta-data/instance-id', instance.id)).status === 404 ? true : undefined,
+      { timeoutMs: 5_000, intervalMs: 20 },
+    );
   });
 });

@@ -14,6 +14,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { startServer } from '../src/main.js';
 import { HAVE_POSTGRES, POSTGRES_ADMIN_URL } from './helpers/backends.js';
+import { sleep, waitFor } from './helpers/common.js';
 import { freePort, sendRequest, serverForSuite, startTestServer } from './helpers/server.js';
 
 describe('operations', () => {
@@ -154,7 +155,7 @@ describe.skipIf(!HAVE_POSTGRES)('PostgreSQL connection loss', () => {
       await admin.end();
       expect(killed.rowCount).toBeGreaterThan(0);
       // The pool notices the dead idle connections ('error' events) and opens new ones on demand.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       const after = await server.request('GET', '/v1/account/quota', { key: server.rootKey });
       expect(after.status).toBe(200);
       expect((await server.request('GET', '/readyz')).status).toBe(200);
@@ -203,18 +204,21 @@ async function twoRequestsOnOneConnection(socket: Duplex, pauseMs: number): Prom
   });
   const request = 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n';
   const responses = () => received.match(/HTTP\/1\.1 \d+ [^\r\n]*/g) ?? [];
-  const waitFor = async (count: number) => {
-    while (responses().length < count) {
-      if (closed) throw new Error(`the server closed the connection after ${responses().length} answer(s)`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
+  const answered = (count: number) =>
+    waitFor(
+      `${count} answer(s) on the connection`,
+      () => {
+        if (closed) throw new Error(`the server closed the connection after ${responses().length} answer(s)`);
+        return responses().length >= count ? true : undefined;
+      },
+      { intervalMs: 10 },
+    );
   socket.write(request);
-  await waitFor(1);
-  await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  await answered(1);
+  await sleep(pauseMs);
   if (closed) throw new Error(`the server closed the idle connection within ${pauseMs} ms`);
   socket.write(request);
-  await waitFor(2);
+  await answered(2);
   socket.destroy();
   return responses();
 }
@@ -287,17 +291,18 @@ describe('graceful shutdown', () => {
     const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
 
     const base = `https://127.0.0.1:${port}`;
-    const deadline = Date.now() + 20_000;
-    let up = false;
-    while (!up && Date.now() < deadline) {
-      try {
-        up =
-          (await sendRequest(base, readFileSync(path.join(dataDir, 'tls/cert.pem')), 'GET', '/healthz'))
-            .status === 200;
-      } catch {
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    const up = await waitFor(
+      'the server to answer /healthz',
+      async () => {
+        try {
+          const certificate = readFileSync(path.join(dataDir, 'tls/cert.pem'));
+          return (await sendRequest(base, certificate, 'GET', '/healthz')).status === 200 ? true : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      { timeoutMs: 20_000, intervalMs: 100 },
+    ).catch(() => false);
     expect(up, output).toBe(true);
     const ca = readFileSync(path.join(dataDir, 'tls/cert.pem'));
     const key = readFileSync(path.join(dataDir, 'bootstrap-api-key'), 'utf8').trim();

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sleep } from './common.js';
 import { freePort, type Reply, type RequestOptions, sendRequest } from './server.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -76,8 +77,6 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('NIMBUS_')));
   return { ...env, ...extra };
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'port-taken'> {
   const httpsPort = await freePort();
