@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
 import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL } from './helpers/backends.js';
+import { expectError } from './helpers/common.js';
 import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
 
 const HOUR_MS = 3_600_000;
@@ -30,15 +31,11 @@ function hourEnd(ms: number): number {
   return (Math.floor(ms / HOUR_MS) + 1) * 3600;
 }
 
+/** A 429 as SPEC.md words it, on top of the error envelope every refusal has. */
 function expectRateLimited(reply: Reply, retryAfter: number): void {
-  expect(reply.status).toBe(429);
-  expect(reply.body).toMatchObject({
-    success: false,
-    error: {
-      code: 'rate_limit_exceeded',
-      message: `Rate limit exceeded, retry in ${retryAfter} seconds`,
-      retry_after: retryAfter,
-    },
+  expect(expectError(reply, 429, 'rate_limit_exceeded')).toMatchObject({
+    message: `Rate limit exceeded, retry in ${retryAfter} seconds`,
+    retry_after: retryAfter,
   });
   expect(reply.headers['retry-after']).toBe(String(retryAfter));
 }
