@@ -1,0 +1,80 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { findNul, isDecimalInteger, isDecimalNumber } from './validation.js';
+
+/** The value a JSON Pointer (as findNul returns it) points at, or the key it ends on. */
+function resolve(root: unknown, pointer: string): { value: unknown; key: string | undefined } {
+  let current = root;
+  let key: string | undefined;
+  for (const raw of pointer.split('/').slice(1)) {
+    key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    current = (current as Record<string, unknown>)[key];
+  }
+  return { value: current, key };
+}
+
+const withNul = fc.string({ unit: fc.constantFrom('a', '/', '~', '\u0000', 'é') });
+
+describe('findNul', () => {
+  it('finds a NUL exactly when the value holds one, and points at a string or key holding it', () => {
+    const values = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        withNul,
+        fc.integer(),
+        fc.constant(null),
+        fc.array(tie('value'), { maxLength: 4 }),
+        fc.dictionary(withNul, tie('value'), { maxKeys: 4 }),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(values, (value) => {
+        const at = findNul(value);
+        expect(at === null).toBe(!JSON.stringify(value).includes('\\u0000'));
+        if (at !== null) {
+          const { value: found, key } = resolve(value, at);
+          expect((typeof found === 'string' && found.includes('\u0000')) || key?.includes('\u0000')).toBe(
+            true,
+          );
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('decimal query numbers', () => {
+  it('accepts every safe integer of at most 15 digits as it is written', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: -999_999_999_999_999, max: 999_999_999_999_999 }), (n) => {
+        expect(isDecimalInteger(String(n))).toBe(true);
+        expect(isDecimalNumber(String(n))).toBe(true);
+      }),
+    );
+  });
+
+  it('whatever it accepts, Number() reads as the same safe integer', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: fc.constantFrom('0', '1', '9', '-', '+', 'e', 'x', '.', ' ', 'I') }),
+        (text) => {
+          if (isDecimalInteger(text)) {
+            expect(Number.isSafeInteger(Number(text))).toBe(true);
+            expect(text).toMatch(/^-?\d+$/);
+          }
+        },
+      ),
+    );
+  });
+
+  it.each(['Infinity', '1e309', '1e3', '0x10', '99999999999999999999', '1.0', '', ' 1', '+1', '1_000'])(
+    'refuses %j as an integer',
+    (text) => {
+      expect(isDecimalInteger(text)).toBe(false);
+    },
+  );
+
+  it.each(['Infinity', '1e3', '0x10', '.5', '1.', 'NaN'])('refuses %j as a number', (text) => {
+    expect(isDecimalNumber(text)).toBe(false);
+  });
+});
