@@ -28,21 +28,33 @@ function pointerSegment(segment: string): string {
   return segment.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
-/** Where the first string holding U+0000 is (a value or an object key), or null. */
+/** Whether a child needs looking into: a string holding NUL, or an array or object. */
+function mayHoldNul(child: unknown): boolean {
+  return typeof child === 'string' ? child.includes('\u0000') : child !== null && typeof child === 'object';
+}
+
+/**
+ * Where the first string holding U+0000 is (a value or an object key), as a JSON Pointer, or null.
+ * It runs on every validated part of every request, and most are small and hold no NUL: then it
+ * allocates nothing (no paths, no entry arrays).
+ */
 export function findNul(value: unknown, path = ''): string | null {
   if (typeof value === 'string') return value.includes('\u0000') ? path : null;
   if (value === null || typeof value !== 'object') return null;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
+      if (!mayHoldNul(value[i])) continue;
       const found = findNul(value[i], `${path}/${i}`);
       if (found !== null) return found;
     }
     return null;
   }
-  for (const [key, child] of Object.entries(value)) {
-    const at = `${path}/${pointerSegment(key)}`;
-    if (key.includes('\u0000')) return at;
-    const found = findNul(child, at);
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    if (key.includes('\u0000')) return `${path}/${pointerSegment(key)}`;
+    const child = (value as Record<string, unknown>)[key];
+    if (!mayHoldNul(child)) continue;
+    const found = findNul(child, `${path}/${pointerSegment(key)}`);
     if (found !== null) return found;
   }
   return null;
