@@ -194,6 +194,19 @@ describe.each(STORES)('hardening against hostile input (%s)', (store) => {
     });
   });
 
+  it('refuses a date-time RFC 3339 allows but a Date cannot hold (a leap second), as any bad date-time', async () => {
+    const { key } = await account(server);
+    const leap = '2030-06-30T23:59:60Z';
+    const created = await server.request('POST', '/v1/account/api-keys', {
+      key,
+      body: { name: 'leap', expires_at: leap },
+    });
+    expectInvalid(created, 'expires_at');
+    expectInvalid(await server.request('GET', `/v1/events?since=${leap}`, { key }), 'since');
+    const fine = await server.request('GET', '/v1/events?since=2030-06-30T23:59:59%2B14:00', { key });
+    expect(fine.status, fine.text).toBe(200);
+  });
+
   it('refuses unknown query parameters on every route, the account ones included', async () => {
     const { key } = await account(server);
     for (const path of [

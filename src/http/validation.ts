@@ -144,6 +144,14 @@ function createAjv(options: Options): Ajv {
   });
   // ajv-formats is CommonJS: under NodeNext its default export arrives as the module object.
   (formatsPlugin as unknown as { default: (ajv: Ajv) => void }).default(ajv);
+  // RFC 3339 allows what JavaScript's Date cannot hold (a leap second, 23:59:60): such a value passed
+  // the schema and then broke whatever turned it into a Date. A date-time must be both.
+  const rfc3339 = ajv.formats['date-time'] as { validate: (text: string) => boolean; compare: unknown };
+  ajv.addFormat('date-time', {
+    type: 'string',
+    validate: (text: string) => rfc3339.validate(text) && Number.isFinite(Date.parse(text)),
+    compare: rfc3339.compare as (a: string, b: string) => number | undefined,
+  });
   return ajv;
 }
 
