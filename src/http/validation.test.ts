@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { findNul, isDecimalInteger, isDecimalNumber } from './validation.js';
+import { findNul, isDecimalInteger, isDecimalNumber, validatorCompiler } from './validation.js';
+
+function compile(schema: object, httpPart: string) {
+  const compiler = validatorCompiler();
+  return compiler({ schema, httpPart, method: 'POST', url: '/x' }) as ((data: unknown) => boolean) & {
+    errors?: { keyword: string; instancePath: string }[] | null;
+  };
+}
 
 /** The value a JSON Pointer (as findNul returns it) points at, or the key it ends on. */
 function resolve(root: unknown, pointer: string): { value: unknown; key: string | undefined } {
@@ -76,5 +83,44 @@ describe('decimal query numbers', () => {
 
   it.each(['Infinity', '1e3', '0x10', '.5', '1.', 'NaN'])('refuses %j as a number', (text) => {
     expect(isDecimalNumber(text)).toBe(false);
+  });
+});
+
+describe('the compiled validator', () => {
+  const numbers = {
+    type: 'object',
+    properties: { n: { type: 'integer' }, x: { type: 'number' } },
+    additionalProperties: false,
+  };
+
+  it('refuses Infinity in a JSON body (1e400 parses to it) as an integer or a number', () => {
+    const validate = compile(numbers, 'body');
+    for (const body of ['{"n": 1e400}', '{"x": -1e400}']) {
+      expect(validate(JSON.parse(body)), body).toBe(false);
+    }
+    expect(validate({ n: 3, x: 0.5 })).toBe(true);
+  });
+
+  it('checks query text before coercing it, and names the field', () => {
+    const validate = compile(numbers, 'querystring');
+    expect(validate({ n: '1e3' })).toBe(false);
+    expect(validate.errors?.[0]).toMatchObject({ keyword: 'type', instancePath: '/n' });
+    const query: Record<string, unknown> = { n: '12', x: '-0.25' };
+    expect(validate(query)).toBe(true);
+    expect(query).toEqual({ n: 12, x: -0.25 });
+  });
+
+  it('refuses NUL before anything else, in any part', () => {
+    for (const part of ['body', 'querystring', 'params']) {
+      const validate = compile({ type: 'object', additionalProperties: true }, part);
+      expect(validate({ a: { b: ['ok', 'n\u0000'] } })).toBe(false);
+      expect(validate.errors?.[0]).toMatchObject({ keyword: 'nul', instancePath: '/a/b/1' });
+    }
+  });
+
+  it('refuses a leap second as a date-time', () => {
+    const validate = compile({ type: 'string', format: 'date-time' }, 'body');
+    expect(validate('2030-06-30T23:59:60Z')).toBe(false);
+    expect(validate('2030-06-30T23:59:59Z')).toBe(true);
   });
 });

@@ -140,6 +140,8 @@ function createAjv(options: Options): Ajv {
     useDefaults: true,
     allErrors: false,
     strict: false,
+    // `strict: false` would also let Infinity (JSON's 1e400) pass as an integer or number.
+    strictNumbers: true,
     ...options,
   });
   // ajv-formats is CommonJS: under NodeNext its default export arrives as the module object.
