@@ -3,9 +3,9 @@
  *
  * A route declares its success answer (`described`) and the errors its own service can raise
  * (`errorResponses(404, 409)`). The answers the shared plugins give on every route of a kind (401,
- * 403 and 429 from the guard, 409 and 422 from idempotency, 413 from the body parser, 400, 500 and 503
- * from anywhere) and the headers they set are added to the document by openapi.ts from
- * `pipelineErrors` and the header components below, so a new resource inherits them without a line.
+ * 403 and 429 from the guard, 409 and 422 from idempotency, 413 from the body parser, 400, 408, 431, 500
+ * and 503 from anywhere) and the headers they set are added to the document by openapi.ts from
+ * `pipelineErrors` and `responseHeaders`, so a new resource inherits them without a line.
  */
 import { CloneType, type TSchema, Type } from '@sinclair/typebox';
 import { ErrorEnvelope } from './schemas.js';
@@ -70,14 +70,15 @@ const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
 
 /**
  * Errors the shared plugins can answer on an operation of this kind, whatever the route does:
- * 400 from the transport (plain HTTP) and request parsing, 408 and 431 from Node's HTTP parser (early-errors.ts),
- * 500 and 503 anywhere; behind the guard 401, 403 and 429; where a body is parsed 413; on guarded POSTs 409
- * and 422 from Idempotency-Key.
+ * 400 from the transport (plain HTTP) and request parsing, 408 and 431 from Node's HTTP parser, and 429
+ * when such a malformed request finds the client's address out of budget (early-errors.ts), 500 and 503
+ * anywhere; behind the guard 401 and 403; where a body is parsed 413; on guarded POSTs 409 and 422 from
+ * Idempotency-Key.
  */
 export function pipelineErrors(kind: OperationKind): ErrorStatus[] {
   const method = kind.method.toLowerCase();
-  const statuses: ErrorStatus[] = [400, 408, 431, 500, 503];
-  if (!kind.public) statuses.push(401, 403, 429);
+  const statuses: ErrorStatus[] = [400, 408, 429, 431, 500, 503];
+  if (!kind.public) statuses.push(401, 403);
   if (BODY_METHODS.has(method)) statuses.push(413);
   if (!kind.public && method === 'post') statuses.push(409, 422);
   return statuses;
@@ -129,12 +130,15 @@ const EARLY_STATUSES = new Set([400, 408, 431, 500, 503]);
 /** The headers a response of this operation carries, and whether each is always there. */
 export function responseHeaders(kind: OperationKind, status: number): [HeaderName, boolean][] {
   const headers: [HeaderName, boolean][] = [['X-Request-Id', true]];
-  if (!kind.public) {
-    const always = !EARLY_STATUSES.has(status);
+  // A public operation is counted only when a malformed request to it is refused early; such a 429 says so.
+  if (!kind.public || status === 429) {
+    const always = !kind.public && !EARLY_STATUSES.has(status);
     for (const name of RATE_LIMIT_HEADERS) headers.push([name, always]);
-    if (status === 429) headers.push(['Retry-After', true]);
-    // Saved answers are replayed whatever their status, except 5xx, which are never saved.
-    if (kind.method.toLowerCase() === 'post' && status < 500) headers.push(['Idempotent-Replayed', false]);
+  }
+  if (status === 429) headers.push(['Retry-After', true]);
+  // Saved answers are replayed whatever their status, except 5xx, which are never saved.
+  if (!kind.public && kind.method.toLowerCase() === 'post' && status < 500) {
+    headers.push(['Idempotent-Replayed', false]);
   }
   return headers;
 }

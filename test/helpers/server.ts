@@ -99,6 +99,9 @@ export function sendRequest<T = any>(
     payload = JSON.stringify(options.body);
     headers['content-type'] ??= 'application/json';
   }
+  // Node frames a body of GET, HEAD or DELETE with neither length nor chunks, so the server would read it
+  // as the start of the next request: say its length, as clients that send such bodies do.
+  if (payload !== undefined) headers['content-length'] ??= String(Buffer.byteLength(payload));
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const req = transport.request(
