@@ -3,7 +3,7 @@
  * Redis when configured, the broadcaster, the rate counters and every service. Kept apart from
  * main.ts so that operator commands do not load the HTTP stack.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { type Config, ConfigError } from './config.js';
 import { type Clock, systemClock } from './domain/clock.js';
@@ -12,6 +12,7 @@ import { SimulatedDriver } from './drivers/simulator/simulator.js';
 import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './events/broadcast.js';
 import { JobRunner } from './jobs/runner.js';
 import { createServices, type Services } from './services/index.js';
+import { SecretBox } from './services/secret-box.js';
 import { migrateToLatest, openStore, type Store } from './store/db.js';
 import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
 
@@ -32,6 +33,9 @@ export interface BackendOptions {
   steppedJobs?: boolean;
   onJobError?: (error: unknown, job: { kind: string; subject_id: string; attempts: number }) => void;
 }
+
+/** How a delivery worker failure is reported to onJobError, which speaks of jobs. */
+const DELIVERY_JOB = { kind: 'webhook_delivery', subject_id: '', attempts: 0 };
 
 /** Store, Redis and services, as the server and the admin CLI both need them. */
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
@@ -68,6 +72,16 @@ export async function openBackends(config: Config, options: BackendOptions = {})
       gpuCapacity: config.gpuCapacity,
       publicIpPools: config.publicIpPools,
     },
+    secretBox: SecretBox.open(config.dataDir, config.masterKey),
+    webhooks: {
+      allowPrivate: config.webhooks.allowPrivate,
+      extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
+      retryBaseSeconds: config.webhooks.retryBaseSeconds,
+      automatic: options.steppedJobs !== true,
+      ...(options.onJobError
+        ? { onError: (error: unknown) => options.onJobError?.(error, DELIVERY_JOB) }
+        : {}),
+    },
   });
   return {
     store,
@@ -79,6 +93,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     driver,
     close: async () => {
       await jobs.stop();
+      await services.deliveries.stop();
       await services.apiKeys.stop();
       await rateCounters.close();
       await broadcaster.close();

@@ -40,6 +40,14 @@ const EnvSchema = Type.Object({
   NIMBUS_PUBLIC_IP_POOLS: Type.Optional(Type.String()),
   /** Seconds a verified API key is served from memory before it is read again. */
   NIMBUS_AUTH_CACHE_SECONDS: Type.Number({ default: 5, minimum: 0, maximum: 300 }),
+  /** 1/true: webhook receivers may be on loopback, private and link-local addresses. */
+  NIMBUS_WEBHOOK_ALLOW_PRIVATE: Type.Optional(Type.String({ pattern: '^(0|1|true|false)$' })),
+  /** PEM file of an extra CA trusted for webhook receivers. */
+  NIMBUS_WEBHOOK_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  /** First webhook retry delay in seconds; it doubles with each retry. */
+  NIMBUS_WEBHOOK_RETRY_BASE_SECONDS: Type.Number({ default: 60, exclusiveMinimum: 0, maximum: 86_400 }),
+  /** Base64 of 32 bytes sealing secrets at rest; replicas sharing a database must share it. */
+  NIMBUS_MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -68,6 +76,9 @@ export interface Config {
   gpuCapacity: Record<string, number>;
   /** Public IPv4 pool (CIDR) per region. */
   publicIpPools: Record<string, string>;
+  webhooks: { allowPrivate: boolean; caFile: string | null; retryBaseSeconds: number };
+  /** The master key from the environment; null: the data dir's key file. */
+  masterKey: Buffer | null;
 }
 
 export class ConfigError extends Error {}
@@ -110,6 +121,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     authCacheMs: raw.NIMBUS_AUTH_CACHE_SECONDS * 1000,
     gpuCapacity: parseGpuCapacity(raw.NIMBUS_GPU_CAPACITY),
     publicIpPools: parsePublicPools(raw.NIMBUS_PUBLIC_IP_POOLS),
+    webhooks: {
+      allowPrivate: raw.NIMBUS_WEBHOOK_ALLOW_PRIVATE === '1' || raw.NIMBUS_WEBHOOK_ALLOW_PRIVATE === 'true',
+      caFile: raw.NIMBUS_WEBHOOK_CA_FILE ? path.resolve(raw.NIMBUS_WEBHOOK_CA_FILE) : null,
+      retryBaseSeconds: raw.NIMBUS_WEBHOOK_RETRY_BASE_SECONDS,
+    },
+    masterKey: raw.NIMBUS_MASTER_KEY ? Buffer.from(raw.NIMBUS_MASTER_KEY, 'base64') : null,
   };
 }
 

@@ -158,6 +158,7 @@ export async function startServer(
     }
 
     backends.jobs.start();
+    backends.services.deliveries.start();
 
     const purge = setInterval(() => void services.idempotency.purgeExpired().catch(() => {}), 3600_000);
     purge.unref();

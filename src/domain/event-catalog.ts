@@ -42,7 +42,10 @@ const SnapshotEvent = Type.Object({
 const FirewallRuleEvent = Type.Object({ firewall_rule_id: id('The firewall rule'), name: Type.String() });
 const VpnEvent = Type.Object({ vpn_id: id('The VPN'), name: Type.String(), status: Type.String() });
 const InvoiceEvent = Type.Object({ invoice_id: id('The invoice'), status: Type.String() });
-const WebhookEvent = Type.Object({ webhook_id: id('The webhook subscription') });
+const WebhookEvent = Type.Object({
+  webhook_id: id('The webhook subscription'),
+  reason: Type.Optional(Type.String({ description: 'webhook.disabled: why' })),
+});
 const AlertEvent = Type.Object({ alert_id: id('The alert policy'), incident_id: id('The incident') });
 
 const ApiKeyCreated = Type.Object(

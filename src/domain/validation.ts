@@ -48,3 +48,8 @@ export function isPrintableName(value: string): boolean {
 
 /** What to say when a name breaks the rule. */
 export const PRINTABLE_NAME_RULE = `1 to ${MAX_NAME_LENGTH} printable characters, without control or invisible formatting characters and without white space at either end`;
+
+/** The printable-name rule for longer text (descriptions): up to `maxLength` characters, or empty. */
+export function isPrintableText(value: string, maxLength: number): boolean {
+  return value === '' || (codePoints(value) <= maxLength && printableNameRegex.test(value));
+}

@@ -43,6 +43,8 @@ const RESOURCE_LABELS = {
   api_key: 'API key',
   instance: 'Instance',
   volume: 'Volume',
+  webhook: 'Webhook',
+  delivery: 'Delivery',
   ssh_key: 'SSH key',
   event: 'Event',
 } as const;

@@ -2,6 +2,7 @@
 import type { Clock } from '../domain/clock.js';
 import type { ComputeDriver } from '../drivers/driver.js';
 import type { Broadcaster } from '../events/broadcast.js';
+import { WebhookSender } from '../events/webhook-sender.js';
 import type { JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
@@ -15,7 +16,10 @@ import { InstanceService, type InstanceServiceOptions } from './instances.js';
 import { Lifecycle } from './lifecycle.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
+import type { SecretBox } from './secret-box.js';
 import { SshKeyService } from './ssh-keys.js';
+import { WebhookDeliveryWorker } from './webhook-delivery.js';
+import { WebhookService } from './webhooks.js';
 
 export interface ServiceDeps {
   store: Store;
@@ -26,6 +30,16 @@ export interface ServiceDeps {
   driver: ComputeDriver;
   jobs: JobRunner;
   instances: Omit<InstanceServiceOptions, 'faultInjection'>;
+  secretBox: SecretBox;
+  webhooks: {
+    allowPrivate: boolean;
+    /** PEM of an extra CA trusted for receivers. */
+    extraCa: string | null;
+    retryBaseSeconds: number;
+    /** false: deliveries are sent only by `runDue()` (tests with a manual clock). */
+    automatic: boolean;
+    onError?: (error: unknown) => void;
+  };
 }
 
 export interface Services {
@@ -37,6 +51,8 @@ export interface Services {
   sshKeys: SshKeyService;
   events: EventService;
   instances: InstanceService;
+  webhooks: WebhookService;
+  deliveries: WebhookDeliveryWorker;
 }
 
 export function createServices(deps: ServiceDeps): Services {
@@ -49,6 +65,20 @@ export function createServices(deps: ServiceDeps): Services {
     ...deps.instances,
     faultInjection: deps.driver.faultInjection,
   });
+  const deliveries = new WebhookDeliveryWorker(
+    deps.store,
+    deps.clock,
+    new WebhookSender({ allowPrivate: deps.webhooks.allowPrivate, extraCa: deps.webhooks.extraCa }),
+    (sealed, webhookId) => deps.secretBox.open(sealed, webhookId),
+    {
+      automatic: deps.webhooks.automatic,
+      retryBaseSeconds: deps.webhooks.retryBaseSeconds,
+      ...(deps.webhooks.onError ? { onError: deps.webhooks.onError } : {}),
+    },
+  );
+  const webhooks = new WebhookService(deps.store, deps.clock, quotas, deps.secretBox, deliveries, {
+    allowPrivate: deps.webhooks.allowPrivate,
+  });
   return {
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,
@@ -58,5 +88,7 @@ export function createServices(deps: ServiceDeps): Services {
     sshKeys,
     events: new EventService(deps.store),
     instances,
+    webhooks,
+    deliveries,
   };
 }

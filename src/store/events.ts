@@ -84,3 +84,13 @@ export async function findEvent(
     .executeTakeFirst();
   return row && decoded(row);
 }
+
+/** An event by id alone, for the delivery worker (which has it from a delivery of the same account). */
+export async function findEventById(db: Executor, id: string): Promise<StoredEvent | undefined> {
+  const row = await db
+    .selectFrom('events')
+    .select(['id', 'type', 'resource_id', 'data', 'created_at'])
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row && decoded(row);
+}

@@ -160,6 +160,51 @@ export interface JobsTable {
   created_at: string;
 }
 
+export interface WebhooksTable {
+  id: string;
+  account_id: string;
+  url: string;
+  /** JSON array of event types and patterns (`*`, `instance.*`). */
+  events: string;
+  /** The signing secret, encrypted (services/secret-box.ts); never stored in clear. */
+  secret: string;
+  /** The secret before the last rotation, encrypted, still signing until previous_secret_until. */
+  previous_secret: string | null;
+  previous_secret_until: string | null;
+  description: string | null;
+  enabled: number;
+  /** 'active' or 'disabled' (by the platform: the receiver answered 410, or failed for 3 days). */
+  status: string;
+  disabled_reason: string | null;
+  /** When deliveries began failing without a success since; null while they succeed. */
+  failing_since: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  account_id: string;
+  event_id: string;
+  event_type: string;
+  /** pending, succeeded or failed. */
+  status: string;
+  attempts: number;
+  /** When a pending delivery is next tried; null once it is settled. */
+  next_attempt_at: string | null;
+  lease_owner: string | null;
+  lease_until: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  response_excerpt: string | null;
+  duration_ms: number | null;
+  /** The delivery this one repeats, when a user asked for a redelivery. */
+  redelivery_of: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -174,6 +219,8 @@ export interface Database {
   region_gpu_usage: RegionGpuUsageTable;
   volumes: VolumesTable;
   jobs: JobsTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */
@@ -188,4 +235,6 @@ export type SshKeyRow = Selectable<SshKeysTable>;
 export type InstanceRow = Selectable<InstancesTable>;
 export type NewInstanceRow = Insertable<InstancesTable>;
 export type JobRow = Selectable<JobsTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type VolumeRow = Selectable<VolumesTable>;

@@ -1,0 +1,148 @@
+/**
+ * Webhook rules as pure functions (DESIGN.md §4 "Webhooks", SPEC.md "Events"): which events a
+ * subscription takes, the exact bytes that are signed and how, the retry schedule, and which addresses a
+ * receiver may not have (the SSRF rule, checked when a subscription is saved and again at connect time).
+ */
+import { createHmac } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from './event-catalog.js';
+
+/** Attempts a delivery gets in all: the first and 11 retries, about three days at the default base. */
+export const MAX_DELIVERY_ATTEMPTS = 12;
+/** A receiver that answers nothing within this long has failed the attempt. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+/** How much of a receiver's answer is read and kept in the delivery log. */
+export const RESPONSE_EXCERPT_BYTES = 64 * 1024;
+export const RESPONSE_EXCERPT_KEPT_CHARS = 1024;
+/** A subscription whose deliveries have all failed for this long is disabled. */
+export const DISABLE_AFTER_FAILING_MS = 3 * 24 * 3600 * 1000;
+export const MIN_SECRET_LENGTH = 16;
+/** How long the old secret keeps signing after a rotation, unless the request says otherwise. */
+export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600;
+export const MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600;
+
+/** What `events` may hold: `*`, a catalogue type, or a family of them (`instance.*`). */
+export const EVENT_PATTERNS: readonly string[] = [
+  '*',
+  ...EVENT_TYPES,
+  ...EVENT_FAMILIES.map((f) => `${f}.*`),
+];
+
+export function isEventPattern(pattern: string): boolean {
+  if (pattern === '*' || isEventType(pattern)) return true;
+  return pattern.endsWith('.*') && EVENT_FAMILIES.includes(pattern.slice(0, -2));
+}
+
+export function matchesEvent(patterns: readonly string[], type: string): boolean {
+  return patterns.some(
+    (pattern) =>
+      pattern === '*' ||
+      pattern === type ||
+      (pattern.endsWith('.*') && type.startsWith(pattern.slice(0, -1))),
+  );
+}
+
+/** The delay before retry number `attemptsMade` (1 after the first failure): the base, doubling. */
+export function retryDelayMs(attemptsMade: number, baseSeconds: number): number {
+  return baseSeconds * 1000 * 2 ** (attemptsMade - 1);
+}
+
+export interface DeliveredEvent {
+  id: string;
+  type: string;
+  timestamp: string;
+  data: Record<string, unknown>;
+}
+
+const hmac = (secret: string, text: string) => createHmac('sha256', secret).update(text, 'utf8');
+
+/** `sha256=` + lowercase hex HMAC-SHA256 of `text`, keyed with the secret's UTF-8 bytes. */
+export function signatureOf(secret: string, text: string): string {
+  return `sha256=${hmac(secret, text).digest('hex')}`;
+}
+
+/**
+ * The delivery body: the event with its `signature`, computed over exactly
+ * `JSON.stringify({id, type, timestamp, data})` (compact, keys in that order), which is the body without
+ * its signature field. The current secret signs it.
+ */
+export function deliveryBody(event: DeliveredEvent, secret: string): string {
+  const unsigned = { id: event.id, type: event.type, timestamp: event.timestamp, data: event.data };
+  return JSON.stringify({ ...unsigned, signature: signatureOf(secret, JSON.stringify(unsigned)) });
+}
+
+/** `X-Nimbus-Signature`: over the raw body (as GitHub does), one per live secret, comma-separated. */
+export function headerSignature(secrets: readonly string[], body: string): string {
+  return secrets.map((secret) => signatureOf(secret, body)).join(',');
+}
+
+/**
+ * `webhook-signature` of the Standard Webhooks scheme: `v1,` + base64 HMAC-SHA256 over
+ * `<webhook-id>.<webhook-timestamp>.<body>`, one per live secret, space-separated.
+ */
+export function standardSignature(
+  secrets: readonly string[],
+  messageId: string,
+  timestampSeconds: number,
+  body: string,
+): string {
+  return secrets
+    .map((secret) => `v1,${hmac(secret, `${messageId}.${timestampSeconds}.${body}`).digest('base64')}`)
+    .join(' ');
+}
+
+const FORBIDDEN = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], // "this" network, unspecified
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16], // link-local, with the cloud metadata address 169.254.169.254
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15], // benchmarking
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, and broadcast
+] as const) {
+  FORBIDDEN.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7], // unique local
+  ['fe80::', 10], // link-local
+  ['ff00::', 8], // multicast
+  ['64:ff9b::', 96], // NAT64 can reach IPv4 private space
+] as const) {
+  FORBIDDEN.addSubnet(network, prefix, 'ipv6');
+}
+
+/** Whether a receiver may be at this address: public unicast only (IPv4-mapped IPv6 judged as IPv4). */
+export function isForbiddenAddress(address: string): boolean {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped?.[1]) return FORBIDDEN.check(mapped[1], 'ipv4');
+  const family = isIP(address);
+  if (family === 0) return true;
+  return FORBIDDEN.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/** Why a receiver URL is refused before any lookup (null: its form is acceptable). */
+export function urlProblem(text: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'is not a URL';
+  }
+  if (url.protocol !== 'https:') return 'must use https://';
+  if (url.username !== '' || url.password !== '') return 'must not carry credentials (user:password@)';
+  if (url.hostname === '') return 'has no host';
+  if (url.hash !== '') return 'must not have a #fragment';
+  return null;
+}
+
+/** The host part of a URL as a lookup or an address check takes it (IPv6 without brackets). */
+export function hostOf(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+}

@@ -1,0 +1,55 @@
+/**
+ * Secrets at rest (webhook signing secrets; later VPN private keys): AES-256-GCM under the installation's
+ * master key, each bound to the record it belongs to (additional data), so a ciphertext copied onto
+ * another record does not decrypt. Stored as `v1:` + base64(iv ‖ tag ‖ ciphertext).
+ *
+ * The master key is 32 random bytes: `NIMBUS_MASTER_KEY` (base64) when set — replicas sharing a
+ * database must share it — or else `<data dir>/master.key`, made on first start with mode 0600.
+ */
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+export const MASTER_KEY_FILE = 'master.key';
+const VERSION = 'v1:';
+
+export class SecretBox {
+  private constructor(private readonly key: Buffer) {}
+
+  static fromKey(key: Buffer): SecretBox {
+    if (key.length !== 32) throw new Error('The master key must be 32 bytes');
+    return new SecretBox(key);
+  }
+
+  /** The configured key, or the data dir's key file (made when missing). */
+  static open(dataDir: string, configuredKey: Buffer | null): SecretBox {
+    if (configuredKey) return SecretBox.fromKey(configuredKey);
+    const file = path.join(dataDir, MASTER_KEY_FILE);
+    if (!existsSync(file)) {
+      // wx: two processes starting on one data dir never both write a key.
+      try {
+        writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+    }
+    return SecretBox.fromKey(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64'));
+  }
+
+  seal(plaintext: string, boundTo: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    cipher.setAAD(Buffer.from(boundTo, 'utf8'));
+    const encrypted = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return VERSION + Buffer.concat([iv, cipher.getAuthTag(), encrypted]).toString('base64');
+  }
+
+  open(sealed: string, boundTo: string): string {
+    if (!sealed.startsWith(VERSION)) throw new Error('Unknown secret format');
+    const raw = Buffer.from(sealed.slice(VERSION.length), 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+    decipher.setAAD(Buffer.from(boundTo, 'utf8'));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * Webhook subscriptions and their deliveries. Subscriptions are returned decoded (`Webhook`); their
+ * secrets stay sealed here (the service opens them). Deliveries are claimed by the delivery worker under
+ * a lease, like jobs: on PostgreSQL with FOR UPDATE SKIP LOCKED, so replicas never take the same one.
+ */
+import { sql } from 'kysely';
+import type { Page, PageRequest } from '../domain/pagination.js';
+import { isPostgres } from './dialect.js';
+import { fetchPage } from './lists.js';
+import type { Executor, WebhookDeliveryRow, WebhookRow, WebhooksTable } from './schema.js';
+
+export type WebhookStatus = 'active' | 'disabled';
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+export interface Webhook {
+  id: string;
+  account_id: string;
+  url: string;
+  events: string[];
+  /** Sealed (services/secret-box.ts). */
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: string | null;
+  description: string | null;
+  enabled: boolean;
+  status: WebhookStatus;
+  disabled_reason: string | null;
+  failing_since: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Delivery extends Omit<WebhookDeliveryRow, 'status'> {
+  status: DeliveryStatus;
+}
+
+export type WebhookChanges = Partial<Omit<Webhook, 'id' | 'account_id' | 'created_at'>>;
+
+function fromRow(row: WebhookRow): Webhook {
+  return {
+    ...row,
+    events: JSON.parse(row.events) as string[],
+    enabled: row.enabled === 1,
+    status: row.status as WebhookStatus,
+  };
+}
+
+function toColumns(changes: WebhookChanges): Partial<WebhooksTable> {
+  const { events, enabled, ...plain } = changes;
+  return {
+    ...plain,
+    ...(events !== undefined ? { events: JSON.stringify(events) } : {}),
+    ...(enabled !== undefined ? { enabled: enabled ? 1 : 0 } : {}),
+  };
+}
+
+const asDelivery = (row: WebhookDeliveryRow): Delivery => row as Delivery;
+
+export async function insertWebhook(db: Executor, webhook: Webhook): Promise<void> {
+  await db
+    .insertInto('webhooks')
+    .values({ ...webhook, events: JSON.stringify(webhook.events), enabled: webhook.enabled ? 1 : 0 })
+    .execute();
+}
+
+export async function findWebhook(db: Executor, accountId: string, id: string): Promise<Webhook | undefined> {
+  const row = await db
+    .selectFrom('webhooks')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row && fromRow(row);
+}
+
+export async function findWebhookById(db: Executor, id: string): Promise<Webhook | undefined> {
+  const row = await db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
+  return row && fromRow(row);
+}
+
+export async function listWebhooks(
+  db: Executor,
+  accountId: string,
+  request: PageRequest,
+): Promise<Page<Webhook>> {
+  const page = await fetchPage(
+    db.selectFrom('webhooks').selectAll().where('account_id', '=', accountId),
+    request,
+  );
+  return { items: page.items.map(fromRow), pagination: page.pagination };
+}
+
+export async function countWebhooks(db: Executor, accountId: string): Promise<number> {
+  const row = await db
+    .selectFrom('webhooks')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('account_id', '=', accountId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+export async function updateWebhook(
+  db: Executor,
+  id: string,
+  changes: WebhookChanges,
+): Promise<Webhook | undefined> {
+  const row = await db
+    .updateTable('webhooks')
+    .set(toColumns(changes))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+  return row && fromRow(row);
+}
+
+export async function deleteWebhook(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<Webhook | undefined> {
+  const row = await db
+    .deleteFrom('webhooks')
+    .where('account_id', '=', accountId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+  if (row) await db.deleteFrom('webhook_deliveries').where('webhook_id', '=', id).execute();
+  return row && fromRow(row);
+}
+
+/** The account's subscriptions that take deliveries now: enabled and not disabled by the platform. */
+export async function liveSubscriptions(
+  db: Executor,
+  accountId: string,
+): Promise<{ id: string; events: string[] }[]> {
+  const rows = await db
+    .selectFrom('webhooks')
+    .select(['id', 'events'])
+    .where('account_id', '=', accountId)
+    .where('enabled', '=', 1)
+    .where('status', '=', 'active')
+    .execute();
+  return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
+}
+
+export async function insertDeliveries(db: Executor, deliveries: WebhookDeliveryRow[]): Promise<void> {
+  if (deliveries.length === 0) return;
+  await db.insertInto('webhook_deliveries').values(deliveries).execute();
+}
+
+/**
+ * Leases up to `limit` due pending deliveries to `owner`, skipping the subscriptions in `busy` (those
+ * already at their concurrency limit in this process). Returns them with the lease taken.
+ */
+export async function claimDueDeliveries(
+  db: Executor,
+  owner: string,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+  busy: readonly string[],
+): Promise<Delivery[]> {
+  const nowText = now.toISOString();
+  return db.transaction().execute(async (trx) => {
+    let due = trx
+      .selectFrom('webhook_deliveries')
+      .select('id')
+      .where('status', '=', 'pending')
+      .where('next_attempt_at', '<=', nowText)
+      .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', nowText)]))
+      .orderBy('next_attempt_at')
+      .limit(limit);
+    if (busy.length > 0) due = due.where('webhook_id', 'not in', busy);
+    if (isPostgres(trx)) due = due.forUpdate().skipLocked();
+    const ids = (await due.execute()).map((row) => row.id);
+    if (ids.length === 0) return [];
+    const rows = await trx
+      .updateTable('webhook_deliveries')
+      .set({ lease_owner: owner, lease_until: leaseUntil.toISOString() })
+      .where('id', 'in', ids)
+      .returningAll()
+      .execute();
+    return rows.map(asDelivery);
+  });
+}
+
+/** Leases the pending delivery of one event to one subscription (a test delivery, sent at once). */
+export async function claimEventDelivery(
+  db: Executor,
+  webhookId: string,
+  eventId: string,
+  owner: string,
+  leaseUntil: Date,
+): Promise<Delivery | undefined> {
+  const row = await db
+    .updateTable('webhook_deliveries')
+    .set({ lease_owner: owner, lease_until: leaseUntil.toISOString() })
+    .where('webhook_id', '=', webhookId)
+    .where('event_id', '=', eventId)
+    .where('status', '=', 'pending')
+    .where('lease_owner', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+  return row && asDelivery(row);
+}
+
+export type AttemptChanges = Partial<
+  Pick<
+    WebhookDeliveryRow,
+    | 'status'
+    | 'attempts'
+    | 'next_attempt_at'
+    | 'last_status_code'
+    | 'last_error'
+    | 'response_excerpt'
+    | 'duration_ms'
+    | 'updated_at'
+  >
+>;
+
+/** Records an attempt's outcome and drops the lease, if `owner` still holds it; false otherwise. */
+export async function recordAttempt(
+  db: Executor,
+  id: string,
+  owner: string,
+  changes: AttemptChanges,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('webhook_deliveries')
+    .set({ ...changes, lease_owner: null, lease_until: null })
+    .where('id', '=', id)
+    .where('lease_owner', '=', owner)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export interface DeliveryFilters {
+  status?: DeliveryStatus | undefined;
+  eventType?: string | undefined;
+}
+
+export async function listDeliveries(
+  db: Executor,
+  webhookId: string,
+  filters: DeliveryFilters,
+  request: PageRequest,
+): Promise<Page<Delivery>> {
+  let query = db.selectFrom('webhook_deliveries').selectAll().where('webhook_id', '=', webhookId);
+  if (filters.status !== undefined) query = query.where('status', '=', filters.status);
+  if (filters.eventType !== undefined) query = query.where('event_type', '=', filters.eventType);
+  const page = await fetchPage(query, request);
+  return { items: page.items.map(asDelivery), pagination: page.pagination };
+}
+
+export async function findDelivery(
+  db: Executor,
+  webhookId: string,
+  id: string,
+): Promise<Delivery | undefined> {
+  const row = await db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('webhook_id', '=', webhookId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row && asDelivery(row);
+}
+
+/** Pending deliveries of a subscription become failed (it was disabled); returns how many. */
+export async function failPendingDeliveries(
+  db: Executor,
+  webhookId: string,
+  reason: string,
+  at: string,
+): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', next_attempt_at: null, last_error: reason, updated_at: at })
+    .where('webhook_id', '=', webhookId)
+    .where('status', '=', 'pending')
+    .where(sql<boolean>`lease_owner is null`)
+    .execute();
+}
