@@ -266,11 +266,9 @@ export class WebhookDeliveryWorker {
   }
 
   private async disable(trx: Executor, webhook: webhooks.Webhook, reason: string, at: string) {
-    await webhooks.updateWebhook(trx, webhook.id, {
-      status: 'disabled',
-      disabled_reason: reason,
-      updated_at: at,
-    });
+    // Attempts finishing together may all find the subscription failing: the first disables it, and
+    // only that one writes the event.
+    if (!(await webhooks.disableWebhook(trx, webhook.id, reason, at))) return;
     await webhooks.failPendingDeliveries(trx, webhook.id, `The subscription was disabled: ${reason}`, at);
     await recordEvent(trx, this.clock, {
       accountId: webhook.account_id,

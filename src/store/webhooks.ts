@@ -128,6 +128,17 @@ export async function deleteWebhook(
   return row && fromRow(row);
 }
 
+/** Disables an active subscription; false when it was already disabled (someone got there first). */
+export async function disableWebhook(db: Executor, id: string, reason: string, at: string): Promise<boolean> {
+  const result = await db
+    .updateTable('webhooks')
+    .set({ status: 'disabled', disabled_reason: reason, updated_at: at })
+    .where('id', '=', id)
+    .where('status', '=', 'active')
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
 /** The account's subscriptions that take deliveries now: enabled and not disabled by the platform. */
 export async function liveSubscriptions(
   db: Executor,
