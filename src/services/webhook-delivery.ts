@@ -66,7 +66,8 @@ export class WebhookDeliveryWorker {
   ) {
     this.maxInFlight = options.maxInFlight ?? 64;
     this.perSubscription = options.perSubscription ?? 8;
-    this.leaseMs = options.leaseMs ?? 60_000;
+    // Three times an attempt's timeout: a lease held by a process that died is free again after this.
+    this.leaseMs = options.leaseMs ?? 30_000;
   }
 
   start(): void {
