@@ -6,8 +6,11 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TAGS } from '../src/http/openapi.js';
+import { STORES } from './helpers/backends.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
-import { type Reply, startTestServer, type TestServer } from './helpers/server.js';
+import { contractProblems } from './helpers/openapi-contract.js';
+import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 const committedFile = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'openapi', 'v1.json');
 const committed = JSON.parse(readFileSync(committedFile, 'utf8'));
@@ -164,5 +167,228 @@ describe('OpenAPI document and /docs', () => {
       if (!name || name === 'upgrade-insecure-requests') continue;
       for (const source of sources) expect(allowed, `${name} ${source}`).toContain(source);
     }
+  });
+});
+
+type Operation = {
+  summary?: string;
+  description?: string;
+  tags?: string[];
+  security?: unknown[];
+  parameters?: { in: string; name: string; required?: boolean; schema?: { default?: unknown } }[];
+  requestBody?: { content: Record<string, { example?: unknown }> };
+  responses: Record<string, { headers?: Record<string, { required?: boolean }> }>;
+};
+
+const operations: { method: string; path: string; operation: Operation }[] = Object.entries(
+  committed.paths as Record<string, Record<string, Operation>>,
+).flatMap(([pathName, item]) =>
+  Object.entries(item).map(([method, operation]) => ({ method, path: pathName, operation })),
+);
+
+describe('the OpenAPI document as a contract (issue 20 item 7)', () => {
+  it('describes every operation: summary, description, defined tags; and defines only tags in use', () => {
+    const defined = new Set((committed.tags as { name: string }[]).map((tag) => tag.name));
+    const used = new Set<string>();
+    for (const { method, path: pathName, operation } of operations) {
+      const where = `${method} ${pathName}`;
+      expect(operation.summary, where).toMatch(/\S/);
+      expect(operation.description, where).toMatch(/\S/);
+      expect(operation.tags?.length, where).toBeGreaterThan(0);
+      for (const tag of operation.tags ?? []) {
+        expect(defined, `${where} tag ${tag}`).toContain(tag);
+        used.add(tag);
+      }
+    }
+    expect([...defined].sort()).toEqual([...used].sort());
+  });
+
+  it('names in info.description only areas some operation serves as served', () => {
+    const description: string = committed.info.description;
+    const [served] = description.split(';');
+    for (const tag of TAGS) {
+      const inUse = operations.some(({ operation }) => operation.tags?.includes(tag.name));
+      expect(served!.includes(tag.area), `${tag.name} is ${inUse ? 'served' : 'not served'}`).toBe(inUse);
+    }
+  });
+
+  it('marks no query parameter with a default as required (page, limit, sort, order)', () => {
+    for (const { method, path: pathName, operation } of operations) {
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.in !== 'query') continue;
+        if (parameter.schema && 'default' in parameter.schema) {
+          expect(parameter.required, `${method} ${pathName} ?${parameter.name}`).toBe(false);
+        }
+        if (['page', 'limit', 'sort', 'order'].includes(parameter.name)) {
+          expect(parameter.required, `${method} ${pathName} ?${parameter.name}`).toBe(false);
+        }
+      }
+    }
+  });
+
+  it('lists each error status an operation can answer, never a range, with the headers every answer carries', () => {
+    for (const { method, path: pathName, operation } of operations) {
+      const where = `${method.toUpperCase()} ${pathName}`;
+      const statuses = Object.keys(operation.responses);
+      expect(
+        statuses.filter((status) => !/^\d{3}$/.test(status)),
+        where,
+      ).toEqual([]);
+      const isPublic = Array.isArray(operation.security) && operation.security.length === 0;
+      const expected = ['400', '408', '429', '431', '500', '503'];
+      if (!isPublic) expected.push('401', '403');
+      if (pathName.includes('{') && !isPublic) expected.push('404');
+      if (['post', 'put', 'patch', 'delete'].includes(method)) expected.push('413');
+      if (!isPublic && method === 'post') expected.push('409', '422');
+      expect(statuses, where).toEqual(expect.arrayContaining(expected));
+      expect(
+        statuses.some((status) => status.startsWith('2')),
+        where,
+      ).toBe(true);
+
+      for (const [status, response] of Object.entries(operation.responses)) {
+        const headers = response.headers ?? {};
+        expect(headers['X-Request-Id']?.required, `${where} ${status} X-Request-Id`).toBe(true);
+        if (status === '429') expect(headers['Retry-After']?.required, `${where} 429 Retry-After`).toBe(true);
+        if (!isPublic) {
+          for (const name of ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']) {
+            expect(headers[name], `${where} ${status} ${name}`).toBeDefined();
+            if (status.startsWith('2'))
+              expect(headers[name]!.required, `${where} ${status} ${name}`).toBe(true);
+          }
+        }
+        if (!isPublic && method === 'post' && !status.startsWith('5')) {
+          expect(headers['Idempotent-Replayed'], `${where} ${status} Idempotent-Replayed`).toBeDefined();
+        }
+      }
+      if (!isPublic && method === 'post') {
+        const header = operation.parameters?.find((parameter) => parameter.name === 'Idempotency-Key');
+        expect(header, `${where} Idempotency-Key`).toMatchObject({ in: 'header', required: false });
+      }
+    }
+  });
+
+  it('shows an example body on every create, and does not promise a key on an API-key creation', () => {
+    const creates = operations.filter(
+      ({ method, path: pathName }) => method === 'post' && !pathName.includes('{'),
+    );
+    expect(creates.length).toBeGreaterThan(2);
+    for (const { path: pathName, operation } of creates) {
+      expect(operation.requestBody?.content['application/json']?.example, pathName).toBeDefined();
+    }
+    const created =
+      committed.paths['/v1/account/api-keys'].post.responses['201'].content['application/json'].schema;
+    const data = created.properties.data;
+    expect(data.properties.key).toBeDefined();
+    expect(data.required).not.toContain('key');
+  });
+});
+
+describe('the contract check on every answer (test/helpers/openapi-contract.ts)', () => {
+  const ok = (data: unknown) => ({
+    success: true,
+    data,
+    metadata: { request_id: 'req_x', timestamp: '2026-01-01T00:00:00.000Z' },
+  });
+  const headers = {
+    'content-type': 'application/json; charset=utf-8',
+    'x-request-id': 'req_x',
+    'x-ratelimit-limit': '1000',
+    'x-ratelimit-remaining': '999',
+    'x-ratelimit-reset': '1800000000',
+  };
+  const reply = (status: number, body: unknown, replyHeaders: Record<string, string> = headers) => ({
+    status,
+    headers: replyHeaders,
+    body,
+    text: JSON.stringify(body),
+  });
+  const quota = [{ name: 'instances', limit: 5, used: 0 }];
+
+  it('accepts an answer the document describes', () => {
+    expect(contractProblems('GET', '/v1/account/quota', reply(200, ok(quota)))).toEqual([]);
+    expect(contractProblems('GET', '/v1/account/quota/', reply(200, ok(quota)))).toEqual([]);
+  });
+
+  it('refuses a status the operation does not list', () => {
+    expect(contractProblems('GET', '/v1/account/quota', reply(418, ok(quota))).join()).toMatch(/418/);
+  });
+
+  it('refuses a body its schema does not accept', () => {
+    const wrong = [{ name: 'instances', limit: '5', used: 0 }];
+    expect(contractProblems('GET', '/v1/account/quota', reply(200, ok(wrong))).join()).toMatch(/limit/);
+  });
+
+  it('refuses an answer without a header the document marks required, or with one of the wrong shape', () => {
+    const { 'x-ratelimit-limit': _dropped, ...withoutLimit } = headers;
+    expect(contractProblems('GET', '/v1/account/quota', reply(200, ok(quota), withoutLimit)).join()).toMatch(
+      /X-RateLimit-Limit/,
+    );
+    expect(
+      contractProblems(
+        'GET',
+        '/v1/account/quota',
+        reply(200, ok(quota), { ...headers, 'x-ratelimit-reset': 'soon' }),
+      ).join(),
+    ).toMatch(/X-RateLimit-Reset/);
+  });
+
+  it('holds unknown paths and methods to the error envelope', () => {
+    const notFound = {
+      success: false,
+      error: { code: 'not_found', message: 'No such endpoint' },
+      metadata: { request_id: 'req_x', timestamp: '2026-01-01T00:00:00.000Z' },
+    };
+    expect(contractProblems('GET', '/v1/nowhere', reply(404, notFound))).toEqual([]);
+    expect(contractProblems('PUT', '/v1/account', reply(405, notFound))).toEqual([]);
+    expect(contractProblems('GET', '/v1/nowhere', reply(404, 'Not Found')).join()).toMatch(/envelope/);
+    expect(contractProblems('GET', '/v1/nowhere', reply(200, ok({}))).join()).toMatch(/not an error/);
+  });
+});
+
+describe.each(STORES)('the document against the server (%s)', (store) => {
+  const server = serverForSuite({ store });
+
+  it('accepts the example body of every create', async () => {
+    const { key } = await server.createAccount({ plan: 'enterprise' });
+    const creates = operations.filter(
+      ({ method, path: pathName }) => method === 'post' && !pathName.includes('{'),
+    );
+    for (const { path: pathName, operation } of creates) {
+      const body = operation.requestBody!.content['application/json']!.example;
+      const created = await server.request('POST', pathName, { key, body });
+      // A receiver URL in an example names a host on the internet, which this machine cannot resolve:
+      // there the example may fail on that field alone.
+      const offline = created.status === 400 && created.body.error.details?.field === 'url';
+      if (offline) continue;
+      expect(created.status, `${pathName}: ${created.text}`).toBeGreaterThanOrEqual(200);
+      expect(created.status, `${pathName}: ${created.text}`).toBeLessThan(300);
+    }
+  });
+
+  it('describes the replay of an API-key creation, which leaves the key out', async () => {
+    const { key } = await server.createAccount();
+    const options = { key, body: { name: 'replayed' }, headers: { 'idempotency-key': 'openapi-replay' } };
+    const first = await server.request('POST', '/v1/account/api-keys', options);
+    expect(first.status).toBe(201);
+    expect(first.body.data.key).toMatch(/^nmb_/);
+    // sendRequest checks both answers against the document: before `key` was optional there, this failed.
+    const replay = await server.request('POST', '/v1/account/api-keys', options);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.data.id).toBe(first.body.data.id);
+    expect(replay.body.data).not.toHaveProperty('key');
+    const url = new URL('/v1/account/api-keys', server.url);
+    expect(contractProblems('POST', url.pathname, replay)).toEqual([]);
+  });
+
+  it('holds a deliberately broken request to the document too: its refusal is a documented status', async () => {
+    const broken = await server.request('POST', '/v1/instances', {
+      key: server.rootKey,
+      rawBody: '{"name": ',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(broken.status).toBe(400);
+    expect(committed.paths['/v1/instances'].post.responses['400']).toBeDefined();
   });
 });
