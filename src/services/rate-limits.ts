@@ -21,19 +21,10 @@ export function rateLimitPolicyOf(
 
 export const ANONYMOUS_POLICY = PLAN_RATE_LIMITS.free;
 
-/** Past this many accounts the memo of counter keys starts afresh; it only saves work, never decides. */
-const MAX_MEMOISED_ACCOUNT_KEYS = 10_000;
-
 /** What a request does to its budget: takes one request from it, or only reads it (GET /v1/account/rate-limit). */
 export type RateUse = 'consume' | 'peek';
 
 export class RateLimitService {
-  /**
-   * Account id → its counter key, each made once. A key built per request is a new string that the
-   * in-process counters' map must hash and then compare in full; the same string object is found at once.
-   */
-  private readonly accountKeys = new Map<string, string>();
-
   constructor(
     private readonly counters: RateCounters,
     private readonly clock: Clock,
@@ -48,7 +39,7 @@ export class RateLimitService {
   decideNow(principal: Principal | null, clientIp: string, use: RateUse): RateDecision | undefined {
     const nowMs = this.clock.nowMs();
     return principal
-      ? this.counters.decideNow(this.accountKey(principal.accountId), principal.rateLimit, nowMs, costOf(use))
+      ? this.counters.decideNow(accountKey(principal.accountId), principal.rateLimit, nowMs, costOf(use))
       : this.counters.decideNow(clientKey(clientIp), ANONYMOUS_POLICY, nowMs, 1);
   }
 
@@ -61,26 +52,20 @@ export class RateLimitService {
   }
 
   private forAccount(principal: Principal, use: RateUse): Promise<RateDecision> {
-    const subject = this.accountKey(principal.accountId);
+    const subject = accountKey(principal.accountId);
     const nowMs = this.clock.nowMs();
     return use === 'peek'
       ? this.counters.peek(subject, principal.rateLimit, nowMs)
       : this.counters.consume(subject, principal.rateLimit, nowMs);
   }
-
-  private accountKey(accountId: string): string {
-    let key = this.accountKeys.get(accountId);
-    if (key === undefined) {
-      if (this.accountKeys.size >= MAX_MEMOISED_ACCOUNT_KEYS) this.accountKeys.clear();
-      key = `acct:${accountId}`;
-      this.accountKeys.set(accountId, key);
-    }
-    return key;
-  }
 }
 
 function costOf(use: RateUse): RateCost {
   return use === 'peek' ? 0 : 1;
+}
+
+function accountKey(accountId: string): string {
+  return `acct:${accountId}`;
 }
 
 function clientKey(clientIp: string): string {
