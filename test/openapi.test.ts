@@ -2,7 +2,7 @@
  * Issue 2 item 11: the OpenAPI 3.1 document served at /v1/openapi.json is the committed
  * openapi/v1.json, and /docs renders it from files this server serves (no CDN, no other host).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -284,7 +284,39 @@ describe('the OpenAPI document as a contract (issue 20 item 7)', () => {
   });
 });
 
+/**
+ * Suites that talk to the server below HTTP requests a client library would send, so their answers
+ * cannot go through sendRequest (and its contract check); any other suite must.
+ */
+const BELOW_HTTP: Record<string, string> = {
+  'test/errors.test.ts': "a request line Node's client refuses to send",
+  'test/hardening.test.ts': 'malformed request lines and oversized headers over a bare TLS socket',
+  'test/helpers/raw-tls.ts': 'the bare TLS socket the hardening suite uses',
+  'test/operations.test.ts': 'keep-alive, idle timeouts and draining, seen on the connection',
+  'test/tls.test.ts': 'the TLS handshake itself',
+};
+
 describe('the contract check on every answer (test/helpers/openapi-contract.ts)', () => {
+  it("is where every suite's requests go: no suite asks the server another way unless it must", () => {
+    const root = path.resolve(path.dirname(committedFile), '..');
+    const files = [
+      ...readdirSync(path.join(root, 'test'), { recursive: true, encoding: 'utf8' }).map(
+        (file) => `test/${file}`,
+      ),
+      ...readdirSync(path.join(root, 'src'), { recursive: true, encoding: 'utf8' })
+        .filter((file) => file.endsWith('.test.ts'))
+        .map((file) => `src/${file}`),
+    ].filter((file) => file.endsWith('.ts') && file !== 'test/helpers/server.ts');
+    const otherWays = /\bhttps?\.request\(|\bfetch\(|\.inject\(|\btls\.connect\(|\bnet\.connect\(/;
+    const bypassing = files.filter((file) => otherWays.test(readFileSync(path.join(root, file), 'utf8')));
+    // The search does find a suite that must go below HTTP, so an empty result is not a vacuous pass.
+    expect(bypassing).toContain('test/operations.test.ts');
+    expect(
+      bypassing.filter((file) => !(file in BELOW_HTTP)),
+      'use server.request (or sendRequest), which checks every answer against openapi/v1.json',
+    ).toEqual([]);
+  });
+
   const ok = (data: unknown) => ({
     success: true,
     data,
