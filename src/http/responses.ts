@@ -21,13 +21,14 @@ export const ERROR_DESCRIPTIONS: Record<ErrorStatus, string> = {
   401: '`authentication_failed`: the API key is missing, unknown, revoked or expired',
   402: '`payment_required`: the account is past due; reads, stops and deletes still work',
   403:
-    '`forbidden` (the key lacks the permission, or the account is suspended) or `quota_exceeded` ' +
-    '(`details.quota`, `limit`, `used`, `requested`)',
+    '`forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up ' +
+    'a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`)',
   404: '`not_found`: no such resource in this account (`details.resource`, `details.id`)',
   408: '`request_timeout`: the request line, headers or body did not arrive in time; the connection closes',
   409:
     '`conflict` (the resource is in a state that does not allow this, or the request duplicates ' +
-    'another resource) or `idempotency_key_in_use` (the first request with this key still runs)',
+    'another resource); on a POST also `idempotency_key_in_use` (the first request with this ' +
+    'Idempotency-Key still runs)',
   413: '`payload_too_large`: the body is larger than 1 MiB',
   422: '`idempotency_key_reused`: this Idempotency-Key was used with a different request',
   429: '`rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`)',

@@ -94,7 +94,17 @@ function load() {
     }
     return validate;
   };
-  const headerValidator = (schema: object) => ajv.compile({ type: 'object', properties: { value: schema } });
+  // Header schemas repeat on every response: compile each shape once.
+  const headerValidators = new Map<string, ValidateFunction>();
+  const headerValidator = (schema: object) => {
+    const key = JSON.stringify(schema);
+    let validate = headerValidators.get(key);
+    if (!validate) {
+      validate = ajv.compile({ type: 'object', properties: { value: schema } });
+      headerValidators.set(key, validate);
+    }
+    return validate;
+  };
   return { operations, schemaValidator, headerValidator };
 }
 
