@@ -17,6 +17,7 @@ import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
 import { clientErrorHandler } from './http/early-errors.js';
 import { buildMetadataApp } from './http/metadata.js';
+import { PARSER_MAX_HEADER_BYTES } from './http/plugins/transport.js';
 import { RequestMetrics } from './http/request-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
 import { createLogger } from './logger.js';
@@ -113,7 +114,12 @@ export async function startServer(
       trustProxy: config.trustProxy,
       v1EndOfLife: config.v1EndOfLife,
       serverFactory: (handler) =>
-        keepIdleConnections(https.createServer({ ...TLS_POLICY, key: tls.key, cert: tls.cert }, handler)),
+        keepIdleConnections(
+          https.createServer(
+            { ...TLS_POLICY, maxHeaderSize: PARSER_MAX_HEADER_BYTES, key: tls.key, cert: tls.cert },
+            handler,
+          ),
+        ),
     });
     // Fastify's close stops accepting, lets in-flight requests finish, then resolves.
     closers.push(() => app.close());
@@ -128,7 +134,9 @@ export async function startServer(
     // Plain HTTP goes through the same app, whose first hook refuses it (or accepts a trusted proxy's).
     let httpPort: number | null = null;
     if (config.httpPort > 0) {
-      const plain = keepIdleConnections(http.createServer((req, res) => app.routing(req, res)));
+      const plain = keepIdleConnections(
+        http.createServer({ maxHeaderSize: PARSER_MAX_HEADER_BYTES }, (req, res) => app.routing(req, res)),
+      );
       // Malformed requests get the envelope here too (the HTTPS server has it through Fastify's option).
       plain.on('clientError', clientErrorHandler({ rateLimits: services.rateLimits, logger }));
       closers.push(() => closeServer(plain));

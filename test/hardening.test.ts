@@ -37,11 +37,13 @@ function ca(server: TestServer): Buffer {
   return readFileSync(server.running.certFile);
 }
 
+/** A request line and headers; `Connection: close` so that the exchange ends with the answer. */
 function requestHead(method: string, path: string, key: string, extra: string[] = []): string {
   return [
     `${method} ${path} HTTP/1.1`,
     'Host: localhost',
     `Authorization: Bearer ${key}`,
+    'Connection: close',
     ...extra,
     '',
     '',
@@ -254,9 +256,9 @@ describe.each(STORES)('hardening against hostile input (%s)', (store) => {
       expect(reply.headers['x-content-type-options']).toBe('nosniff');
     });
 
-    it('a header section over 16 KiB is a 431 in the envelope, and the connection closes cleanly', async () => {
+    it('a header section over 16 KiB is a 431 in the envelope, rate-limited and logged once', async () => {
       const answer = await rawExchange(server.url, ca(server), [
-        requestHead('GET', '/v1/account', 'nmb_x', [`X-Padding: ${'p'.repeat(20_000)}`]),
+        requestHead('GET', '/v1/account', server.rootKey, [`X-Padding: ${'p'.repeat(20_000)}`]),
       ]);
       expectRawEnvelope(answer, 431, 'headers_too_large');
       expect(answer.headers['x-ratelimit-limit']).toBeDefined();
@@ -269,9 +271,31 @@ describe.each(STORES)('hardening against hostile input (%s)', (store) => {
 
     it('a URL over 16 KiB is the same 431', async () => {
       const answer = await rawExchange(server.url, ca(server), [
-        requestHead('GET', `/v1/instances/${'x'.repeat(20_000)}`, 'nmb_x'),
+        requestHead('GET', `/v1/instances/${'x'.repeat(20_000)}`, server.rootKey),
       ]);
       expectRawEnvelope(answer, 431, 'headers_too_large');
+    });
+
+    it('a HEAD with oversized headers gets the 431 without a body', async () => {
+      const answer = await rawExchange(server.url, ca(server), [
+        requestHead('HEAD', '/v1/account', server.rootKey, [`X-Padding: ${'p'.repeat(20_000)}`]),
+      ]);
+      expect(answer.status).toBe(431);
+      expect(answer.headers['x-request-id']).toMatch(/^req_/);
+      expect(answer.text.endsWith('\r\n\r\n'), answer.text).toBe(true);
+    });
+
+    it('headers past what the HTTP parser takes (64 KiB) are refused by it, still in the envelope', async () => {
+      const answer = await rawExchange(server.url, ca(server), [
+        requestHead('GET', '/v1/account', 'nmb_x', [`X-Padding: ${'p'.repeat(70_000)}`]),
+      ]);
+      expectRawEnvelope(answer, 431, 'headers_too_large');
+      expect(answer.headers['x-ratelimit-limit']).toBeDefined();
+      expect(answer.headers.connection).toBe('close');
+      await waitFor('the log line', () =>
+        logLinesOf(server, answer.body.metadata.request_id) > 0 ? true : undefined,
+      );
+      expect(logLinesOf(server, answer.body.metadata.request_id)).toBe(1);
     });
 
     it('a malformed request line is a 400 in the envelope', async () => {
@@ -348,9 +372,10 @@ describe.each(STORES)('hardening against hostile input (%s)', (store) => {
       const text = await new Promise<string>((resolve) => {
         const chunks: Buffer[] = [];
         const socket = net.connect({ host: hostname, port: Number(port) }, () =>
-          socket.write(`GET /v1/account HTTP/1.1\r\nHost: x\r\nX-Padding: ${'p'.repeat(20_000)}\r\n\r\n`),
+          socket.write(`GET /v1/account HTTP/1.1\r\nHost: x\r\nX-Padding: ${'p'.repeat(70_000)}\r\n\r\n`),
         );
         socket.on('data', (c: Buffer) => chunks.push(c));
+        socket.on('end', () => socket.end());
         socket.on('error', () => {});
         socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
       });
@@ -375,11 +400,13 @@ describe('a client out of rate budget is refused with 429 before routing too', (
       expect(error.retry_after).toBeGreaterThan(0);
       expect(badUrl.headers['retry-after']).toBe(String(error.retry_after));
 
-      const oversized = await rawExchange(server.url, ca(server), [
-        requestHead('GET', '/v1/account', 'nmb_x', [`X-Padding: ${'p'.repeat(20_000)}`]),
-      ]);
-      expectRawEnvelope(oversized, 429, 'rate_limit_exceeded');
-      expect(oversized.headers['retry-after']).toBeDefined();
+      for (const size of [20_000, 70_000]) {
+        const oversized = await rawExchange(server.url, ca(server), [
+          requestHead('GET', '/v1/account', 'nmb_x', [`X-Padding: ${'p'.repeat(size)}`]),
+        ]);
+        expectRawEnvelope(oversized, 429, 'rate_limit_exceeded');
+        expect(oversized.headers['retry-after']).toBeDefined();
+      }
     } finally {
       await server.close();
     }

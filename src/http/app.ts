@@ -21,7 +21,7 @@ import { errorsPlugin, notFoundHandler } from './plugins/errors.js';
 import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
-import { transportPlugin } from './plugins/transport.js';
+import { PARSER_MAX_HEADER_BYTES, transportPlugin } from './plugins/transport.js';
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
@@ -37,10 +37,11 @@ import { validatorCompiler } from './validation.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 /**
- * Longer than any URL Node accepts (its header limit, 16 KiB, includes the request line), so the router
- * never refuses a long path segment itself: the route's schema does, in the envelope, naming the field.
+ * As long as any URL Node's parser accepts (PARSER_MAX_HEADER_BYTES includes the request line), so the
+ * router never refuses a long path segment itself: the route's schema does (naming the field), or the
+ * transport's header limit.
  */
-const MAX_PARAM_LENGTH = 16 * 1024;
+const MAX_PARAM_LENGTH = PARSER_MAX_HEADER_BYTES;
 
 export interface AppDeps {
   services: Services;

@@ -15,7 +15,7 @@ import { RateLimitExceeded } from '../services/errors.js';
 import type { RateLimitService } from '../services/rate-limits.js';
 import { echoed, errorEnvelope } from './envelope.js';
 import { closeLingering, isLingering } from './lingering-close.js';
-import { baseHeaders, HttpsRequired } from './plugins/transport.js';
+import { baseHeaders, HeadersTooLarge, HttpsRequired } from './plugins/transport.js';
 
 export interface EarlyErrorDeps {
   rateLimits: RateLimitService;
@@ -130,12 +130,10 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
 
 function refusalFor(error: Error & { code?: string; reason?: string }): Refusal | null {
   switch (error.code) {
-    case 'HPE_HEADER_OVERFLOW':
-      return {
-        status: 431,
-        code: 'headers_too_large',
-        message: 'The request line and headers together are larger than 16 KiB',
-      };
+    case 'HPE_HEADER_OVERFLOW': {
+      const tooLarge = new HeadersTooLarge();
+      return { status: 431, code: tooLarge.code, message: tooLarge.message };
+    }
     case 'ERR_HTTP_REQUEST_TIMEOUT':
     case 'ERR_HTTP_HEADERS_TIMEOUT':
       return { status: 408, code: 'request_timeout', message: 'The request did not arrive in time' };
@@ -151,7 +149,21 @@ function refusalFor(error: Error & { code?: string; reason?: string }): Refusal 
   return null;
 }
 
-function rawResponse(status: number, headers: Record<string, string>, body: string): string {
+/**
+ * Whether the refused request is a HEAD, whose answer must not have a body. Known only when the bytes
+ * Node was parsing begin with the request line; past PARSER_MAX_HEADER_BYTES they usually do not, and
+ * such a HEAD gets the envelope anyway (its connection closes right after, so nothing else is misread).
+ */
+function isHead(error: Error & { rawPacket?: Buffer }): boolean {
+  return error.rawPacket?.toString('latin1', 0, 5) === 'HEAD ';
+}
+
+function rawResponse(
+  status: number,
+  headers: Record<string, string>,
+  body: string,
+  withBody: boolean,
+): string {
   const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`];
   for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
   lines.push(
@@ -159,7 +171,7 @@ function rawResponse(status: number, headers: Record<string, string>, body: stri
     `content-length: ${Buffer.byteLength(body)}`,
     'connection: close',
   );
-  return `${lines.join('\r\n')}\r\n\r\n${body}`;
+  return `${lines.join('\r\n')}\r\n\r\n${withBody ? body : ''}`;
 }
 
 /** A server's `clientError` listener: Node's HTTP parser refused what the client sent. */
@@ -182,7 +194,12 @@ export function clientErrorHandler(deps: EarlyErrorDeps) {
         'malformed request refused',
       );
       const body = JSON.stringify(envelopeOf(requestId, final));
-      return rawResponse(final.status, { ...baseHeaders(requestId, secure), ...headers }, body);
+      return rawResponse(
+        final.status,
+        { ...baseHeaders(requestId, secure), ...headers },
+        body,
+        !isHead(error),
+      );
     });
     closeLingering(socket, answer);
   };

@@ -6,6 +6,7 @@
  * authenticates, rate-limits or parses a body. Behind a TLS-terminating proxy listed in
  * NIMBUS_TRUST_PROXY, `X-Forwarded-Proto: https` counts as HTTPS (Fastify's `request.protocol`).
  */
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { DomainError, InvalidRequest, ServiceUnavailable } from '../../services/errors.js';
@@ -31,6 +32,33 @@ export function baseHeaders(requestId: string, secure: boolean): Record<string, 
     'x-content-type-options': 'nosniff',
     ...(secure ? { 'strict-transport-security': HSTS } : {}),
   };
+}
+
+/** Largest request line plus headers the API takes: Node's own default limit, 16 KiB. */
+export const MAX_HEADER_BYTES = 16 * 1024;
+/**
+ * What Node's HTTP parser is allowed (main.ts). Above MAX_HEADER_BYTES so that a request between the two
+ * limits reaches Fastify: its refusal then goes through the guard's rate limit, and knows the method
+ * (an answer to HEAD has no body). Only past this limit does Node refuse on its own (early-errors.ts).
+ */
+export const PARSER_MAX_HEADER_BYTES = 64 * 1024;
+
+/** The size of the request line and headers as sent (header text is Latin-1: a character is a byte). */
+function headerBytes(request: IncomingMessage): number {
+  // "METHOD URL HTTP/1.1\r\n" and, per header, "name: value\r\n" (rawHeaders alternates names and values).
+  let bytes = (request.method?.length ?? 0) + (request.url?.length ?? 0) + 11;
+  const raw = request.rawHeaders;
+  for (let i = 0; i < raw.length; i++) bytes += (raw[i]?.length ?? 0) + 2;
+  return bytes;
+}
+
+export class HeadersTooLarge extends DomainError {
+  constructor() {
+    super(
+      'headers_too_large',
+      `The request line and headers together are larger than ${MAX_HEADER_BYTES / 1024} KiB`,
+    );
+  }
 }
 
 export class HttpsRequired extends InvalidRequest {
@@ -85,6 +113,11 @@ export const transportPlugin = fp<TransportOptions>(
         return;
       }
       done();
+    });
+    // After the guard (an onRequest hook of the /v1 scope), so that the refusal is rate-limited.
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      if (headerBytes(request.raw) > MAX_HEADER_BYTES) done(new HeadersTooLarge());
+      else done(null, payload);
     });
 
     /** Throws the answer for requests that must not go further; sets the headers every answer carries. */
