@@ -178,7 +178,7 @@ async function main() {
 
   const serverErrors = [...statuses].filter(([status]) => status >= 500).reduce((sum, [, n]) => sum + n, 0);
   const lines = [
-    `## Fuzzing from the OpenAPI document (${SCRIPT})`,
+    `## Fuzzing from the OpenAPI document (${SCRIPT}, ${store})`,
     '',
     ...runHeader({ loadAverage, command, npmScript: 'bench:fuzz', generator: `fast-check ${fc.__version}` }),
     `${fmt(sent)} requests made from \`openapi/v1.json\` by \`bench/fuzz-requests.mjs\` (seed ${seed}, ` +
