@@ -3,15 +3,25 @@
  * records each attempt.
  *
  * How it works. Due deliveries are claimed under a lease (store/webhooks.ts; SKIP LOCKED on PostgreSQL,
- * so replicas never send one attempt at the same time), sent, and their outcome written in one
- * transaction together with what it does to the subscription. A process that dies mid-attempt leaves
- * the lease to run out and the delivery is sent again: at-least-once, with the same delivery id
- * (`X-Nimbus-Delivery`, `webhook-id`) so receivers can drop the repeat.
+ * so replicas never send one attempt at the same time), sent, and their outcome written together with
+ * what it does to the subscription. A process that dies mid-attempt leaves the lease to run out and the
+ * delivery is sent again: at-least-once, with the same delivery id (`X-Nimbus-Delivery`, `webhook-id`)
+ * so receivers can drop the repeat.
  *
  * Outcomes: a 2xx succeeds. `410 Gone` fails the delivery and disables the subscription at once. Anything
  * else is retried after NIMBUS_WEBHOOK_RETRY_BASE_SECONDS, doubling, for 12 attempts in all, then fails;
  * a subscription whose deliveries have all failed for 3 days is disabled. Disabling writes
  * `webhook.disabled` and fails what was still pending for it.
+ *
+ * Cost. Every claim and every outcome is a commit, and on SQLite (synchronous=FULL) a commit is an fsync
+ * that holds up the whole process, so commits rather than requests bound the rate. Hence:
+ * - group commit: outcomes of attempts that finish while a commit is under way wait for it and are then
+ *   written together in one transaction, and the next claim rides in that same transaction, so a busy
+ *   worker makes about one commit per round of answers, however many that round holds. An attempt
+ *   counts as in flight, and its lease stays, until its outcome has committed;
+ * - the subscriptions and events of a claimed batch are read (and the secrets opened) once per batch,
+ *   not once per attempt; the subscription is read again, fresh, in the transaction that records
+ *   outcomes, since what an outcome does to it depends on its state then.
  *
  * Fairness: at most `maxInFlight` attempts at once in a process, and at most `perSubscription` of them
  * for one subscription, so one slow or dead receiver never holds up the others.
@@ -29,7 +39,7 @@ import {
 import { recordEvent } from '../events/outbox.js';
 import type { AttemptResult, WebhookSender } from '../events/webhook-sender.js';
 import type { Store } from '../store/db.js';
-import { findEventById } from '../store/events.js';
+import { findEventById, type StoredEvent } from '../store/events.js';
 import type { Executor } from '../store/schema.js';
 import * as webhooks from '../store/webhooks.js';
 
@@ -44,6 +54,23 @@ export interface DeliveryWorkerOptions {
   onError?: (error: unknown) => void;
 }
 
+/** What the attempts of one claimed batch share: read once for the batch. */
+interface Batch {
+  /** Per subscription id: the subscription and its live secrets (current first); null when gone. */
+  subscriptions: Map<string, { webhook: webhooks.Webhook; secrets: string[] } | null>;
+  events: Map<string, StoredEvent | null>;
+}
+
+/** A finished attempt waiting for the next group commit. */
+interface Outcome {
+  delivery: webhooks.Delivery;
+  /** What the receiver did; null when nothing was sent, and `skipped` says why. */
+  result: AttemptResult | null;
+  skipped: string | null;
+  committed: () => void;
+  lost: (error: unknown) => void;
+}
+
 export class WebhookDeliveryWorker {
   private readonly owner = `delivery_${randomUUID()}`;
   private readonly inFlight = new Map<string, number>();
@@ -56,6 +83,8 @@ export class WebhookDeliveryWorker {
   private claimAgain = false;
   private stopped = false;
   private readonly running = new Set<Promise<void>>();
+  private outcomes: Outcome[] = [];
+  private flushing = false;
 
   constructor(
     private readonly store: Store,
@@ -64,10 +93,11 @@ export class WebhookDeliveryWorker {
     private readonly openSecret: (sealed: string, webhookId: string) => string,
     private readonly options: DeliveryWorkerOptions,
   ) {
-    this.maxInFlight = options.maxInFlight ?? 64;
+    // Enough for many subscriptions at their own limit each; an attempt in flight costs a socket and a
+    // few kilobytes.
+    this.maxInFlight = options.maxInFlight ?? 256;
     this.perSubscription = options.perSubscription ?? 8;
-    // Three times an attempt's timeout: a lease held by a process that died is free again after this.
-    this.leaseMs = options.leaseMs ?? 30_000;
+    this.leaseMs = options.leaseMs ?? 60_000;
   }
 
   start(): void {
@@ -87,9 +117,10 @@ export class WebhookDeliveryWorker {
   async runDue(): Promise<number> {
     let sent = 0;
     for (;;) {
-      const claimed = await this.claim(this.maxInFlight);
+      const { claimed } = await this.claim(this.store.db, this.maxInFlight);
       if (claimed.length === 0) return sent;
-      await Promise.all(claimed.map((delivery) => this.attempt(delivery)));
+      const batch = await this.load(claimed);
+      await Promise.all(claimed.map((delivery) => this.attempt(delivery, batch)));
       sent += claimed.length;
     }
   }
@@ -104,7 +135,7 @@ export class WebhookDeliveryWorker {
       this.leaseUntil(),
     );
     if (!claimed) throw new Error(`no pending delivery of ${eventId} to ${webhookId}`);
-    await this.attempt(claimed);
+    await this.attempt(claimed, await this.load([claimed]));
     const delivery = await webhooks.findDelivery(this.store.db, webhookId, claimed.id);
     if (!delivery) throw new Error(`delivery ${claimed.id} vanished`);
     return delivery;
@@ -128,42 +159,76 @@ export class WebhookDeliveryWorker {
     try {
       do {
         this.claimAgain = false;
+        // A commit of outcomes is coming: its transaction claims as well, saving a commit.
+        if (this.flushing) break;
         const room = this.maxInFlight - this.inFlightTotal;
         if (room <= 0 || this.stopped) break;
-        const claimed = await this.claim(room);
-        for (const delivery of claimed) this.track(delivery);
-        if (claimed.length === room) this.claimAgain = true;
+        const { claimed, more } = await this.claim(this.store.db, room);
+        await this.startAll(claimed);
+        if (more && claimed.length > 0) this.claimAgain = true;
       } while (this.claimAgain && !this.stopped);
     } finally {
       this.claiming = false;
     }
   }
 
-  private track(delivery: webhooks.Delivery): void {
-    this.inFlightTotal += 1;
-    this.inFlight.set(delivery.webhook_id, (this.inFlight.get(delivery.webhook_id) ?? 0) + 1);
-    const run = this.attempt(delivery)
+  private async startAll(claimed: webhooks.Delivery[]): Promise<void> {
+    if (claimed.length === 0) return;
+    // Counted before the batch is read, so a claim meanwhile sees the room these take.
+    for (const delivery of claimed) this.count(delivery.webhook_id, 1);
+    let batch: Batch;
+    try {
+      batch = await this.load(claimed);
+    } catch (error) {
+      // Their leases run out and they are claimed again.
+      for (const delivery of claimed) this.count(delivery.webhook_id, -1);
+      throw error;
+    }
+    for (const delivery of claimed) this.track(delivery, batch);
+  }
+
+  private count(webhookId: string, by: number): void {
+    this.inFlightTotal += by;
+    const left = (this.inFlight.get(webhookId) ?? 0) + by;
+    if (left <= 0) this.inFlight.delete(webhookId);
+    else this.inFlight.set(webhookId, left);
+  }
+
+  private track(delivery: webhooks.Delivery, batch: Batch): void {
+    const run = this.attempt(delivery, batch)
       .catch((error) => this.options.onError?.(error))
       .finally(() => {
-        this.inFlightTotal -= 1;
-        const left = (this.inFlight.get(delivery.webhook_id) ?? 1) - 1;
-        if (left === 0) this.inFlight.delete(delivery.webhook_id);
-        else this.inFlight.set(delivery.webhook_id, left);
+        this.count(delivery.webhook_id, -1);
         this.running.delete(run);
         this.wake();
       });
     this.running.add(run);
   }
 
-  private claim(limit: number): Promise<webhooks.Delivery[]> {
-    const busy = [...this.inFlight].filter(([, n]) => n >= this.perSubscription).map(([id]) => id);
+  /**
+   * Claims up to `limit` due deliveries within the per-subscription limit; `finishing` are outcomes
+   * being written in the same transaction, whose room counts as free.
+   */
+  private async claim(
+    db: Executor,
+    limit: number,
+    finishing: readonly Outcome[] = [],
+  ): Promise<{ claimed: webhooks.Delivery[]; more: boolean }> {
+    let inFlight: ReadonlyMap<string, number> = this.inFlight;
+    if (finishing.length > 0) {
+      const counts = new Map(this.inFlight);
+      for (const { delivery } of finishing)
+        counts.set(delivery.webhook_id, (counts.get(delivery.webhook_id) ?? 1) - 1);
+      inFlight = counts;
+    }
     return webhooks.claimDueDeliveries(
-      this.store.db,
+      db,
       this.owner,
       this.clock.now(),
       this.leaseUntil(),
       limit,
-      busy,
+      inFlight,
+      this.perSubscription,
     );
   }
 
@@ -171,31 +236,47 @@ export class WebhookDeliveryWorker {
     return new Date(this.clock.now().getTime() + this.leaseMs);
   }
 
-  /** One attempt of a claimed delivery: send it and record what happened. */
-  private async attempt(delivery: webhooks.Delivery): Promise<void> {
+  /** The subscriptions (with their secrets opened) and events a batch of deliveries needs, once each. */
+  private async load(claimed: readonly webhooks.Delivery[]): Promise<Batch> {
     const db = this.store.db;
-    const webhook = await webhooks.findWebhookById(db, delivery.webhook_id);
-    const event = await findEventById(db, delivery.event_id);
-    const now = this.clock.now();
-    if (!webhook || !event) {
-      await this.settle(db, delivery, {
-        status: 'failed',
-        last_error: 'The subscription or the event is gone',
-      });
-      return;
+    const now = this.clock.now().getTime();
+    const subscriptions: Batch['subscriptions'] = new Map();
+    const ids = [...new Set(claimed.map((delivery) => delivery.webhook_id))];
+    for (const id of ids) subscriptions.set(id, null);
+    for (const webhook of await webhooks.findWebhooksByIds(db, ids)) {
+      const live = webhook.enabled && webhook.status === 'active';
+      const secrets = live ? [this.openSecret(webhook.secret, webhook.id)] : [];
+      if (
+        live &&
+        webhook.previous_secret &&
+        webhook.previous_secret_until &&
+        Date.parse(webhook.previous_secret_until) > now
+      ) {
+        secrets.push(this.openSecret(webhook.previous_secret, webhook.id));
+      }
+      subscriptions.set(webhook.id, { webhook, secrets });
     }
+    const events: Batch['events'] = new Map();
+    for (const delivery of claimed) {
+      if (!events.has(delivery.event_id)) {
+        events.set(delivery.event_id, (await findEventById(db, delivery.event_id)) ?? null);
+      }
+    }
+    return { subscriptions, events };
+  }
+
+  /** One attempt of a claimed delivery: send it and have its outcome recorded (resolves once committed). */
+  private async attempt(delivery: webhooks.Delivery, batch: Batch): Promise<void> {
+    const subscription = batch.subscriptions.get(delivery.webhook_id);
+    const event = batch.events.get(delivery.event_id);
+    if (!subscription || !event) {
+      return this.record(delivery, null, 'The subscription or the event is gone');
+    }
+    const { webhook, secrets } = subscription;
     if (!webhook.enabled || webhook.status !== 'active') {
-      await this.settle(db, delivery, { status: 'failed', last_error: 'The subscription is disabled' });
-      return;
+      return this.record(delivery, null, 'The subscription is disabled');
     }
-    const secrets = [this.openSecret(webhook.secret, webhook.id)];
-    if (
-      webhook.previous_secret &&
-      webhook.previous_secret_until &&
-      Date.parse(webhook.previous_secret_until) > now.getTime()
-    ) {
-      secrets.push(this.openSecret(webhook.previous_secret, webhook.id));
-    }
+    const now = this.clock.now();
     const delivered = { id: event.id, type: event.type, timestamp: event.created_at, data: event.data };
     const body = deliveryBody(delivered, secrets[0] as string);
     const timestamp = Math.floor(now.getTime() / 1000);
@@ -208,12 +289,76 @@ export class WebhookDeliveryWorker {
       'webhook-timestamp': String(timestamp),
       'webhook-signature': standardSignature(secrets, delivery.id, timestamp, body),
     });
-    await this.record(delivery, webhook, result);
+    return this.record(delivery, result, null);
   }
 
-  private async record(delivery: webhooks.Delivery, webhook: webhooks.Webhook, result: AttemptResult) {
+  /** Queues an outcome for the next group commit; resolves when it is written. */
+  private record(delivery: webhooks.Delivery, result: AttemptResult | null, skipped: string | null) {
+    return new Promise<void>((committed, lost) => {
+      this.outcomes.push({ delivery, result, skipped, committed, lost });
+      if (!this.flushing) {
+        this.flushing = true;
+        void this.flush();
+      }
+    });
+  }
+
+  /** Writes queued outcomes, a transaction at a time, until none is left. */
+  private async flush(): Promise<void> {
+    try {
+      while (this.outcomes.length > 0) {
+        // Answers already read off their sockets join this commit rather than wait for the next one.
+        await new Promise((resolve) => setImmediate(resolve));
+        const outcomes = this.outcomes;
+        this.outcomes = [];
+        let claimed: webhooks.Delivery[] = [];
+        try {
+          claimed = await this.writeOutcomes(outcomes);
+        } catch (error) {
+          for (const outcome of outcomes) outcome.lost(error);
+          continue;
+        }
+        for (const outcome of outcomes) outcome.committed();
+        await this.startAll(claimed).catch((error) => this.options.onError?.(error));
+      }
+    } finally {
+      this.flushing = false;
+    }
+    // Room freed by these outcomes is filled by the attempts' own wake-ups; this catches a claim that
+    // stood aside while the commit was coming.
+    this.wake();
+  }
+
+  /**
+   * One transaction: every outcome and what it does to its subscription, then (in automatic mode) the
+   * next claim for the room those outcomes free. Returns what was claimed.
+   */
+  private async writeOutcomes(outcomes: readonly Outcome[]): Promise<webhooks.Delivery[]> {
     const now = this.clock.now();
+    return this.store.db.transaction().execute(async (trx) => {
+      const ids = [...new Set(outcomes.map((outcome) => outcome.delivery.webhook_id))];
+      const current = new Map((await webhooks.findWebhooksByIds(trx, ids)).map((w) => [w.id, w]));
+      for (const outcome of outcomes) {
+        await this.apply(trx, outcome, current.get(outcome.delivery.webhook_id), now);
+      }
+      if (!this.options.automatic || this.stopped) return [];
+      // The outcomes above still count as in flight (their attempts finish after this commits).
+      const room = this.maxInFlight - this.inFlightTotal + outcomes.length;
+      return room > 0 ? (await this.claim(trx, room, outcomes)).claimed : [];
+    });
+  }
+
+  /**
+   * What one outcome writes. `webhook` is the subscription as this transaction sees it, and is kept up
+   * to date here, so a later outcome of the same transaction judges by what an earlier one did.
+   */
+  private async apply(trx: Executor, outcome: Outcome, webhook: webhooks.Webhook | undefined, now: Date) {
+    const { delivery, result } = outcome;
     const at = now.toISOString();
+    if (result === null) {
+      await this.settle(trx, delivery, { status: 'failed', last_error: outcome.skipped }, at);
+      return;
+    }
     const attempts = delivery.attempts + 1;
     const seen = {
       attempts,
@@ -222,54 +367,69 @@ export class WebhookDeliveryWorker {
       response_excerpt: result.excerpt,
       duration_ms: result.durationMs,
     };
-    await this.store.db.transaction().execute(async (trx) => {
-      if (result.error === null) {
-        await this.settle(trx, delivery, { ...seen, status: 'succeeded' });
-        if (webhook.failing_since !== null) {
-          await webhooks.updateWebhook(trx, webhook.id, { failing_since: null, updated_at: at });
-        }
-        return;
+    if (result.error === null) {
+      await this.settle(trx, delivery, { ...seen, status: 'succeeded' }, at);
+      if (webhook && webhook.failing_since !== null) {
+        await webhooks.updateWebhook(trx, webhook.id, { failing_since: null, updated_at: at });
+        webhook.failing_since = null;
       }
-      if (result.statusCode === 410) {
-        await this.settle(trx, delivery, { ...seen, status: 'failed' });
-        await this.disable(trx, webhook, 'The receiver answered 410 Gone', at);
-        return;
-      }
-      const failingSince = webhook.failing_since ?? at;
-      if (now.getTime() - Date.parse(failingSince) >= DISABLE_AFTER_FAILING_MS) {
-        await this.settle(trx, delivery, { ...seen, status: 'failed' });
-        await this.disable(trx, webhook, 'Every delivery failed for 3 days', at);
-        return;
-      }
-      if (webhook.failing_since === null) {
-        await webhooks.updateWebhook(trx, webhook.id, { failing_since: at, updated_at: at });
-      }
-      if (attempts >= MAX_DELIVERY_ATTEMPTS) {
-        await this.settle(trx, delivery, { ...seen, status: 'failed' });
-        return;
-      }
-      const next = new Date(now.getTime() + retryDelayMs(attempts, this.options.retryBaseSeconds));
-      await webhooks.recordAttempt(trx, delivery.id, this.owner, {
-        ...seen,
-        status: 'pending',
-        next_attempt_at: next.toISOString(),
-        updated_at: at,
-      });
+      return;
+    }
+    if (!webhook) {
+      // Deleted while the attempt was out (its deliveries went with it): nothing left to retry.
+      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      return;
+    }
+    if (result.statusCode === 410) {
+      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      await this.disable(trx, webhook, 'The receiver answered 410 Gone', at);
+      return;
+    }
+    const failingSince = webhook.failing_since ?? at;
+    if (now.getTime() - Date.parse(failingSince) >= DISABLE_AFTER_FAILING_MS) {
+      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      await this.disable(trx, webhook, 'Every delivery failed for 3 days', at);
+      return;
+    }
+    if (webhook.failing_since === null) {
+      await webhooks.updateWebhook(trx, webhook.id, { failing_since: at, updated_at: at });
+      webhook.failing_since = at;
+    }
+    if (attempts >= MAX_DELIVERY_ATTEMPTS) {
+      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      return;
+    }
+    const next = new Date(now.getTime() + retryDelayMs(attempts, this.options.retryBaseSeconds));
+    await webhooks.recordAttempt(trx, delivery.id, this.owner, {
+      ...seen,
+      status: 'pending',
+      next_attempt_at: next.toISOString(),
+      updated_at: at,
     });
   }
 
-  private async settle(db: Executor, delivery: webhooks.Delivery, changes: webhooks.AttemptChanges) {
+  private async settle(
+    db: Executor,
+    delivery: webhooks.Delivery,
+    changes: webhooks.AttemptChanges,
+    at: string,
+  ) {
     await webhooks.recordAttempt(db, delivery.id, this.owner, {
       ...changes,
       next_attempt_at: null,
-      updated_at: this.clock.now().toISOString(),
+      updated_at: at,
     });
   }
 
+  /** Disables the subscription, once: two outcomes that would each disable it write one event. */
   private async disable(trx: Executor, webhook: webhooks.Webhook, reason: string, at: string) {
-    // Attempts finishing together may all find the subscription failing: the first disables it, and
-    // only that one writes the event.
-    if (!(await webhooks.disableWebhook(trx, webhook.id, reason, at))) return;
+    if (webhook.status === 'disabled') return;
+    await webhooks.updateWebhook(trx, webhook.id, {
+      status: 'disabled',
+      disabled_reason: reason,
+      updated_at: at,
+    });
+    webhook.status = 'disabled';
     await webhooks.failPendingDeliveries(trx, webhook.id, `The subscription was disabled: ${reason}`, at);
     await recordEvent(trx, this.clock, {
       accountId: webhook.account_id,

@@ -73,6 +73,13 @@ export async function findWebhook(db: Executor, accountId: string, id: string): 
   return row && fromRow(row);
 }
 
+/** Subscriptions by id, in no particular order; ids not found are simply absent. */
+export async function findWebhooksByIds(db: Executor, ids: readonly string[]): Promise<Webhook[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('webhooks').selectAll().where('id', 'in', ids).execute();
+  return rows.map(fromRow);
+}
+
 export async function findWebhookById(db: Executor, id: string): Promise<Webhook | undefined> {
   const row = await db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
   return row && fromRow(row);
@@ -160,8 +167,9 @@ export async function insertDeliveries(db: Executor, deliveries: WebhookDelivery
 }
 
 /**
- * Leases up to `limit` due pending deliveries to `owner`, skipping the subscriptions in `busy` (those
- * already at their concurrency limit in this process). Returns them with the lease taken.
+ * Leases up to `limit` due pending deliveries to `owner`, at most `perSubscription` in flight for any one
+ * subscription counting the `inFlight` ones (by subscription id) it already has. Returns them with the
+ * lease taken, and whether more might be due (then claiming again may find some).
  */
 export async function claimDueDeliveries(
   db: Executor,
@@ -169,13 +177,15 @@ export async function claimDueDeliveries(
   now: Date,
   leaseUntil: Date,
   limit: number,
-  busy: readonly string[],
-): Promise<Delivery[]> {
+  inFlight: ReadonlyMap<string, number>,
+  perSubscription: number,
+): Promise<{ claimed: Delivery[]; more: boolean }> {
   const nowText = now.toISOString();
-  return db.transaction().execute(async (trx) => {
+  const busy = [...inFlight].filter(([, n]) => n >= perSubscription).map(([id]) => id);
+  const claim = async (trx: Executor) => {
     let due = trx
       .selectFrom('webhook_deliveries')
-      .select('id')
+      .select(['id', 'webhook_id'])
       .where('status', '=', 'pending')
       .where('next_attempt_at', '<=', nowText)
       .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', nowText)]))
@@ -183,16 +193,27 @@ export async function claimDueDeliveries(
       .limit(limit);
     if (busy.length > 0) due = due.where('webhook_id', 'not in', busy);
     if (isPostgres(trx)) due = due.forUpdate().skipLocked();
-    const ids = (await due.execute()).map((row) => row.id);
-    if (ids.length === 0) return [];
+    const candidates = await due.execute();
+    // The query cannot stop at a subscription's limit, so what is over it is left for a later claim.
+    const taken = new Map(inFlight);
+    const ids: string[] = [];
+    for (const { id, webhook_id } of candidates) {
+      const n = taken.get(webhook_id) ?? 0;
+      if (n >= perSubscription) continue;
+      taken.set(webhook_id, n + 1);
+      ids.push(id);
+    }
+    if (ids.length === 0) return { claimed: [], more: false };
     const rows = await trx
       .updateTable('webhook_deliveries')
       .set({ lease_owner: owner, lease_until: leaseUntil.toISOString() })
       .where('id', 'in', ids)
       .returningAll()
       .execute();
-    return rows.map(asDelivery);
-  });
+    return { claimed: rows.map(asDelivery), more: candidates.length === limit };
+  };
+  // Inside a caller's transaction (the worker claims in the one that records outcomes), or in its own.
+  return db.isTransaction ? claim(db) : db.transaction().execute(claim);
 }
 
 /** Leases the pending delivery of one event to one subscription (a test delivery, sent at once). */
