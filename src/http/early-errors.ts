@@ -79,7 +79,7 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
       refusal = {
         status: 400,
         code: 'invalid_request',
-        message: 'The URL is not valid: every % must start a percent-encoded byte such as %2F',
+        message: 'The URL is not valid: a %-escape is malformed (every % starts two hex digits) or not UTF-8',
         details: { field: 'path', value: echoed(path) },
       };
     } else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
