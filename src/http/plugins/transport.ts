@@ -5,6 +5,8 @@
  * in the same envelope, with a request id and a log line; this hook rejects them before anything
  * authenticates, rate-limits or parses a body. Behind a TLS-terminating proxy listed in
  * NIMBUS_TRUST_PROXY, `X-Forwarded-Proto: https` counts as HTTPS (Fastify's `request.protocol`).
+ *
+ * A second hook, before the body is read, refuses request lines and headers over 16 KiB (431).
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -23,7 +25,7 @@ const DEPRECATION_NOTICE_MONTHS = 12;
 export const HSTS = 'max-age=31536000';
 
 /**
- * Headers every answer carries, including those made outside Fastify (plugins/errors.ts, client-errors.ts).
+ * Headers every answer carries, including those made outside Fastify's hooks (early-errors.ts).
  * nosniff: a browser must never read a JSON answer (which may echo what a client sent) as HTML or script.
  */
 export function baseHeaders(requestId: string, secure: boolean): Record<string, string> {
