@@ -16,8 +16,22 @@ import { serverForSuite, startTestServer, type TestServer } from './helpers/serv
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 type Permission = `${PermissionArea}:${'read' | 'write'}`;
 
-/** Makes a resource of the account whose (all-permission) key is given; returns its id. */
-type ResourceFactory = (server: TestServer, key: string) => Promise<string>;
+/**
+ * Makes a resource of the account whose (all-permission) key is given; returns its id, or the values of
+ * every placeholder of the path when it has more than `{id}` (a webhook's delivery).
+ */
+type ResourceFactory = (server: TestServer, key: string) => Promise<string | Record<string, string>>;
+
+/** The path with its placeholders filled; a bare id fills `{id}`. */
+function fill(path: string, ids: string | Record<string, string> | undefined): string {
+  if (ids === undefined) return path;
+  const values = typeof ids === 'string' ? { id: ids } : ids;
+  return path.replace(/\{(\w+)\}/g, (_, name: string) => values[name] ?? `{${name}}`);
+}
+
+/** The id a not-found answer names: the first placeholder's (the outermost resource). */
+const firstId = (ids: string | Record<string, string>) =>
+  typeof ids === 'string' ? ids : (ids.id as string);
 
 interface Endpoint {
   method: Method;
@@ -64,6 +78,24 @@ const sshKey: ResourceFactory = async (server, key) => {
   });
   expect(reply.status, reply.text).toBe(201);
   return reply.body.data.id as string;
+};
+
+/** A webhook subscription to a local port nothing listens on: deliveries fail at once, locally. */
+const webhook: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/webhooks', {
+    key,
+    body: { url: 'https://127.0.0.1:1/matrix', events: ['webhook.test'] },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
+};
+
+/** A subscription and one delivery of it (a test delivery). */
+const delivery: ResourceFactory = async (server, key) => {
+  const id = (await webhook(server, key)) as string;
+  const tested = await server.request('POST', `/v1/webhooks/${id}/test`, { key });
+  expect(tested.status, tested.text).toBe(200);
+  return { id, delivery_id: tested.body.data.id as string };
 };
 
 /** The newest event of the account (creating an API key makes one). */
@@ -167,6 +199,63 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'DELETE', path: '/v1/ssh-keys/{id}', permission: 'instances:write', ok: 200, resource: sshKey },
   { method: 'GET', path: '/v1/events', permission: 'account:read', ok: 200 },
   { method: 'GET', path: '/v1/events/{id}', permission: 'account:read', ok: 200, resource: event },
+  { method: 'GET', path: '/v1/events/types', permission: 'account:read', ok: 200 },
+  {
+    method: 'POST',
+    path: '/v1/webhooks',
+    permission: 'webhooks:write',
+    ok: 201,
+    body: { url: 'https://127.0.0.1:1/matrix', events: ['instance.*'] },
+  },
+  { method: 'GET', path: '/v1/webhooks', permission: 'webhooks:read', ok: 200 },
+  { method: 'GET', path: '/v1/webhooks/{id}', permission: 'webhooks:read', ok: 200, resource: webhook },
+  {
+    method: 'PATCH',
+    path: '/v1/webhooks/{id}',
+    permission: 'webhooks:write',
+    ok: 200,
+    body: { description: 'matrix' },
+    resource: webhook,
+  },
+  { method: 'DELETE', path: '/v1/webhooks/{id}', permission: 'webhooks:write', ok: 200, resource: webhook },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/{id}/rotate-secret',
+    permission: 'webhooks:write',
+    ok: 200,
+    resource: webhook,
+    readPath: '/v1/webhooks/{id}',
+  },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/{id}/test',
+    permission: 'webhooks:write',
+    ok: 200,
+    resource: webhook,
+    readPath: '/v1/webhooks/{id}',
+  },
+  {
+    method: 'GET',
+    path: '/v1/webhooks/{id}/deliveries',
+    permission: 'webhooks:read',
+    ok: 200,
+    resource: webhook,
+  },
+  {
+    method: 'GET',
+    path: '/v1/webhooks/{id}/deliveries/{delivery_id}',
+    permission: 'webhooks:read',
+    ok: 200,
+    resource: delivery,
+  },
+  {
+    method: 'POST',
+    path: '/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver',
+    permission: 'webhooks:write',
+    ok: 202,
+    resource: delivery,
+    readPath: '/v1/webhooks/{id}/deliveries/{delivery_id}',
+  },
 ];
 
 /** Permissions that do not grant `needed`: another area entirely, and for writes the same area's read. */
@@ -206,8 +295,8 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
 
   let anonymousCalls = 0;
   async function call(endpoint: Endpoint, key: string | null, headers: Record<string, string> = {}) {
-    const id = endpoint.resource ? await endpoint.resource(server, owner.key) : undefined;
-    const path = id ? endpoint.path.replace('{id}', id) : endpoint.path;
+    const ids = endpoint.resource ? await endpoint.resource(server, owner.key) : undefined;
+    const path = fill(endpoint.path, ids);
     // Callers without a valid key share a per-IP budget (burst 50); a client address of its own per
     // call keeps a long table from running into it.
     anonymousCalls += 1;
@@ -220,7 +309,11 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
   }
 
   beforeAll(async () => {
-    server = await startTestServer({ store, env: { NIMBUS_TRUST_PROXY: '127.0.0.1' } });
+    server = await startTestServer({
+      store,
+      // Webhook fixtures point at a closed local port, so nothing leaves the machine.
+      env: { NIMBUS_TRUST_PROXY: '127.0.0.1', NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1' },
+    });
     // The table makes dozens of instances per account: room for them, and for the polling that waits on them.
     owner = await server.createAccount({ perHour: 100_000, burst: 5_000 });
     stranger = await server.createAccount({ perHour: 100_000, burst: 5_000 });
@@ -228,6 +321,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       for (const [name, limit] of [
         ['instances', '1000'],
         ['vcpus', '10000'],
+        ['webhooks', '1000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
@@ -303,7 +397,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
     "%s: another account's resource → 404 not_found, never 403",
     async (_, e) => {
       const theirs = await e.resource!(server, stranger.key);
-      const path = e.path.replace('{id}', theirs);
+      const path = fill(e.path, theirs);
       // Even with every permission, the owner cannot see or touch the stranger's resource.
       for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
         const reply = await server.request(e.method, path, {
@@ -314,18 +408,18 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         expect(reply.body.error.code).toBe('not_found');
         // Which kind of resource, by a stable name, and the id asked for: nothing about its owner.
         expect(reply.body.error.details).toEqual({
-          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event)$/),
-          id: theirs,
+          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook)$/),
+          id: firstId(theirs),
         });
       }
       // The resource is untouched: its owner still sees it.
-      const readBack = (e.readPath ?? e.path).replace('{id}', theirs);
+      const readBack = fill(e.readPath ?? e.path, theirs);
       const still = await server.request('GET', readBack, { key: stranger.key });
       expect(still.status, readBack).toBe(200);
       // A made-up id is the same 404 as someone else's, so ids cannot be probed.
       const missing = await server.request(
         e.method,
-        e.path.replace('{id}', 'key_00000000000000000000000000'),
+        e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000'),
         { key: owner.key, ...(e.body !== undefined ? { body: e.body } : {}) },
       );
       expect(missing.status).toBe(404);
@@ -354,7 +448,7 @@ describe.each(STORES)('account status and access (%s)', (store) => {
     const set = await server.admin('set-account-status', '--account', account.id, '--status', 'suspended');
     expect(set).toEqual({ account_id: account.id, status: 'suspended' });
     for (const e of ENDPOINTS) {
-      const path = e.path.replace('{id}', 'key_00000000000000000000000000');
+      const path = e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000');
       const reply = await server.request(e.method, path, {
         key: account.key,
         ...(e.body !== undefined ? { body: e.body } : {}),

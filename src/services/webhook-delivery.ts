@@ -97,7 +97,8 @@ export class WebhookDeliveryWorker {
     // few kilobytes.
     this.maxInFlight = options.maxInFlight ?? 256;
     this.perSubscription = options.perSubscription ?? 8;
-    this.leaseMs = options.leaseMs ?? 60_000;
+    // Three times an attempt's timeout: a lease held by a process that died is free again after this.
+    this.leaseMs = options.leaseMs ?? 30_000;
   }
 
   start(): void {
@@ -125,18 +126,17 @@ export class WebhookDeliveryWorker {
     }
   }
 
-  /** Sends one event's delivery to one subscription at once (a test delivery) and returns it settled. */
-  async deliverEventNow(webhookId: string, eventId: string): Promise<webhooks.Delivery> {
-    const claimed = await webhooks.claimEventDelivery(
-      this.store.db,
-      webhookId,
-      eventId,
-      this.owner,
-      this.leaseUntil(),
-    );
+  /** Leases the new delivery of one event to one subscription, in the caller's transaction (a test delivery). */
+  async claimEventDelivery(trx: Executor, webhookId: string, eventId: string): Promise<webhooks.Delivery> {
+    const claimed = await webhooks.claimEventDelivery(trx, webhookId, eventId, this.owner, this.leaseUntil());
     if (!claimed) throw new Error(`no pending delivery of ${eventId} to ${webhookId}`);
+    return claimed;
+  }
+
+  /** Sends a delivery this worker holds the lease of, now, and returns it as recorded. */
+  async sendClaimed(claimed: webhooks.Delivery): Promise<webhooks.Delivery> {
     await this.attempt(claimed, await this.load([claimed]));
-    const delivery = await webhooks.findDelivery(this.store.db, webhookId, claimed.id);
+    const delivery = await webhooks.findDelivery(this.store.db, claimed.webhook_id, claimed.id);
     if (!delivery) throw new Error(`delivery ${claimed.id} vanished`);
     return delivery;
   }

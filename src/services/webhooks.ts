@@ -213,17 +213,19 @@ export class WebhookService {
   /** Sends a `webhook.test` event to this subscription now and answers with the delivery's outcome. */
   async test(accountId: string, id: string): Promise<DeliveryView> {
     const webhook = await this.find(accountId, id);
-    const eventId = await this.store.db.transaction().execute((trx) =>
-      recordEvent(trx, this.clock, {
+    // The delivery is leased to this process in the transaction that makes it, so no worker (here or on
+    // another replica) can take it first: this request sends it.
+    const claimed = await this.store.db.transaction().execute(async (trx) => {
+      const eventId = await recordEvent(trx, this.clock, {
         accountId,
         type: 'webhook.test',
         resourceId: webhook.id,
         data: { webhook_id: webhook.id },
         deliverTo: [webhook.id],
-      }),
-    );
-    const delivery = await this.worker.deliverEventNow(webhook.id, eventId);
-    return deliveryView(delivery);
+      });
+      return this.worker.claimEventDelivery(trx, webhook.id, eventId);
+    });
+    return deliveryView(await this.worker.sendClaimed(claimed));
   }
 
   async deliveries(
