@@ -22,7 +22,7 @@ const DOCUMENT = JSON.parse(
     'utf8',
   ),
 );
-const RUNS_PER_STORE = 2500;
+const RUNS_PER_STORE = 2000;
 
 /** The request body the document shows as the example of a create. */
 function exampleBody(pathName: string): unknown {
