@@ -21,8 +21,8 @@ export function accountView(row: AccountRow): AccountView {
     email: row.email,
     company: row.company,
     billing_email: row.billing_email,
-    plan: row.plan as Plan,
-    status: row.status as AccountStatus,
+    plan: row.plan,
+    status: row.status,
     created_at: row.created_at,
     updated_at: row.updated_at,
   };

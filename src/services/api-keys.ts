@@ -13,14 +13,13 @@ import { newId } from '../domain/ids.js';
 import { grantedExpiry, permissionsBeyond, revocationBlockers } from '../domain/key-rules.js';
 import type { PageRequest } from '../domain/pagination.js';
 import { allows, isKnownPermission, normalizePermissions } from '../domain/permissions.js';
-import type { AccountStatus, Plan } from '../domain/plans.js';
 import { isPrintableName, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 import type { Broadcaster } from '../events/broadcast.js';
 import { recordEvent } from '../events/outbox.js';
 import { lockAccount } from '../store/accounts.js';
 import * as keys from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
-import type { ApiKeyRow, Executor } from '../store/schema.js';
+import type { Executor } from '../store/schema.js';
 import { accountView } from './account-view.js';
 import { AuthenticationFailed, Forbidden, InvalidRequest, NotFound } from './errors.js';
 import type { Principal } from './principal.js';
@@ -72,12 +71,12 @@ export function hashKey(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
-function view(row: ApiKeyRow): ApiKeyView {
+function view(row: keys.ApiKey): ApiKeyView {
   return {
     id: row.id,
     name: row.name,
     prefix: row.prefix,
-    permissions: JSON.parse(row.permissions) as string[],
+    permissions: row.permissions,
     expires_at: row.expires_at,
     last_used_at: row.last_used_at,
     created_at: row.created_at,
@@ -169,11 +168,11 @@ export class ApiKeyService {
     const principal: Principal = {
       accountId: found.account.id,
       keyId: found.key.id,
-      permissions: JSON.parse(found.key.permissions) as string[],
+      permissions: found.key.permissions,
       keyCreatedAt: new Date(found.key.created_at),
       keyExpiresAt: found.key.expires_at ? new Date(found.key.expires_at) : null,
-      plan: found.account.plan as Plan,
-      accountStatus: found.account.status as AccountStatus,
+      plan: found.account.plan,
+      accountStatus: found.account.status,
       rateLimit: rateLimitPolicyOf(found.account),
       account: accountView(found.account),
     };
@@ -284,13 +283,13 @@ export class ApiKeyService {
     }
     const now = this.clock.now();
     const key = KEY_PREFIX + toBase62(randomBytes(32));
-    const row: ApiKeyRow = {
+    const row: keys.ApiKey = {
       id: newId('apiKey', now),
       account_id: accountId,
       name: options.name,
       prefix: key.slice(0, KEY_PREFIX.length + 6),
       key_hash: hashKey(key),
-      permissions: JSON.stringify(options.permissions),
+      permissions: options.permissions,
       expires_at: options.expiresAt,
       last_used_at: null,
       created_at: now.toISOString(),
@@ -332,7 +331,7 @@ export class ApiKeyService {
     if (!target) throw new NotFound('api_key', id);
     const blockers = revocationBlockers(principal, {
       id: target.id,
-      permissions: JSON.parse(target.permissions) as string[],
+      permissions: target.permissions,
     });
     if (blockers.length > 0) {
       throw new Forbidden('A key cannot delete a key holding permissions it does not hold itself', {

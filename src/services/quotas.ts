@@ -4,7 +4,7 @@
  * `ensureRoom` must run inside the transaction that creates the resource, after the account row is
  * locked, so concurrent creates cannot both pass the last free slot.
  */
-import { PLAN_QUOTAS, type Plan, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
+import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
 import { findAccount, quotaOverrides } from '../store/accounts.js';
 import { countApiKeys } from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
@@ -34,7 +34,7 @@ export class QuotaService {
     const account = await findAccount(db, accountId);
     if (!account) throw new NotFound('account', accountId);
     const overrides = await quotaOverrides(db, accountId);
-    const defaults = PLAN_QUOTAS[account.plan as Plan];
+    const defaults = PLAN_QUOTAS[account.plan];
     return Object.fromEntries(
       QUOTA_NAMES.map((name) => [name, overrides.get(name) ?? defaults[name]]),
     ) as Record<QuotaName, number>;

@@ -4,7 +4,7 @@
  * store/rate-counters.ts.
  */
 import type { Clock } from '../domain/clock.js';
-import { PLAN_RATE_LIMITS, type Plan, type RateLimitPolicy } from '../domain/plans.js';
+import { PLAN_RATE_LIMITS, type RateLimitPolicy } from '../domain/plans.js';
 import type { RateCost, RateCounters, RateDecision } from '../store/rate-counters.js';
 import type { AccountRow } from '../store/schema.js';
 import type { Principal } from './principal.js';
@@ -12,7 +12,7 @@ import type { Principal } from './principal.js';
 export function rateLimitPolicyOf(
   account: Pick<AccountRow, 'plan' | 'rate_limit_per_hour' | 'rate_limit_burst'>,
 ): RateLimitPolicy {
-  const plan = PLAN_RATE_LIMITS[account.plan as Plan] ?? PLAN_RATE_LIMITS.free;
+  const plan = PLAN_RATE_LIMITS[account.plan];
   return {
     perHour: account.rate_limit_per_hour ?? plan.perHour,
     burst: account.rate_limit_burst ?? plan.burst,

@@ -1,13 +1,26 @@
-import type { PageRequest } from '../domain/pagination.js';
+import type { Page, PageRequest } from '../domain/pagination.js';
 import { fetchPage } from './lists.js';
 import type { AccountRow, ApiKeyRow, Executor } from './schema.js';
 
-export async function insertApiKey(db: Executor, row: ApiKeyRow): Promise<void> {
-  await db.insertInto('api_keys').values(row).execute();
+/** An API key as services see it: its permissions decoded. */
+export interface ApiKey extends Omit<ApiKeyRow, 'permissions'> {
+  permissions: string[];
+}
+
+const fromRow = (row: ApiKeyRow): ApiKey => ({
+  ...row,
+  permissions: JSON.parse(row.permissions) as string[],
+});
+
+export async function insertApiKey(db: Executor, key: ApiKey): Promise<void> {
+  await db
+    .insertInto('api_keys')
+    .values({ ...key, permissions: JSON.stringify(key.permissions) })
+    .execute();
 }
 
 export interface KeyWithAccount {
-  key: ApiKeyRow;
+  key: ApiKey;
   account: AccountRow;
 }
 
@@ -22,20 +35,29 @@ export async function findKeyWithAccountByHash(
     .selectAll()
     .where('id', '=', key.account_id)
     .executeTakeFirst();
-  return account ? { key, account } : undefined;
+  return account ? { key: fromRow(key), account } : undefined;
 }
 
-export function findApiKey(db: Executor, accountId: string, id: string): Promise<ApiKeyRow | undefined> {
-  return db
+export async function findApiKey(db: Executor, accountId: string, id: string): Promise<ApiKey | undefined> {
+  const row = await db
     .selectFrom('api_keys')
     .selectAll()
     .where('account_id', '=', accountId)
     .where('id', '=', id)
     .executeTakeFirst();
+  return row && fromRow(row);
 }
 
-export function listApiKeys(db: Executor, accountId: string, request: PageRequest) {
-  return fetchPage(db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId), request);
+export async function listApiKeys(
+  db: Executor,
+  accountId: string,
+  request: PageRequest,
+): Promise<Page<ApiKey>> {
+  const page = await fetchPage(
+    db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId),
+    request,
+  );
+  return { items: page.items.map(fromRow), pagination: page.pagination };
 }
 
 export async function countApiKeys(db: Executor, accountId: string): Promise<number> {
@@ -47,17 +69,14 @@ export async function countApiKeys(db: Executor, accountId: string): Promise<num
   return Number(row.n);
 }
 
-export async function deleteApiKey(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<ApiKeyRow | undefined> {
-  return db
+export async function deleteApiKey(db: Executor, accountId: string, id: string): Promise<ApiKey | undefined> {
+  const row = await db
     .deleteFrom('api_keys')
     .where('account_id', '=', accountId)
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirst();
+  return row && fromRow(row);
 }
 
 export async function touchApiKeys(db: Executor, ids: readonly string[], at: string): Promise<void> {

@@ -3,6 +3,7 @@
  * millisecond precision (they sort as text on both engines); booleans are 0/1 integers; JSON is text.
  */
 import type { Generated, Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
+import type { AccountStatus, Plan } from '../domain/plans.js';
 
 export interface AccountsTable {
   id: string;
@@ -10,8 +11,8 @@ export interface AccountsTable {
   email: string;
   company: string | null;
   billing_email: string | null;
-  plan: string;
-  status: string;
+  plan: Plan;
+  status: AccountStatus;
   rate_limit_per_hour: number | null;
   rate_limit_burst: number | null;
   created_at: string;
