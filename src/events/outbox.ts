@@ -15,7 +15,7 @@ import { newId } from '../domain/ids.js';
 import { matchesEvent } from '../domain/webhooks.js';
 import { insertEvent } from '../store/events.js';
 import type { Executor } from '../store/schema.js';
-import { insertDeliveries, liveSubscriptions } from '../store/webhooks.js';
+import { insertDeliveries, liveSubscriptions, pendingDelivery } from '../store/webhooks.js';
 
 export interface EventInput<T extends EventType> {
   accountId: string;
@@ -49,25 +49,16 @@ export async function recordEvent<T extends EventType>(
   const at = now.toISOString();
   await insertDeliveries(
     trx,
-    subscribers.map((webhookId) => ({
-      id: newId('delivery', now),
-      webhook_id: webhookId,
-      account_id: event.accountId,
-      event_id: id,
-      event_type: event.type,
-      status: 'pending',
-      attempts: 0,
-      next_attempt_at: at,
-      lease_owner: null,
-      lease_until: null,
-      last_status_code: null,
-      last_error: null,
-      response_excerpt: null,
-      duration_ms: null,
-      redelivery_of: null,
-      created_at: at,
-      updated_at: at,
-    })),
+    subscribers.map((webhookId) =>
+      pendingDelivery({
+        id: newId('delivery', now),
+        webhookId,
+        accountId: event.accountId,
+        eventId: id,
+        eventType: event.type,
+        at,
+      }),
+    ),
   );
   return id;
 }

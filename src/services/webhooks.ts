@@ -252,23 +252,15 @@ export class WebhookService {
     const original = await webhooks.findDelivery(this.store.db, webhook.id, deliveryId);
     if (!original) throw new NotFound('delivery', deliveryId);
     const now = this.clock.now();
-    const at = now.toISOString();
-    const copy: webhooks.Delivery = {
-      ...original,
+    const copy = webhooks.pendingDelivery({
       id: newId('delivery', now),
-      status: 'pending',
-      attempts: 0,
-      next_attempt_at: at,
-      lease_owner: null,
-      lease_until: null,
-      last_status_code: null,
-      last_error: null,
-      response_excerpt: null,
-      duration_ms: null,
-      redelivery_of: original.id,
-      created_at: at,
-      updated_at: at,
-    };
+      webhookId: original.webhook_id,
+      accountId: original.account_id,
+      eventId: original.event_id,
+      eventType: original.event_type,
+      at: now.toISOString(),
+      redeliveryOf: original.id,
+    });
     await webhooks.insertDeliveries(this.store.db, [copy]);
     this.worker.wake();
     return deliveryView(copy);

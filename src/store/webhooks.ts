@@ -161,6 +161,37 @@ export async function liveSubscriptions(
   return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
 }
 
+/** A delivery of `eventId` to `webhookId`, due at once, never tried. */
+export function pendingDelivery(fields: {
+  id: string;
+  webhookId: string;
+  accountId: string;
+  eventId: string;
+  eventType: string;
+  at: string;
+  redeliveryOf?: string;
+}): Delivery {
+  return {
+    id: fields.id,
+    webhook_id: fields.webhookId,
+    account_id: fields.accountId,
+    event_id: fields.eventId,
+    event_type: fields.eventType,
+    status: 'pending',
+    attempts: 0,
+    next_attempt_at: fields.at,
+    lease_owner: null,
+    lease_until: null,
+    last_status_code: null,
+    last_error: null,
+    response_excerpt: null,
+    duration_ms: null,
+    redelivery_of: fields.redeliveryOf ?? null,
+    created_at: fields.at,
+    updated_at: fields.at,
+  };
+}
+
 export async function insertDeliveries(db: Executor, deliveries: WebhookDeliveryRow[]): Promise<void> {
   if (deliveries.length === 0) return;
   await db.insertInto('webhook_deliveries').values(deliveries).execute();
