@@ -134,11 +134,12 @@ function nimbusEnv(dataDir, extra = {}) {
 
 /**
  * Starts `bin/nimbus serve` on a free port and waits for /healthz; `extra` adds NIMBUS_* settings, `root`
- * is the checkout whose build runs (this one by default).
+ * is the checkout whose build runs (this one by default), `nodeArgs` go to node itself (e.g. --cpu-prof,
+ * which NODE_OPTIONS does not take).
  */
-export async function startNimbus(dataDir, logFile, extra = {}, root = ROOT) {
+export async function startNimbus(dataDir, logFile, extra = {}, root = ROOT, nodeArgs = []) {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'nimbus'), 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'bin', 'nimbus'), 'serve'], {
     cwd: root,
     env: nimbusEnv(dataDir, {
       ...extra,

@@ -138,12 +138,10 @@ const extra = {
   NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
   NIMBUS_WEBHOOK_CA_FILE: ready.caFile,
   NIMBUS_SIM_SPEEDUP: '1000',
-  ...(args['cpu-prof']
-    ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args['cpu-prof'])}` }
-    : {}),
 };
+const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`] : [];
 step('starting Nimbus (SQLite, fresh data dir)');
-const nimbus = await startNimbus(dataDir, path.join(dataDir, 'nimbus.log'), extra);
+const nimbus = await startNimbus(dataDir, path.join(dataDir, 'nimbus.log'), extra, ROOT, nodeArgs);
 if (pinned) {
   pinProcess(nimbus.child.pid, SERVER_CPU);
   pinProcess(receiver.pid, LOAD_CPU);

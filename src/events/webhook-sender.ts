@@ -12,7 +12,7 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import {
   DELIVERY_TIMEOUT_MS,
   hostOf,
@@ -73,11 +73,18 @@ function guardedLookup(hostname: string, options: LookupOptions, callback: Looku
 
 export class WebhookSender {
   private readonly agents = new Map<string, https.Agent>();
-  private readonly ca: string[] | undefined;
+  /**
+   * One TLS context for every connection, made once. Given as `ca` instead, the trusted certificates
+   * would be parsed again for each new connection, and Node's agent would join all of their text into
+   * its pool key several times per request (measured: most of the worker's CPU time at 1,000 requests/s).
+   */
+  private readonly secureContext: SecureContext;
   private readonly timeoutMs: number;
 
   constructor(private readonly options: SenderOptions) {
-    this.ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
+    this.secureContext = createSecureContext(
+      options.extraCa ? { ca: [...rootCertificates, options.extraCa] } : {},
+    );
     this.timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
   }
 
@@ -156,7 +163,7 @@ export class WebhookSender {
       agent = new https.Agent({
         keepAlive: true,
         maxSockets: this.options.socketsPerPool ?? 8,
-        ...(this.ca ? { ca: this.ca } : {}),
+        secureContext: this.secureContext,
         ...(this.options.allowPrivate ? {} : { lookup: guardedLookup as never }),
       });
       this.agents.set(pool, agent);
