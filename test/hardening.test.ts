@@ -156,6 +156,24 @@ describe.each(STORES)('hardening against hostile input (%s)', (store) => {
     });
   });
 
+  it('says whether a JSON body is malformed or carries a prototype-poisoning key', async () => {
+    const { key } = await account(server);
+    const send = (rawBody: string) =>
+      server.request('PATCH', '/v1/account', {
+        key,
+        rawBody,
+        headers: { 'content-type': 'application/json' },
+      });
+    const malformed = await send('{"name": }');
+    expectInvalid(malformed, 'body');
+    expect(malformed.body.error.message).toMatch(/^Malformed JSON body: .*JSON/);
+    for (const poisoned of ['{"__proto__": {"plan": "enterprise"}}', '{"constructor": {"prototype": {}}}']) {
+      const reply = await send(poisoned);
+      expectInvalid(reply, 'body');
+      expect(reply.body.error.message).toMatch(/__proto__/);
+    }
+  });
+
   describe('integer query parameters take plain decimal digits only', () => {
     it.each([
       'Infinity',

@@ -59,6 +59,23 @@ export class JsonTooDeep extends InvalidRequest {
   }
 }
 
+/**
+ * Fastify's parser reports every failure as "not valid JSON", a prototype-poisoning key included; say
+ * which it was. Runs only on the failure path: JSON.parse again, to find the syntax error or rule it out.
+ */
+function explained(text: string, error: Error & { code?: string }): Error {
+  if (error.code !== 'FST_ERR_CTP_INVALID_JSON_BODY') return error;
+  try {
+    JSON.parse(text);
+  } catch (syntax) {
+    return new InvalidRequest(`Malformed JSON body: ${(syntax as Error).message}`, { field: 'body' });
+  }
+  return new InvalidRequest(
+    'The JSON body holds a "__proto__" or "constructor": {"prototype": …} key, which is not accepted',
+    { field: 'body' },
+  );
+}
+
 /** Replaces Fastify's `application/json` parser with the same parser behind the nesting limit. */
 export function registerJsonParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
@@ -68,6 +85,9 @@ export function registerJsonParser(app: FastifyInstance): void {
       done(new JsonTooDeep(), undefined);
       return;
     }
-    parse(request, body as string, done);
+    parse(request, body as string, (error, value) => {
+      if (error) done(explained(body as string, error), undefined);
+      else done(null, value);
+    });
   });
 }
