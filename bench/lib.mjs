@@ -110,16 +110,21 @@ export function removeDir(dir) {
 // ---------------------------------------------------------------------------------------------------
 // A run: the command line, the machine's load, autocannon and a fresh build
 // ---------------------------------------------------------------------------------------------------
-/** The command as the results show it, the load average before the run, autocannon; then builds Nimbus. */
-export async function prepareRun(script) {
+/**
+ * The command as the results show it, the load average before the run, autocannon; then builds Nimbus
+ * unless `build` is false (the caller runs the dist/ that is there).
+ */
+export async function prepareRun(script, { build: buildFirst = true } = {}) {
   const command = [`node ${script}`, ...process.argv.slice(2)].join(' ');
   // Other work on the machine moves the figures; the 1-minute load average before the run says how much.
   const loadAverage = os.loadavg()[0];
   const { default: autocannon } = await import('autocannon');
 
-  step('building Nimbus (npm run build)');
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
-  if (build.status !== 0) fail('npm run build failed');
+  if (buildFirst) {
+    step('building Nimbus (npm run build)');
+    const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
+    if (build.status !== 0) fail('npm run build failed');
+  }
   return { command, loadAverage, autocannon };
 }
 

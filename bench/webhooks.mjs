@@ -30,12 +30,12 @@
  *
  * Usage (from the repository root):
  *   node bench/webhooks.mjs [--subscriptions N] [--rate EVENTS_PER_S] [--duration S] [--rounds N]
- *     [--warmup S] [--settle S] [--connections N] [--cpu-prof DIR] [--no-write] [--keep]
+ *     [--warmup S] [--settle S] [--connections N] [--cpu-prof DIR] [--no-build] [--no-write] [--keep]
  *   --no-write  print only; --keep  leave the temporary dirs; --cpu-prof DIR  write a V8 CPU profile of
- *   the server (whole run) into DIR.
+ *   the server (whole run) into DIR; --no-build  run the dist/ that is there instead of building first.
  * Bounded: at most rounds × (duration + 120 s of drain); stops by itself; loopback only.
  */
-import { fork } from 'node:child_process';
+import { fork, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import https from 'node:https';
 import path from 'node:path';
@@ -90,6 +90,7 @@ const { values: args } = parseArgs({
     settle: { type: 'string', default: '2' },
     connections: { type: 'string', default: '8' },
     'cpu-prof': { type: 'string' },
+    'no-build': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
@@ -108,7 +109,7 @@ if (!(settings.settle >= 0 && settings.settle < settings.duration))
 cleanup.keep = args.keep;
 cleanUpOnExit();
 
-const run = await prepareRun(SCRIPT);
+const run = await prepareRun(SCRIPT, { build: !args['no-build'] });
 const pinned = canPin();
 
 // --- the receiver, in its own process --------------------------------------------------------------
@@ -275,6 +276,64 @@ async function drain(expected, since) {
   return { ...got, distinct: seen.size };
 }
 
+// Each durable SQLite commit is one fdatasync (WAL, synchronous=FULL), so counting the server's syncs
+// with perf's syscall tracepoints (cheap, unlike strace) counts its commits; null where perf cannot.
+const PERF_EVENTS = 'syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync';
+const canCountSyncs =
+  spawnSync('perf', ['stat', '-x,', '-e', PERF_EVENTS, '--', 'true'], { encoding: 'utf8' }).status === 0;
+
+/** Starts counting a process' fsync/fdatasync calls; `stop()` resolves with the count (or null). */
+function countSyncs(pid) {
+  if (!canCountSyncs) return { stop: async () => null };
+  const perf = spawn('perf', ['stat', '-x,', '-e', PERF_EVENTS, '-p', String(pid)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  cleanup.children.add(perf);
+  let text = '';
+  perf.stderr.setEncoding('utf8');
+  perf.stderr.on('data', (chunk) => {
+    text += chunk;
+  });
+  return {
+    stop: async () => {
+      cleanup.children.delete(perf);
+      const exited = once(perf, 'exit');
+      perf.kill('SIGINT');
+      await exited;
+      const counts = text
+        .split('\n')
+        .map((line) => line.split(','))
+        .filter((fields) => fields[2]?.startsWith('syscalls:'))
+        .map((fields) => Number(fields[0]));
+      return counts.length > 0 && counts.every(Number.isFinite) ? counts.reduce((a, b) => a + b, 0) : null;
+    },
+  };
+}
+
+/**
+ * What a durable commit costs on this disk right now, apart from Nimbus: the median time of `count`
+ * one-row commits to a SQLite file opened as the store opens it (WAL, synchronous=FULL), in ms.
+ */
+async function commitProbe(dir, count = 100) {
+  const { default: Database } = await import('better-sqlite3');
+  const db = new Database(path.join(dir, 'probe.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec('create table if not exists t (id integer primary key, v text)');
+  const insert = db.prepare('insert into t (v) values (?)');
+  const times = [];
+  for (let n = 0; n < count; n++) {
+    const t0 = performance.now();
+    db.transaction(() => insert.run('x'.repeat(200)))();
+    times.push(performance.now() - t0);
+  }
+  db.close();
+  return percentile(
+    times.sort((a, b) => a - b),
+    50,
+  );
+}
+
 function percentile(sorted, rank) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((rank / 100) * sorted.length) - 1))];
 }
@@ -283,11 +342,13 @@ async function round(label, seconds) {
   await take();
   const cpuBefore = cpuSeconds(nimbus.child.pid);
   const stealBefore = cpuTimes();
+  const syncs = countSyncs(nimbus.child.pid);
   step(`${label}: ${settings.rate} events/s × ${settings.subscriptions} subscriptions for ${seconds} s`);
   const load = await produce(seconds);
   const expected = load.events * settings.subscriptions;
   const got = await drain(expected, load.ended);
   const cpuAfter = cpuSeconds(nimbus.child.pid);
+  const syncCount = await syncs.stop();
   const stolen = stolenShares(stealBefore, cpuTimes());
   const windowStart = load.started + settings.settle * 1000;
   const inWindow = got.at.filter((t) => t >= windowStart && t <= load.sendingEnded).length;
@@ -316,18 +377,25 @@ async function round(label, seconds) {
     cpuShare: cpu === null ? null : cpu / busySeconds,
     cpuUsPerDelivery: cpu === null ? null : (cpu * 1e6) / got.at.length,
     stolen,
+    syncs: syncCount,
   };
   step(
     `${label}: ${fmt(result.sustained)} deliveries/s sustained, drain ${fmt(result.drainMs)} ms, ` +
       `lag p50 ${result.p50.toFixed(1)} ms p99 ${result.p99.toFixed(1)} ms, ` +
-      `events ${result.eventRate.toFixed(1)}/s, ${result.duplicates} repeats`,
+      `events ${result.eventRate.toFixed(1)}/s, ${result.duplicates} repeats, ` +
+      `${result.syncs ?? 'n/a'} fsyncs`,
   );
   return result;
 }
 
+const probeDir = tempDir('nimbus-bench-probe-');
+const commitBefore = await commitProbe(probeDir);
+step(`a durable one-row SQLite commit on this disk: ${commitBefore.toFixed(2)} ms (median of 100)`);
 await round('warm-up', settings.warmup);
 const rounds = [];
 for (let n = 1; n <= settings.rounds; n++) rounds.push(await round(`round ${n}`, settings.duration));
+
+const commitAfter = await commitProbe(probeDir);
 
 // --- the delivery log agrees: everything sent, succeeded, once ------------------------------------------
 step('checking every subscription’s delivery log');
@@ -361,6 +429,8 @@ const offered = settings.rate * settings.subscriptions;
 const keptUp = (r) => r.drainMs < 1000 && r.sustained >= TARGET_PER_SECOND;
 const met = keptUp(median);
 const ms = (n) => n.toFixed(1);
+const syncCell = (r) =>
+  r.syncs === null ? 'n/a' : `${fmt(r.syncs)} (${((100 * r.syncs) / r.received).toFixed(1)})`;
 const cpuCell = (r) =>
   r.cpuShare === null ? 'n/a' : `${Math.round(r.cpuShare * 100)}%, ${fmt(r.cpuUsPerDelivery)} µs/delivery`;
 
@@ -378,16 +448,18 @@ const lines = [
   }),
   `Load: \`PATCH /v1/instances/{id}\` (a new name: one \`instance.updated\` event, committed with its fan-out) at ${settings.rate} events/s, open loop over ${settings.connections} keep-alive TLS connections, spread over ${instanceCount} running instances; ${settings.subscriptions} subscriptions to \`instance.updated\`, each to its own path on one receiver, so **${fmt(offered)} deliveries/s offered**. A ${settings.warmup} s warm-up, then ${settings.rounds} rounds of ${settings.duration} s on the same server, each drained before the next. The receiver is a \`node:https\` server in its own process answering 204. Nimbus runs the embedded profile on a fresh data dir: SQLite in WAL mode with synchronous=FULL, so every commit (event and fan-out, claim, attempt outcome) is fsynced before it counts; \`NIMBUS_WEBHOOK_ALLOW_PRIVATE=1\`, \`NIMBUS_WEBHOOK_CA_FILE\` the receiver's certificate, logging at info to a file.`,
   '',
-  `"sustained": deliveries received from ${settings.settle} s after the load began until it ended, per second; "drain": from the last event answered to the last delivery received; "lag": receipt minus the event's \`timestamp\` (taken just before the event's transaction commits), over every delivery of the round; "server CPU": Nimbus' CPU time over the round and its drain.`,
+  `"sustained": deliveries received from ${settings.settle} s after the load began until it ended, per second; "drain": from the last event answered to the last delivery received; "lag": receipt minus the event's \`timestamp\` (taken just before the event's transaction commits), over every delivery of the round; "server fsyncs": fsync and fdatasync calls of the Nimbus process over the round and its drain (perf's syscall tracepoints), one per durable commit: one per event made by the load, the rest the delivery worker's; "server CPU": Nimbus' CPU time over the same time.`,
   '',
-  '| round | events/s | deliveries | sustained deliveries/s | per second, first → last 5 s | drain (ms) | lag p50 (ms) | lag p99 (ms) | lag max (ms) | repeats | server CPU | steal |',
-  '|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|',
+  '| round | events/s | deliveries | sustained deliveries/s | per second, first → last 5 s | drain (ms) | lag p50 (ms) | lag p99 (ms) | lag max (ms) | repeats | server fsyncs (per 100 deliveries) | server CPU | steal |',
+  '|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|',
   ...rounds.map((r) => {
     const first = r.perSecond.slice(0, 5);
     const last = r.perSecond.slice(-5);
     const avg = (xs) => fmt(xs.reduce((s, n) => s + n, 0) / Math.max(1, xs.length));
-    return `| ${r.label.replace('round ', '')} | ${r.eventRate.toFixed(1)} | ${fmt(r.received)} | **${fmt(r.sustained)}** | ${avg(first)} → ${avg(last)} | ${fmt(r.drainMs)} | ${ms(r.p50)} | ${ms(r.p99)} | ${ms(r.max)} | ${r.duplicates} | ${cpuCell(r)} | ${stolenText(r.stolen)} |`;
+    return `| ${r.label.replace('round ', '')} | ${r.eventRate.toFixed(1)} | ${fmt(r.received)} | **${fmt(r.sustained)}** | ${avg(first)} → ${avg(last)} | ${fmt(r.drainMs)} | ${ms(r.p50)} | ${ms(r.p99)} | ${ms(r.max)} | ${r.duplicates} | ${syncCell(r)} | ${cpuCell(r)} | ${stolenText(r.stolen)} |`;
   }),
+  '',
+  `A durable one-row commit to a SQLite file on the same disk, apart from Nimbus (median of 100): ${commitBefore.toFixed(2)} ms before the rounds, ${commitAfter.toFixed(2)} ms after them. Every commit holds up the whole server, since better-sqlite3 runs on the event loop.`,
   '',
   `Medians of the ${rounds.length} rounds: **${fmt(medianOf((r) => r.sustained))} deliveries/s** sustained, lag p50 **${ms(medianOf((r) => r.p50))} ms**, p99 **${ms(medianOf((r) => r.p99))} ms**, drain ${fmt(medianOf((r) => r.drainMs))} ms.`,
   '',

@@ -338,9 +338,11 @@ export class WebhookDeliveryWorker {
     return this.store.db.transaction().execute(async (trx) => {
       const ids = [...new Set(outcomes.map((outcome) => outcome.delivery.webhook_id))];
       const current = new Map((await webhooks.findWebhooksByIds(trx, ids)).map((w) => [w.id, w]));
+      const writes: webhooks.RecordedAttempt[] = [];
       for (const outcome of outcomes) {
-        await this.apply(trx, outcome, current.get(outcome.delivery.webhook_id), now);
+        await this.apply(trx, writes, outcome, current.get(outcome.delivery.webhook_id), now);
       }
+      await webhooks.recordAttempts(trx, this.owner, writes.splice(0));
       if (!this.options.automatic || this.stopped) return [];
       // The outcomes above still count as in flight (their attempts finish after this commits).
       const room = this.maxInFlight - this.inFlightTotal + outcomes.length;
@@ -349,14 +351,32 @@ export class WebhookDeliveryWorker {
   }
 
   /**
-   * What one outcome writes. `webhook` is the subscription as this transaction sees it, and is kept up
-   * to date here, so a later outcome of the same transaction judges by what an earlier one did.
+   * What one outcome writes: the delivery's row is added to `writes` (written together at the end),
+   * changes to the subscription are made at once. `webhook` is the subscription as this transaction sees
+   * it, and is kept up to date here, so a later outcome of the same transaction judges by what an
+   * earlier one did.
    */
-  private async apply(trx: Executor, outcome: Outcome, webhook: webhooks.Webhook | undefined, now: Date) {
+  private async apply(
+    trx: Executor,
+    writes: webhooks.RecordedAttempt[],
+    outcome: Outcome,
+    webhook: webhooks.Webhook | undefined,
+    now: Date,
+  ) {
     const { delivery, result } = outcome;
     const at = now.toISOString();
     if (result === null) {
-      await this.settle(trx, delivery, { status: 'failed', last_error: outcome.skipped }, at);
+      writes.push({
+        id: delivery.id,
+        status: 'failed',
+        attempts: delivery.attempts,
+        next_attempt_at: null,
+        last_status_code: delivery.last_status_code,
+        last_error: outcome.skipped,
+        response_excerpt: delivery.response_excerpt,
+        duration_ms: delivery.duration_ms,
+        updated_at: at,
+      });
       return;
     }
     const attempts = delivery.attempts + 1;
@@ -367,8 +387,10 @@ export class WebhookDeliveryWorker {
       response_excerpt: result.excerpt,
       duration_ms: result.durationMs,
     };
+    const settle = (status: webhooks.DeliveryStatus) =>
+      writes.push({ ...seen, id: delivery.id, status, next_attempt_at: null, updated_at: at });
     if (result.error === null) {
-      await this.settle(trx, delivery, { ...seen, status: 'succeeded' }, at);
+      settle('succeeded');
       if (webhook && webhook.failing_since !== null) {
         await webhooks.updateWebhook(trx, webhook.id, { failing_since: null, updated_at: at });
         webhook.failing_since = null;
@@ -377,18 +399,18 @@ export class WebhookDeliveryWorker {
     }
     if (!webhook) {
       // Deleted while the attempt was out (its deliveries went with it): nothing left to retry.
-      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      settle('failed');
       return;
     }
     if (result.statusCode === 410) {
-      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
-      await this.disable(trx, webhook, 'The receiver answered 410 Gone', at);
+      settle('failed');
+      await this.disable(trx, writes, webhook, 'The receiver answered 410 Gone', at);
       return;
     }
     const failingSince = webhook.failing_since ?? at;
     if (now.getTime() - Date.parse(failingSince) >= DISABLE_AFTER_FAILING_MS) {
-      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
-      await this.disable(trx, webhook, 'Every delivery failed for 3 days', at);
+      settle('failed');
+      await this.disable(trx, writes, webhook, 'Every delivery failed for 3 days', at);
       return;
     }
     if (webhook.failing_since === null) {
@@ -396,34 +418,30 @@ export class WebhookDeliveryWorker {
       webhook.failing_since = at;
     }
     if (attempts >= MAX_DELIVERY_ATTEMPTS) {
-      await this.settle(trx, delivery, { ...seen, status: 'failed' }, at);
+      settle('failed');
       return;
     }
     const next = new Date(now.getTime() + retryDelayMs(attempts, this.options.retryBaseSeconds));
-    await webhooks.recordAttempt(trx, delivery.id, this.owner, {
+    writes.push({
       ...seen,
+      id: delivery.id,
       status: 'pending',
       next_attempt_at: next.toISOString(),
       updated_at: at,
     });
   }
 
-  private async settle(
-    db: Executor,
-    delivery: webhooks.Delivery,
-    changes: webhooks.AttemptChanges,
+  /** Disables the subscription, once: two outcomes that would each disable it write one event. */
+  private async disable(
+    trx: Executor,
+    writes: webhooks.RecordedAttempt[],
+    webhook: webhooks.Webhook,
+    reason: string,
     at: string,
   ) {
-    await webhooks.recordAttempt(db, delivery.id, this.owner, {
-      ...changes,
-      next_attempt_at: null,
-      updated_at: at,
-    });
-  }
-
-  /** Disables the subscription, once: two outcomes that would each disable it write one event. */
-  private async disable(trx: Executor, webhook: webhooks.Webhook, reason: string, at: string) {
     if (webhook.status === 'disabled') return;
+    // Retries recorded so far in this transaction are pending again, and are failed with the rest.
+    await webhooks.recordAttempts(trx, this.owner, writes.splice(0));
     await webhooks.updateWebhook(trx, webhook.id, {
       status: 'disabled',
       disabled_reason: reason,

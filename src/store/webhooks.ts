@@ -267,34 +267,59 @@ export async function claimEventDelivery(
   return row && asDelivery(row);
 }
 
-export type AttemptChanges = Partial<
-  Pick<
-    WebhookDeliveryRow,
-    | 'status'
-    | 'attempts'
-    | 'next_attempt_at'
-    | 'last_status_code'
-    | 'last_error'
-    | 'response_excerpt'
-    | 'duration_ms'
-    | 'updated_at'
-  >
->;
+/** One attempt's outcome: every column recordAttempts sets. */
+export interface RecordedAttempt {
+  id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  response_excerpt: string | null;
+  duration_ms: number | null;
+  updated_at: string;
+}
 
-/** Records an attempt's outcome and drops the lease, if `owner` still holds it; false otherwise. */
-export async function recordAttempt(
+// A statement per chunk size keeps the SQL texts (and so the prepared statements) to a handful.
+const RECORD_CHUNKS = [64, 16, 4, 1];
+
+/**
+ * Records attempts' outcomes and drops their leases: one UPDATE … FROM (VALUES …) per chunk rather than
+ * one statement per delivery. Rows whose lease `owner` no longer holds are left alone.
+ */
+export async function recordAttempts(
   db: Executor,
-  id: string,
   owner: string,
-  changes: AttemptChanges,
-): Promise<boolean> {
-  const result = await db
-    .updateTable('webhook_deliveries')
-    .set({ ...changes, lease_owner: null, lease_until: null })
-    .where('id', '=', id)
-    .where('lease_owner', '=', owner)
-    .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  attempts: readonly RecordedAttempt[],
+): Promise<void> {
+  let next = 0;
+  for (const size of RECORD_CHUNKS) {
+    for (; attempts.length - next >= size; next += size) {
+      await recordChunk(db, owner, attempts.slice(next, next + size));
+    }
+  }
+}
+
+async function recordChunk(db: Executor, owner: string, chunk: readonly RecordedAttempt[]): Promise<void> {
+  const rows = chunk.map(
+    (a) =>
+      sql`(${a.id}, ${a.status}, ${a.attempts}, ${a.next_attempt_at}, ${a.last_status_code}, ${a.last_error}, ${a.response_excerpt}, ${a.duration_ms}, ${a.updated_at})`,
+  );
+  // VALUES columns are column1, column2, … on both engines; PostgreSQL types untyped parameters in
+  // VALUES as text, hence the casts of the integer columns.
+  await sql`update webhook_deliveries set
+      status = v.column2,
+      attempts = cast(v.column3 as integer),
+      next_attempt_at = v.column4,
+      last_status_code = cast(v.column5 as integer),
+      last_error = v.column6,
+      response_excerpt = v.column7,
+      duration_ms = cast(v.column8 as integer),
+      updated_at = v.column9,
+      lease_owner = null,
+      lease_until = null
+    from (values ${sql.join(rows)}) as v
+    where webhook_deliveries.id = v.column1 and webhook_deliveries.lease_owner = ${owner}`.execute(db);
 }
 
 export interface DeliveryFilters {
