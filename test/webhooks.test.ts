@@ -144,6 +144,37 @@ describe.each(STORES)('webhooks (%s)', (store) => {
     expect(created.headers['cache-control']).toBe('no-store');
   });
 
+  it('a generated secret is not kept for an idempotent replay, which answers without it', async () => {
+    const { key } = await account(server);
+    const options = {
+      key,
+      body: { url: `${receiver.origin}${newPath()}`, events: ['*'] },
+      headers: { 'idempotency-key': `hook-${store}` },
+    };
+    const first = await server.request('POST', '/v1/webhooks', options);
+    expect(first.status, first.text).toBe(201);
+    const secret = first.body.data.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+    const replay = await server.request('POST', '/v1/webhooks', options);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.data.id).toBe(first.body.data.id);
+    expect(replay.body.data).not.toHaveProperty('secret');
+    const kept = await server.running.backends.store.db
+      .selectFrom('idempotency_keys')
+      .select('response_body')
+      .where('key', '=', `hook-${store}`)
+      .execute();
+    expect(kept).toHaveLength(1);
+    expect(kept[0]?.response_body).not.toContain(secret);
+    const sealed = await server.running.backends.store.db
+      .selectFrom('webhooks')
+      .select('secret')
+      .where('id', '=', first.body.data.id)
+      .executeTakeFirstOrThrow();
+    expect(sealed.secret).not.toContain(secret.slice(6));
+  });
+
   it('the delivery log shows each attempt; a delivery can be read and redelivered as a new one', async () => {
     const { key } = await account(server);
     const at = newPath();

@@ -186,11 +186,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
           201: described(Envelope(WebhookWithSecret), 'The subscription (with the secret when generated)'),
         },
       },
-      config: write,
+      // A generated secret is shown once: never kept with an idempotent replay, never cached.
+      config: { ...write, idempotencyOmit: ['secret'], carriesSecret: true },
     },
     async (request, reply) => {
       const created = await webhooks.create(principalOf(request).accountId, request.body);
-      reply.header('cache-control', 'no-store');
       return reply.code(201).send(ok(request, created));
     },
   );
@@ -279,17 +279,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
           ...errorResponses(404),
         },
       },
-      config: write,
+      config: { ...write, idempotencyOmit: ['secret'], carriesSecret: true },
     },
-    async (request, reply) => {
-      const rotated = await webhooks.rotateSecret(
-        principalOf(request).accountId,
-        request.params.id,
-        request.body ?? {},
-      );
-      reply.header('cache-control', 'no-store');
-      return ok(request, rotated);
-    },
+    async (request) =>
+      ok(
+        request,
+        await webhooks.rotateSecret(principalOf(request).accountId, request.params.id, request.body ?? {}),
+      ),
   );
 
   app.post(
