@@ -32,7 +32,7 @@ export const ERROR_DESCRIPTIONS: Record<ErrorStatus, string> = {
   413: '`payload_too_large`: the body is larger than 1 MiB',
   422: '`idempotency_key_reused`: this Idempotency-Key was used with a different request',
   429: '`rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`)',
-  431: '`headers_too_large`: the request line and headers exceed 16 KiB; the connection closes',
+  431: '`headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes)',
   500: '`server_error`: an unexpected failure; the cause is in the server log, never in the answer',
   503:
     '`service_unavailable`: the server is shutting down, a backing service is unreachable, or a ' +
