@@ -159,6 +159,19 @@ const SCENARIOS: Scenario[] = [
     ],
   },
   {
+    name: 'window used up and bucket empty near the hour: retryAfter waits for the token too',
+    policy: { perHour: 2, burst: 2 },
+    steps: [
+      { atMs: at(3599), op: 'consume', expect: { allowed: true, remaining: 1 } },
+      { atMs: at(3599), op: 'consume', expect: { allowed: true, remaining: 0, burstRemaining: 0 } },
+      // The window ends in 1 s, but a token takes 1,800 s to come back at 2 an hour.
+      { atMs: at(3599), op: 'consume', expect: { allowed: false, remaining: 0, retryAfter: 1800 } },
+      // A new window (remaining 2), still no whole token.
+      { atMs: at(3599 + 1799), op: 'consume', expect: { allowed: false, remaining: 2 } },
+      { atMs: at(3599 + 1800), op: 'consume', expect: { allowed: true, remaining: 1 } },
+    ],
+  },
+  {
     name: 'peek never consumes, not even from an empty bucket or a full window',
     policy: { perHour: 5, burst: 2 },
     steps: [
@@ -350,11 +363,11 @@ describe('decide (the algorithm both backends run), for any policy and any seque
     );
   });
 
-  it('a request refused for want of a token passes after retry_after seconds', () => {
+  it('a refused request passes after retry_after seconds, whether the token or the window was short', () => {
     fc.assert(
       fc.property(policies, steps, (policy, sequence) => {
         for (const { nowMs, peek, decision, state } of run(policy, sequence)) {
-          if (peek || decision.allowed || decision.remaining === 0) continue;
+          if (peek || decision.allowed) continue;
           const later = decide(state, policy, nowMs + decision.retryAfter * 1000, 1);
           expect(later.decision.allowed, JSON.stringify({ nowMs, decision })).toBe(true);
         }

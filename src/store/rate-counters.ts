@@ -92,10 +92,9 @@ export function decide(
       tokens = micro(tokens - 1);
     } else {
       allowed = false;
-      retryAfter =
-        count >= policy.perHour
-          ? reset - nowSeconds
-          : Math.max(1, Math.ceil(micro((1 - tokens) / refillPerSecond)));
+      // The wait for both to have room: the window's end (a new window starts empty) and a whole token.
+      const tokenWait = tokens >= 1 ? 0 : Math.ceil(micro((1 - tokens) / refillPerSecond));
+      retryAfter = count >= policy.perHour ? Math.max(reset - nowSeconds, tokenWait) : Math.max(1, tokenWait);
     }
   }
   return {
@@ -175,10 +174,14 @@ if cost == 1 then
     tokens = micro(tokens - 1)
   else
     allowed = 0
+    local token_wait = 0
+    if tokens < 1 then
+      token_wait = math.ceil(micro((1 - tokens) / refill))
+    end
     if count >= per_hour then
-      retry_after = reset - now_s
+      retry_after = math.max(reset - now_s, token_wait)
     else
-      retry_after = math.max(1, math.ceil(micro((1 - tokens) / refill)))
+      retry_after = math.max(1, token_wait)
     end
   end
   -- %.17g: tostring() keeps only 14 digits, and the memory backend keeps the exact double.
