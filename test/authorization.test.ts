@@ -12,6 +12,7 @@ import { formatSshPublicKey } from '../src/domain/ssh-keys.js';
 import { STORES } from './helpers/backends.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
+import { waitForVolume } from './helpers/volumes.js';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 type Permission = `${PermissionArea}:${'read' | 'write'}`;
@@ -42,6 +43,8 @@ interface Endpoint {
   /** Status of a successful call. */
   ok: number;
   body?: unknown;
+  /** A body that names the resource's fixtures (an attach names its instance): made from the ids. */
+  bodyFor?: (ids: Record<string, string>) => unknown;
   resource?: ResourceFactory;
   /** Where the resource's owner reads it back (default: GET on `path`). */
   readPath?: string;
@@ -105,6 +108,42 @@ const event: ResourceFactory = async (server, key) => {
   expect(reply.status, reply.text).toBe(200);
   return reply.body.data[0].id as string;
 };
+
+/** A data volume, available. */
+const volume: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/volumes', {
+    key,
+    body: { name: `fixture-${randomBytes(3).toString('hex')}`, size_gb: 10, region: 'us-east-1' },
+  });
+  expect(reply.status, reply.text).toBe(202);
+  const id = reply.body.data.id as string;
+  await waitForVolume(server, key, id, 'available');
+  return id;
+};
+
+/** An available volume and an instance of the same region to attach it to. */
+const volumeAndInstance: ResourceFactory = async (server, key) => {
+  const { id: instanceId } = await createInstance(server, key);
+  return { id: (await volume(server, key)) as string, instance_id: instanceId as string };
+};
+
+/** A volume attached to an instance (in-use). */
+const attachedVolume: ResourceFactory = async (server, key) => {
+  const { id, instance_id } = (await volumeAndInstance(server, key)) as Record<string, string>;
+  const reply = await server.request('POST', `/v1/volumes/${id}/attach`, { key, body: { instance_id } });
+  expect(reply.status, reply.text).toBe(202);
+  await waitForVolume(server, key, id as string, 'in-use');
+  return id as string;
+};
+
+/** The body of a request on the endpoint, for the resource ids (or placeholders) it is sent with. */
+function bodyOf(endpoint: Endpoint, ids: string | Record<string, string> | undefined): { body?: unknown } {
+  if (endpoint.bodyFor) {
+    const values = typeof ids === 'string' ? { id: ids } : (ids ?? {});
+    return { body: endpoint.bodyFor(values) };
+  }
+  return endpoint.body !== undefined ? { body: endpoint.body } : {};
+}
 
 const ENDPOINTS: Endpoint[] = [
   { method: 'GET', path: '/v1/account', permission: 'account:read', ok: 200 },
@@ -183,6 +222,50 @@ const ENDPOINTS: Endpoint[] = [
     permission: 'networking:read',
     ok: 200,
     resource: instanceIn('starting'),
+  },
+  {
+    method: 'POST',
+    path: '/v1/volumes',
+    permission: 'volumes:write',
+    ok: 202,
+    body: { name: 'matrix', size_gb: 1, region: 'us-east-1' },
+  },
+  { method: 'GET', path: '/v1/volumes', permission: 'volumes:read', ok: 200 },
+  { method: 'GET', path: '/v1/volumes/{id}', permission: 'volumes:read', ok: 200, resource: volume },
+  {
+    method: 'PATCH',
+    path: '/v1/volumes/{id}',
+    permission: 'volumes:write',
+    ok: 200,
+    body: { name: 'renamed' },
+    resource: volume,
+  },
+  { method: 'DELETE', path: '/v1/volumes/{id}', permission: 'volumes:write', ok: 202, resource: volume },
+  {
+    method: 'POST',
+    path: '/v1/volumes/{id}/attach',
+    permission: 'volumes:write',
+    ok: 202,
+    resource: volumeAndInstance,
+    bodyFor: (ids) => ({ instance_id: ids.instance_id ?? 'ins_00000000000000000000000000' }),
+    readPath: '/v1/volumes/{id}',
+  },
+  {
+    method: 'POST',
+    path: '/v1/volumes/{id}/detach',
+    permission: 'volumes:write',
+    ok: 202,
+    resource: attachedVolume,
+    readPath: '/v1/volumes/{id}',
+  },
+  {
+    method: 'POST',
+    path: '/v1/volumes/{id}/resize',
+    permission: 'volumes:write',
+    ok: 202,
+    body: { size_gb: 20 },
+    resource: volume,
+    readPath: '/v1/volumes/{id}',
   },
   {
     method: 'POST',
@@ -304,7 +387,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
     return server.request(endpoint.method, path, {
       key,
       headers: { 'x-forwarded-for': clientIp, ...headers },
-      ...(endpoint.body !== undefined ? { body: endpoint.body } : {}),
+      ...bodyOf(endpoint, ids),
     });
   }
 
@@ -322,6 +405,8 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['instances', '1000'],
         ['vcpus', '10000'],
         ['webhooks', '1000'],
+        ['volumes', '1000'],
+        ['volume_storage_gb', '100000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
@@ -402,13 +487,13 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
         const reply = await server.request(e.method, path, {
           key,
-          ...(e.body !== undefined ? { body: e.body } : {}),
+          ...bodyOf(e, theirs),
         });
         expect(reply.status, reply.text).toBe(404);
         expect(reply.body.error.code).toBe('not_found');
         // Which kind of resource, by a stable name, and the id asked for: nothing about its owner.
         expect(reply.body.error.details).toEqual({
-          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook)$/),
+          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume)$/),
           id: firstId(theirs),
         });
       }
@@ -420,7 +505,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       const missing = await server.request(
         e.method,
         e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000'),
-        { key: owner.key, ...(e.body !== undefined ? { body: e.body } : {}) },
+        { key: owner.key, ...bodyOf(e, undefined) },
       );
       expect(missing.status).toBe(404);
       expect(missing.body.error.code).toBe('not_found');
@@ -451,7 +536,7 @@ describe.each(STORES)('account status and access (%s)', (store) => {
       const path = e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000');
       const reply = await server.request(e.method, path, {
         key: account.key,
-        ...(e.body !== undefined ? { body: e.body } : {}),
+        ...bodyOf(e, undefined),
       });
       expect(reply.status, `${label(e)} ${reply.text}`).toBe(403);
       expect(reply.body.error.code).toBe('forbidden');

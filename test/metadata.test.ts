@@ -27,6 +27,8 @@ describe.each(STORES)('metadata service (%s)', (store) => {
       'public-ipv4': instance.public_ip,
       'local-ipv4': instance.private_ip,
       hostname: instance.hostname,
+      // The root volume; data volumes are added as they attach (test/volume-attach.test.ts).
+      'block-devices': `/dev/vda ${instance.root_volume_id}\n`,
     };
     for (const [item, value] of Object.entries(expected)) {
       const reply = await ask(`/latest/meta-data/${item}`, instance.id);

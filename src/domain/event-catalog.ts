@@ -29,8 +29,16 @@ const VolumeEvent = Type.Object({
   volume_id: id('The volume'),
   name: Type.String(),
   status: Type.String(),
-  instance_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  size_gb: Type.Optional(Type.Integer()),
+  instance_id: Type.Optional(
+    Type.Union([Type.String(), Type.Null()], {
+      description: 'The instance it is attached to (volume.detached: the one it left)',
+    }),
+  ),
+  size_gb: Type.Optional(Type.Integer({ description: 'volume.resized: the new size' })),
+  device_name: Type.Optional(
+    Type.Union([Type.String(), Type.Null()], { description: 'Its device on the instance (`/dev/vdb`…)' }),
+  ),
+  kind: Type.Optional(Type.String({ description: '`data`, or `root` for the disk of an instance' })),
 });
 
 const SnapshotEvent = Type.Object({
@@ -123,3 +131,6 @@ export function isEventType(type: string): type is EventType {
 
 /** The data every instance event carries; the rest is per type. */
 export type InstanceEventData = Static<typeof InstanceEvent>;
+
+/** The data every volume event carries; the rest is per type. */
+export type VolumeEventData = Static<typeof VolumeEvent>;

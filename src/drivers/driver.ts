@@ -64,6 +64,49 @@ export interface FaultInjection {
   instanceFaults: readonly string[];
 }
 
+/** What the driver needs to know about a block volume. */
+export interface VolumeSpec {
+  /** The volume id; the disk's identity. */
+  id: string;
+  region: string;
+  /** The size the disk should have (a resize grows it to this). */
+  sizeGb: number;
+  /** Formatted with this on create; null: a raw disk. */
+  filesystem: string | null;
+}
+
+/** Where a disk is to be attached. */
+export interface VolumeAttachment {
+  instanceId: string;
+  /** The device the guest sees (`/dev/vdb`…). */
+  deviceName: string;
+}
+
+export type DiskState =
+  /** No disk (never created, or deleted and purged). */
+  | 'absent'
+  /** Allocating (and formatting, when a filesystem was asked for). */
+  | 'creating'
+  | 'available'
+  | 'attaching'
+  | 'attached'
+  | 'detaching'
+  /** Growing; an attached disk stays attached (online resize). */
+  | 'resizing'
+  | 'deleting'
+  /** Deleted, the record not yet purged: a further deleteVolume purges it. */
+  | 'deleted';
+
+export interface VolumeState {
+  state: DiskState;
+  /** The size the disk has now (during a resize: the size it is growing to). */
+  sizeGb: number | null;
+  /** The attachment the disk has, or is taking or giving up. */
+  attachment: VolumeAttachment | null;
+  /** When the current change should settle; null when settled. */
+  settlesAt: Date | null;
+}
+
 export interface ComputeDriver {
   readonly name: string;
   /** null for a driver that runs real machines and takes no fault tags. */
@@ -83,4 +126,16 @@ export interface ComputeDriver {
   inspect(spec: MachineSpec): Promise<MachineState>;
   /** Utilisation at one moment; zero when the machine is not running. */
   sampleMetrics(spec: MachineSpec, at: Date): Promise<MetricSample>;
+
+  /** Allocates the disk (formatting it when `spec.filesystem` is set); an existing disk is left alone. */
+  createVolume(spec: VolumeSpec): Promise<void>;
+  /** Attaches an available disk to the instance as `deviceName`; one attached or attaching is left alone. */
+  attachVolume(spec: VolumeSpec, attachment: VolumeAttachment): Promise<void>;
+  /** Detaches the disk from its instance (also when that machine is gone); a detached one is left alone. */
+  detachVolume(spec: VolumeSpec): Promise<void>;
+  /** Grows the disk to `spec.sizeGb`, attached or not; a disk of that size or larger is left alone. */
+  resizeVolume(spec: VolumeSpec): Promise<void>;
+  /** Deletes a detached disk; once deleted, a further call purges it; absent disks are fine. */
+  deleteVolume(spec: VolumeSpec): Promise<void>;
+  inspectVolume(spec: VolumeSpec): Promise<VolumeState>;
 }

@@ -31,6 +31,7 @@ import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { instanceRoutes } from './routes/instances.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
+import { volumeRoutes } from './routes/volumes.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ErrorEnvelope, rejectUnknownQuery } from './schemas.js';
 import { validatorCompiler } from './validation.js';
@@ -104,6 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(apiKeyRoutes, deps.services);
       await v1.register(catalogRoutes);
       await v1.register(instanceRoutes, deps.services);
+      await v1.register(volumeRoutes, deps.services);
       await v1.register(sshKeyRoutes, deps.services);
       await v1.register(eventRoutes, deps.services);
       await v1.register(webhookRoutes, deps.services);

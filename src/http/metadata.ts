@@ -15,7 +15,14 @@ import type { Logger } from 'pino';
 import type { InstanceMetadata, InstanceService } from '../services/instances.js';
 
 export const INSTANCE_HEADER = 'x-nimbus-instance-id';
-const ITEMS = ['instance-id', 'instance-type', 'public-ipv4', 'local-ipv4', 'hostname'] as const;
+const ITEMS = [
+  'instance-id',
+  'instance-type',
+  'public-ipv4',
+  'local-ipv4',
+  'hostname',
+  'block-devices',
+] as const;
 
 function text(reply: FastifyReply, status: number, body: string) {
   return reply.code(status).type('text/plain; charset=utf-8').send(body);

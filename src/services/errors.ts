@@ -51,8 +51,13 @@ const RESOURCE_LABELS = {
 export type ResourceKind = keyof typeof RESOURCE_LABELS;
 
 export class NotFound extends DomainError {
-  constructor(resource: ResourceKind, id: string) {
-    super('not_found', `${RESOURCE_LABELS[resource]} ${id} not found`, { resource, id });
+  /** `field`: the body field that named the resource, when it was not the path's. */
+  constructor(resource: ResourceKind, id: string, where?: { field: string }) {
+    super(
+      'not_found',
+      `${RESOURCE_LABELS[resource]} ${id} not found${where ? ` (${where.field})` : ''}`,
+      where ? { resource, id, field: where.field } : { resource, id },
+    );
   }
 }
 

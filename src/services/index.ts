@@ -18,6 +18,9 @@ import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
 import type { SecretBox } from './secret-box.js';
 import { SshKeyService } from './ssh-keys.js';
+import { VOLUME_KIND } from './volume-kind.js';
+import { VolumeReconciler } from './volume-reconciler.js';
+import { VolumeService } from './volumes.js';
 import { WebhookDeliveryWorker } from './webhook-delivery.js';
 import { WebhookService } from './webhooks.js';
 
@@ -51,6 +54,7 @@ export interface Services {
   sshKeys: SshKeyService;
   events: EventService;
   instances: InstanceService;
+  volumes: VolumeService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
 }
@@ -61,7 +65,9 @@ export function createServices(deps: ServiceDeps): Services {
   const sshKeys = new SshKeyService(deps.store, deps.clock);
   const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs);
   lifecycle.register(INSTANCE_KIND, new InstanceReconciler(deps.driver));
-  const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, {
+  lifecycle.register(VOLUME_KIND, new VolumeReconciler(deps.driver, deps.clock));
+  const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas);
+  const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, volumes, {
     ...deps.instances,
     faultInjection: deps.driver.faultInjection,
   });
@@ -88,6 +94,7 @@ export function createServices(deps: ServiceDeps): Services {
     sshKeys,
     events: new EventService(deps.store),
     instances,
+    volumes,
     webhooks,
     deliveries,
   };

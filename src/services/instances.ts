@@ -14,12 +14,13 @@ import { DEFAULT_FIREWALL_PRESET, TAG_KEY_PATTERN, USER_DATA_MAX_BYTES } from '.
 import type { InstanceAction, InstanceStatus } from '../domain/instance-states.js';
 import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { newRootVolume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
 import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
-import { insertVolume, resizeVolume } from '../store/volumes.js';
+import { insertVolume } from '../store/volumes.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
 import { INSTANCE_KIND, type InstanceEventType } from './instance-kind.js';
 import { hostnames, type InstanceView, instanceView } from './instance-view.js';
@@ -27,6 +28,7 @@ import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
 import type { SshKeyService } from './ssh-keys.js';
+import type { AttachedVolumeView, VolumeService } from './volumes.js';
 
 export interface NewInstance {
   name: string;
@@ -78,6 +80,8 @@ export interface InstanceMetadata {
   'local-ipv4': string;
   hostname: string;
   'user-data': string | null;
+  /** One line per volume on the instance: `<device> <volume id>`, root first. */
+  'block-devices': string;
 }
 
 export interface InstanceServiceOptions {
@@ -99,6 +103,7 @@ export class InstanceService {
     private readonly lifecycle: Lifecycle,
     private readonly quotas: QuotaService,
     private readonly sshKeys: SshKeyService,
+    private readonly volumes: VolumeService,
     private readonly options: InstanceServiceOptions,
   ) {
     quotas.register('instances', instances.countAccountInstances);
@@ -126,18 +131,18 @@ export class InstanceService {
       const id = newId('instance', now);
       const rootVolumeId = newId('volume', now);
       const addresses = await this.allocateAddresses(trx, accountId, input.region);
-      await insertVolume(trx, {
-        id: rootVolumeId,
-        account_id: accountId,
-        name: `${input.name}-root`,
-        region: input.region,
-        size_gb: type.storage_gb,
-        status: 'in-use',
-        kind: 'root',
-        instance_id: id,
-        created_at: at,
-        updated_at: at,
-      });
+      await insertVolume(
+        trx,
+        newRootVolume({
+          id: rootVolumeId,
+          accountId,
+          instanceId: id,
+          instanceName: input.name,
+          region: input.region,
+          sizeGb: type.storage_gb,
+          at,
+        }),
+      );
       return {
         id,
         account_id: accountId,
@@ -177,8 +182,10 @@ export class InstanceService {
     return { items: page.items.map((instance) => this.view(instance, false)), pagination: page.pagination };
   }
 
-  async get(accountId: string, id: string): Promise<InstanceView> {
-    return this.view(await this.find(this.store.db, accountId, id), true);
+  /** One instance, with the volumes on it (root first) and their devices. */
+  async get(accountId: string, id: string): Promise<InstanceView & { volumes: AttachedVolumeView[] }> {
+    const instance = await this.find(this.store.db, accountId, id);
+    return { ...this.view(instance, true), volumes: await this.volumes.onInstance(this.store.db, id) };
   }
 
   async update(accountId: string, id: string, changes: InstanceUpdate): Promise<InstanceView> {
@@ -253,15 +260,20 @@ export class InstanceService {
       } else if (gpuDelta < 0) {
         await instances.releaseGpus(trx, instance.region, -gpuDelta);
       }
-      await resizeVolume(trx, instance.root_volume_id, next.storage_gb, this.clock.now().toISOString());
+      await this.volumes.resizeRoot(trx, instance, next.storage_gb);
       const plan = this.operation('resize');
       return { ...plan, changes: { ...plan.changes, instance_type: next.name } };
     });
     return this.view(updated, true);
   }
 
+  /** Its data volumes detach and survive (available); the root volume goes with the instance. */
   async delete(accountId: string, id: string): Promise<InstanceView> {
-    return this.view(await this.act(accountId, id, 'delete', () => this.operation('delete')), true);
+    const deleting = await this.act(accountId, id, 'delete', async (instance, trx) => {
+      await this.volumes.releaseFrom(trx, instance);
+      return this.operation('delete');
+    });
+    return this.view(deleting, true);
   }
 
   async network(accountId: string, id: string): Promise<NetworkView> {
@@ -291,6 +303,10 @@ export class InstanceService {
       'local-ipv4': instance.private_ip,
       hostname: hostnames(instance, this.options.publicDomain).hostname,
       'user-data': instance.user_data,
+      'block-devices': (await this.volumes.onInstance(this.store.db, instance.id))
+        .filter((v) => v.device_name !== null && v.status !== 'attaching' && v.status !== 'creating')
+        .map((v) => `${v.device_name} ${v.id}\n`)
+        .join(''),
     };
   }
 

@@ -25,7 +25,7 @@ import { recordEvent } from '../events/outbox.js';
 import type { JobHandler, JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
-import { Conflict, NotFound, type ResourceKind as NotFoundResource } from './errors.js';
+import { Conflict, type DomainError, NotFound, type ResourceKind as NotFoundResource } from './errors.js';
 
 export interface LifecycleRecord<Status extends string> {
   id: string;
@@ -64,6 +64,19 @@ export interface ResourceKind<
   remove(trx: Executor, current: R): Promise<boolean>;
   /** What every event of the kind carries about the record. */
   eventData(record: R): EventData<E>;
+  /**
+   * Why the table refuses `action` on this record, when the kind can say more than the status does (a
+   * volume attached elsewhere names its instance); undefined for the table's own 409.
+   */
+  refusal?(record: R, action: Action): DomainError | undefined;
+}
+
+export interface ActOptions {
+  /**
+   * Holds other records before this one, in the same transaction: every transaction that holds two kinds
+   * of record takes them in one order (an instance before its volumes), so none waits on another in a cycle.
+   */
+  holdFirst?: (trx: Executor) => Promise<void>;
 }
 
 /** What a request's action does beyond the status the table gives it. */
@@ -82,8 +95,8 @@ export type Step<Status extends string, Changes, E extends EventType> =
   | { next: 'wait'; until: Date | null }
   /** Nothing left to do. */
   | { next: 'done' }
-  /** Write the changes (guarded by version), then look again. */
-  | { next: 'advance'; changes: Write<Status, Changes> }
+  /** Write the changes (guarded by version), with an event when one is given, then look again. */
+  | { next: 'advance'; changes: Write<Status, Changes>; event?: KindEvent<E> }
   /** The record got where it was going: the changes and their event in one transaction; then done. */
   | { next: 'settle'; changes: Write<Status, Changes>; event: KindEvent<E> }
   /** The record is gone: its removal and its event in one transaction; then done. */
@@ -147,11 +160,15 @@ export class Lifecycle {
     id: string,
     action: A,
     plan: (record: R, trx: Executor) => ActionPlan<S, C, E> | Promise<ActionPlan<S, C, E>>,
+    options: ActOptions = {},
   ): Promise<R> {
     const outcome = await this.store.db.transaction().execute(async (trx) => {
+      await options.holdFirst?.(trx);
       const current = await kind.lock(trx, accountId, id);
       if (!current) throw new NotFound(kind.resource, id);
-      if (!isAllowed(kind.table, action, current.status)) throw conflict(kind.table, action, current.status);
+      if (!isAllowed(kind.table, action, current.status)) {
+        throw kind.refusal?.(current, action) ?? conflict(kind.table, action, current.status);
+      }
       const { changes, event, reconcile } = await plan(current, trx);
       const status = statusAfter(kind.table, action, current.status);
       const written = await kind.update(trx, current, {
@@ -168,6 +185,28 @@ export class Lifecycle {
     });
     if (outcome.enqueue) this.jobs.wake();
     return outcome.written;
+  }
+
+  /**
+   * A guarded write of a record of `kind` made inside another record's transaction (an instance's delete
+   * detaches its volumes): the changes, their event, and the kind's job when `reconcile`. The caller holds
+   * the transaction; the job runner is woken once it commits (the `act` that holds it does so).
+   */
+  async writeWithin<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    trx: Executor,
+    kind: ResourceKind<S, A, R, C, E>,
+    current: R,
+    changes: Write<S, C>,
+    options: { event?: KindEvent<E>; reconcile?: boolean } = {},
+  ): Promise<R | undefined> {
+    const written = await kind.update(trx, current, {
+      ...changes,
+      updated_at: this.clock.now().toISOString(),
+    });
+    if (!written) return undefined;
+    if (options.event) await this.recordKindEvent(trx, kind, written, options.event);
+    if (options.reconcile) await this.jobs.enqueue(trx, kind.table.kind, current.id);
+    return written;
   }
 
   /** Carries out a reconciler's write (with its event, if any); false when another writer got there first. */
@@ -254,7 +293,7 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
       case 'done':
         return null;
       case 'advance':
-        await this.lifecycle.write(this.kind, record, step.changes);
+        await this.lifecycle.write(this.kind, record, step.changes, step.event);
         return 'again';
       case 'settle':
         return (await this.lifecycle.write(this.kind, record, step.changes, step.event)) ? null : 'again';
@@ -264,12 +303,26 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
   }
 }
 
-function conflict<S extends string, A extends string>(table: StateTable<S, A>, action: A, status: string) {
+/**
+ * The 409 of an action the table refuses (`current_status`, `allowed_statuses`); a kind's `refusal` may
+ * add its reason in front of the message and more details (e.g. the instance holding a volume).
+ */
+export function conflict<S extends string, A extends string>(
+  table: StateTable<S, A>,
+  action: A,
+  status: string,
+  reason?: { message: string; details: Record<string, unknown> },
+) {
   const allowed = table.actions[action].from;
   const verb = action.replaceAll('_', '-');
+  const refused = `cannot ${verb} ${article(table.kind)} ${table.kind} that is ${status}; allowed from: ${allowed.join(', ')}`;
   return new Conflict(
-    `Cannot ${verb} ${article(table.kind)} ${table.kind} that is ${status}; allowed from: ${allowed.join(', ')}`,
-    { current_status: status, allowed_statuses: [...allowed] },
+    reason ? `${reason.message}: ${refused}` : refused.charAt(0).toUpperCase() + refused.slice(1),
+    {
+      current_status: status,
+      allowed_statuses: [...allowed],
+      ...reason?.details,
+    },
   );
 }
 

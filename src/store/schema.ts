@@ -143,6 +143,24 @@ export interface VolumesTable {
   instance_id: string | null;
   created_at: string;
   updated_at: string;
+  /** Bumped by every write; writers guard on it. */
+  version: number;
+  /** JSON object of tags, mirrored into volume_tags for filtering. */
+  tags: string;
+  /** `/dev/vda` for a root volume, `/dev/vdb`… for data volumes, held while attached or attaching. */
+  device_name: string | null;
+  attached_at: string | null;
+  /** 'ext4' or 'xfs' when formatted on create; null for a raw volume. */
+  filesystem: string | null;
+  /** A change queued behind the current one: 'attach' once created, 'detach' once resized. */
+  pending_action: string | null;
+}
+
+export interface VolumeTagsTable {
+  volume_id: string;
+  account_id: string;
+  key: string;
+  value: string;
 }
 
 export interface JobsTable {
@@ -219,6 +237,7 @@ export interface Database {
   instance_counts: InstanceCountsTable;
   region_gpu_usage: RegionGpuUsageTable;
   volumes: VolumesTable;
+  volume_tags: VolumeTagsTable;
   jobs: JobsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;

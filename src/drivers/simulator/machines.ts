@@ -1,9 +1,10 @@
 /**
- * The simulator's own table of machines (sim_machines), and the migration history that creates it. The
- * driver owns both: the shared schema (store/schema.ts, store/migrations/) knows nothing of them, and a
- * store used with another driver never gets the table.
+ * The simulator's own table of machines (sim_machines), and the migration history that creates it and
+ * the table of disks (disks.ts). The driver owns them: the shared schema (store/schema.ts,
+ * store/migrations/) knows nothing of them, and a store used with another driver never gets them.
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
+import { type SimVolumesTable, simVolumesMigration } from './disks.js';
 
 /** One simulated machine: durable, so a restart finds every machine as it was. */
 export interface SimMachinesTable {
@@ -16,7 +17,7 @@ export interface SimMachinesTable {
   created_at: string;
 }
 
-export type SimulatorTables = { sim_machines: SimMachinesTable };
+export type SimulatorTables = { sim_machines: SimMachinesTable; sim_volumes: SimVolumesTable };
 
 export type SimMachineRow = Selectable<SimMachinesTable>;
 export type SimulatorDb = Kysely<SimulatorTables>;
@@ -46,6 +47,7 @@ const migrations: Record<string, Migration> = {
       await db.schema.dropTable('sim_machines').ifExists().execute();
     },
   },
+  '0002_sim_volumes': simVolumesMigration,
 };
 
 /** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */

@@ -15,12 +15,17 @@ import { createHash } from 'node:crypto';
 import type { Clock } from '../../domain/clock.js';
 import type {
   ComputeDriver,
+  DiskState,
   FaultInjection,
   MachineSpec,
   MachineState,
   MetricSample,
   PowerState,
+  VolumeAttachment,
+  VolumeSpec,
+  VolumeState,
 } from '../driver.js';
+import { deleteDisk, findDisk, insertDisk, type SimVolumeRow, updateDisk } from './disks.js';
 import {
   type AnyDb,
   deleteMachine,
@@ -34,6 +39,20 @@ import {
 
 /** Realistic durations at speed-up 1: boot about 8 s, graceful stop about 5 s, a resize about 25 s. */
 export const SIM_TIMINGS_MS = { boot: 8_000, stop: 5_000, resize: 25_000 } as const;
+
+/**
+ * Disks at speed-up 1: allocating takes 4 s and formatting 3 s more, attaching and detaching 2 s each, a
+ * resize 6 s, a delete 3 s.
+ */
+export const SIM_DISK_TIMINGS_MS = {
+  create: 4_000,
+  format: 3_000,
+  attach: 2_000,
+  detach: 2_000,
+  resize: 6_000,
+  delete: 3_000,
+} as const;
+type DiskTimings = Record<keyof typeof SIM_DISK_TIMINGS_MS, number>;
 
 export const FAULT_TAG = 'nimbus.sim/fault';
 export const FAULTS = ['stuck-starting', 'stuck-stopping', 'boot-error'] as const;
@@ -63,6 +82,7 @@ export class SimulatedDriver implements ComputeDriver {
   private readonly db: SimulatorDb;
   private readonly clock: Clock;
   private readonly timings: { boot: number; stop: number; resize: number };
+  private readonly diskTimings: DiskTimings;
 
   /** Creates the simulator's tables if needed, then the driver. */
   static async open(options: SimulatorOptions): Promise<SimulatedDriver> {
@@ -78,6 +98,9 @@ export class SimulatedDriver implements ComputeDriver {
       stop: SIM_TIMINGS_MS.stop / options.speedup,
       resize: SIM_TIMINGS_MS.resize / options.speedup,
     };
+    this.diskTimings = Object.fromEntries(
+      Object.entries(SIM_DISK_TIMINGS_MS).map(([change, ms]) => [change, ms / options.speedup]),
+    ) as DiskTimings;
   }
 
   async provision(spec: MachineSpec): Promise<void> {
@@ -148,6 +171,118 @@ export class SimulatedDriver implements ComputeDriver {
   async sampleMetrics(spec: MachineSpec, when: Date): Promise<MetricSample> {
     const { state } = await this.current(spec);
     return sampleFor(spec, when, state.power === 'running');
+  }
+
+  async createVolume(spec: VolumeSpec): Promise<void> {
+    const now = this.clock.now().toISOString();
+    await insertDisk(this.db, {
+      id: spec.id,
+      size_gb: spec.sizeGb,
+      filesystem: spec.filesystem,
+      state: 'creating',
+      state_since: now,
+      instance_id: null,
+      device_name: null,
+      created_at: now,
+    });
+  }
+
+  async attachVolume(spec: VolumeSpec, attachment: VolumeAttachment): Promise<void> {
+    const { row, state } = await this.currentDisk(spec);
+    if (!row) throw new Error(`simulator: disk ${spec.id} does not exist`);
+    if (state.state === 'attaching' || state.state === 'attached') return;
+    if (state.state !== 'available') {
+      throw new Error(`simulator: disk ${spec.id} must be available to attach, it is ${state.state}`);
+    }
+    await updateDisk(this.db, spec.id, {
+      state: 'attaching',
+      state_since: this.clock.now().toISOString(),
+      instance_id: attachment.instanceId,
+      device_name: attachment.deviceName,
+    });
+  }
+
+  async detachVolume(spec: VolumeSpec): Promise<void> {
+    const { row, state } = await this.currentDisk(spec);
+    if (!row || state.state === 'detaching' || state.attachment === null) return;
+    if (state.state !== 'attached' && state.state !== 'attaching') {
+      throw new Error(`simulator: disk ${spec.id} cannot detach while ${state.state}`);
+    }
+    await updateDisk(this.db, spec.id, { state: 'detaching', state_since: this.clock.now().toISOString() });
+  }
+
+  async resizeVolume(spec: VolumeSpec): Promise<void> {
+    const { row, state } = await this.currentDisk(spec);
+    if (!row) throw new Error(`simulator: disk ${spec.id} does not exist`);
+    if (row.size_gb >= spec.sizeGb) return;
+    if (state.state !== 'available' && state.state !== 'attached') {
+      throw new Error(`simulator: disk ${spec.id} cannot grow while ${state.state}`);
+    }
+    await updateDisk(this.db, spec.id, {
+      state: 'resizing',
+      state_since: this.clock.now().toISOString(),
+      size_gb: spec.sizeGb,
+      // A detach that has finished leaves its instance on the row; the new change starts detached.
+      ...(state.attachment ? {} : { instance_id: null, device_name: null }),
+    });
+  }
+
+  async deleteVolume(spec: VolumeSpec): Promise<void> {
+    const { row, state } = await this.currentDisk(spec);
+    if (!row || state.state === 'deleting') return;
+    if (state.state === 'deleted') {
+      await deleteDisk(this.db, spec.id);
+      return;
+    }
+    if (state.attachment !== null) {
+      throw new Error(`simulator: disk ${spec.id} is attached to ${state.attachment.instanceId}`);
+    }
+    await updateDisk(this.db, spec.id, { state: 'deleting', state_since: this.clock.now().toISOString() });
+  }
+
+  async inspectVolume(spec: VolumeSpec): Promise<VolumeState> {
+    return (await this.currentDisk(spec)).state;
+  }
+
+  private async currentDisk(
+    spec: VolumeSpec,
+  ): Promise<{ row: SimVolumeRow | undefined; state: VolumeState }> {
+    const row = await findDisk(this.db, spec.id);
+    if (!row) return { row, state: { state: 'absent', sizeGb: null, attachment: null, settlesAt: null } };
+    return { row, state: this.diskStateOf(row, this.clock.now().getTime()) };
+  }
+
+  /** Where a disk is at `now`, given the change it began at `state_since`. */
+  private diskStateOf(row: SimVolumeRow, now: number): VolumeState {
+    const since = Date.parse(row.state_since);
+    const attachment =
+      row.instance_id !== null && row.device_name !== null
+        ? { instanceId: row.instance_id, deviceName: row.device_name }
+        : null;
+    const rested: DiskState = attachment ? 'attached' : 'available';
+    const disk = (state: DiskState, settlesAt: number | null = null): VolumeState => ({
+      state,
+      sizeGb: row.size_gb,
+      attachment,
+      settlesAt: settlesAt === null ? null : at(settlesAt),
+    });
+    const change = (state: DiskState, ms: number, then: DiskState, thenRow: Partial<VolumeState> = {}) =>
+      now < since + ms ? disk(state, since + ms) : { ...disk(then), ...thenRow };
+    const t = this.diskTimings;
+    switch (row.state) {
+      case 'creating':
+        return change('creating', t.create + (row.filesystem ? t.format : 0), 'available');
+      case 'attaching':
+        return change('attaching', t.attach, 'attached');
+      case 'detaching':
+        return change('detaching', t.detach, 'available', { attachment: null });
+      case 'resizing':
+        return change('resizing', t.resize, rested);
+      case 'deleting':
+        return change('deleting', t.delete, 'deleted');
+      default:
+        return disk(rested);
+    }
   }
 
   private async current(spec: MachineSpec): Promise<{ row: SimMachineRow | undefined; state: MachineState }> {

@@ -73,6 +73,22 @@ const Instance = Type.Object(
     ]),
     price_per_hour: Type.Number({ description: 'USD per hour while running' }),
     root_volume_id: Type.String(),
+    volumes: Type.Optional(
+      Type.Array(
+        Type.Object({
+          id: Type.String(),
+          name: Type.String(),
+          device_name: Type.Union([Type.String(), Type.Null()]),
+          size_gb: Type.Integer(),
+          kind: Type.String({ description: '`root` or `data`' }),
+          status: Type.String(),
+        }),
+        {
+          description:
+            'Only on GET /v1/instances/{id}: the volumes on the instance with their devices, root (`/dev/vda`) first',
+        },
+      ),
+    ),
     created_at: Timestamp,
     updated_at: Timestamp,
   },

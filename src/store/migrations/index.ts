@@ -2,12 +2,14 @@ import type { Migration, MigrationProvider } from 'kysely';
 import * as foundation from './0001_foundation.js';
 import * as instances from './0002_instances.js';
 import * as webhooks from './0003_webhooks.js';
+import * as volumes from './0004_volumes.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
   '0001_foundation': foundation,
   '0002_instances': instances,
   '0003_webhooks': webhooks,
+  '0004_volumes': volumes,
 };
 
 export const migrationProvider: MigrationProvider = {
