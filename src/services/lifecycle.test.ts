@@ -2,7 +2,9 @@
  * The lifecycle core with a kind that is not an instance: a small volume-like resource in a table of its
  * own, over a real SQLite store, a manual clock and the job runner in stepped mode. It shows the core
  * holds no instance knowledge: conflicts, guarded writes, events, the reconcile job's steps and giving
- * up all come from the kind's table, store functions and reconciler.
+ * up all come from the kind's table, store functions and reconciler. It also covers what the core offers
+ * kinds beyond that: a kind's own reason for a refusal, records held before the kind's, an advance that
+ * carries an event, and writes made inside another record's transaction.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -15,7 +17,7 @@ import { JobRunner } from '../jobs/runner.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { Conflict, NotFound } from './errors.js';
-import { Lifecycle, type Reconciler, type ResourceKind, type Step } from './lifecycle.js';
+import { conflict, Lifecycle, type Reconciler, type ResourceKind, type Step } from './lifecycle.js';
 
 type DiskStatus = 'creating' | 'available' | 'in-use' | 'detaching' | 'deleting' | 'error';
 type DiskAction = 'attach' | 'detach' | 'delete';
@@ -251,6 +253,112 @@ describe('Lifecycle (a kind other than instances)', () => {
       'volume.detached',
       'volume.deleted',
     ]);
+  });
+
+  it('a kind’s refusal explains a refused action in its own words; without one the table’s 409 stands', async () => {
+    const explaining: typeof DISK_KIND = {
+      ...DISK_KIND,
+      refusal: (disk, action) =>
+        disk.instance_id
+          ? conflict(DISK_STATES, action, disk.status, {
+              message: `Disk ${disk.id} is on ${disk.instance_id}`,
+              details: { instance_id: disk.instance_id },
+            })
+          : undefined,
+    };
+    lifecycle.register(explaining, new ScriptedReconciler(() => ({ next: 'done' })));
+    const disk = await newDisk();
+    const held = await explaining.update(store.db, disk, { status: 'in-use', instance_id: 'ins_9' });
+    await expect(lifecycle.act(explaining, 'acct_a', disk.id, 'attach', () => ({}))).rejects.toMatchObject({
+      code: 'conflict',
+      message: `Disk ${disk.id} is on ins_9: cannot attach a disk that is in-use; allowed from: available`,
+      details: { current_status: 'in-use', allowed_statuses: ['available'], instance_id: 'ins_9' },
+    });
+    await explaining.update(store.db, held!, { instance_id: null });
+    await expect(lifecycle.act(explaining, 'acct_a', disk.id, 'attach', () => ({}))).rejects.toMatchObject({
+      message: 'Cannot attach a disk that is in-use; allowed from: available',
+    });
+  });
+
+  it('holdFirst runs first in the action’s transaction; when it throws, nothing is written', async () => {
+    lifecycle.register(DISK_KIND, new ScriptedReconciler(() => ({ next: 'done' })));
+    const disk = await newDisk();
+    await DISK_KIND.update(store.db, disk, { status: 'available' });
+    const order: string[] = [];
+    await lifecycle.act(
+      DISK_KIND,
+      'acct_a',
+      disk.id,
+      'attach',
+      () => {
+        order.push('plan');
+        return { changes: { instance_id: 'ins_1' } };
+      },
+      { holdFirst: async () => void order.push('holdFirst') },
+    );
+    expect(order).toEqual(['holdFirst', 'plan']);
+    const before = await DISK_KIND.find(store.db, disk.id);
+    const refused = lifecycle.act(DISK_KIND, 'acct_a', disk.id, 'detach', () => ({}), {
+      holdFirst: async (trx) => {
+        await DISK_KIND.update(trx, before!, { name: 'written-then-rolled-back' });
+        throw new NotFound('instance', 'ins_gone');
+      },
+    });
+    await expect(refused).rejects.toBeInstanceOf(NotFound);
+    expect(await DISK_KIND.find(store.db, disk.id)).toEqual(before);
+  });
+
+  it('an advance may carry an event: written with the change, and the job looks again', async () => {
+    const reconciler = new ScriptedReconciler((disk) =>
+      disk.status === 'creating'
+        ? { next: 'advance', changes: { status: 'detaching' }, event: { type: 'volume.attached' } }
+        : { next: 'settle', changes: { status: 'available' }, event: { type: 'volume.detached' } },
+    );
+    lifecycle.register(DISK_KIND, reconciler);
+    const disk = await newDisk();
+    await jobs.runDue();
+    expect(reconciler.seen).toEqual(['creating', 'detaching']);
+    expect((await eventsOf(disk.id)).map((e) => `${e.type} ${e.data.status}`)).toEqual([
+      'volume.created creating',
+      'volume.attached detaching',
+      'volume.detached available',
+    ]);
+  });
+
+  it('writeWithin writes a record of the kind inside another transaction, with its event and job, or not at all', async () => {
+    lifecycle.register(DISK_KIND, new ScriptedReconciler(() => ({ next: 'done' })));
+    const disk = await newDisk();
+    await jobs.runDue();
+    expect(await jobOf(disk.id)).toBeUndefined();
+    // Rolled back with the transaction that made it.
+    await expect(
+      store.db.transaction().execute(async (trx) => {
+        await lifecycle.writeWithin(trx, DISK_KIND, disk, { status: 'detaching' }, { reconcile: true });
+        throw new Error('the outer request failed');
+      }),
+    ).rejects.toThrow('the outer request failed');
+    expect(await DISK_KIND.find(store.db, disk.id)).toMatchObject({ status: 'creating', version: 1 });
+    expect(await jobOf(disk.id)).toBeUndefined();
+    const written = await store.db
+      .transaction()
+      .execute((trx) =>
+        lifecycle.writeWithin(
+          trx,
+          DISK_KIND,
+          disk,
+          { status: 'detaching' },
+          { event: { type: 'volume.detached' }, reconcile: true },
+        ),
+      );
+    expect(written).toMatchObject({ status: 'detaching', version: 2 });
+    expect((await eventsOf(disk.id)).at(-1)).toMatchObject({ type: 'volume.detached' });
+    expect(await jobOf(disk.id)).toMatchObject({ kind: 'disk' });
+    // Guarded: a second write from the same stale read loses.
+    expect(
+      await store.db
+        .transaction()
+        .execute((trx) => lifecycle.writeWithin(trx, DISK_KIND, disk, { name: 'late' })),
+    ).toBeUndefined();
   });
 
   it('a step that keeps throwing ends in what giveUp says, after the runner’s attempts', async () => {

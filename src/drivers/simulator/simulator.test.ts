@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { INSTANCE_TYPES } from '../../domain/catalog.js';
 import { ManualClock } from '../../domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../../store/db.js';
-import type { MachineSpec } from '../driver.js';
+import type { MachineSpec, VolumeSpec } from '../driver.js';
 import { FAULT_TAG, SimulatedDriver } from './simulator.js';
 
 const typeNamed = (name: string) => {
@@ -182,5 +182,83 @@ describe('SimulatedDriver', () => {
     expect(await driver.sampleMetrics(cpu, new Date(at.getTime() + 10_000))).not.toEqual(sample);
     const gpuSample = await driver.sampleMetrics(gpu, at);
     expect(gpuSample.gpu_percent).toBeGreaterThan(0);
+  });
+  describe('disks', () => {
+    let disks = 0;
+    const disk = (overrides: Partial<VolumeSpec> = {}): VolumeSpec => {
+      disks += 1;
+      return { id: `vol_sim${disks}`, region: 'us-east-1', sizeGb: 10, filesystem: null, ...overrides };
+    };
+    const stateOf = async (volume: VolumeSpec) => (await driver.inspectVolume(volume)).state;
+    const attachment = { instanceId: 'ins_a', deviceName: '/dev/vdb' };
+
+    it('creates in 4 s (7 s formatted), attaches and detaches in 2 s; repeated calls change nothing', async () => {
+      const raw = disk();
+      const formatted = disk({ filesystem: 'ext4' });
+      expect(await stateOf(raw)).toBe('absent');
+      await driver.createVolume(raw);
+      await driver.createVolume(formatted);
+      clock.advance(2_000);
+      await driver.createVolume(raw);
+      expect((await driver.inspectVolume(raw)).settlesAt?.getTime()).toBe(clock.now().getTime() + 2_000);
+      clock.advance(2_000);
+      expect(await stateOf(raw)).toBe('available');
+      expect(await stateOf(formatted)).toBe('creating');
+      clock.advance(3_000);
+      expect(await stateOf(formatted)).toBe('available');
+
+      await driver.attachVolume(raw, attachment);
+      clock.advance(1_000);
+      await driver.attachVolume(raw, attachment);
+      expect(await stateOf(raw)).toBe('attaching');
+      clock.advance(1_000);
+      expect(await driver.inspectVolume(raw)).toMatchObject({ state: 'attached', attachment });
+      await driver.detachVolume(raw);
+      await driver.detachVolume(raw);
+      clock.advance(2_000);
+      expect(await driver.inspectVolume(raw)).toMatchObject({ state: 'available', attachment: null });
+      await driver.detachVolume(raw);
+      expect(await stateOf(raw)).toBe('available');
+    });
+
+    it('grows online in 6 s, keeping the attachment; a smaller or equal size changes nothing', async () => {
+      const volume = disk();
+      await driver.createVolume(volume);
+      clock.advance(4_000);
+      await driver.attachVolume(volume, attachment);
+      clock.advance(2_000);
+      await driver.resizeVolume({ ...volume, sizeGb: 10 });
+      expect(await stateOf(volume)).toBe('attached');
+      await driver.resizeVolume({ ...volume, sizeGb: 30 });
+      expect(await driver.inspectVolume(volume)).toMatchObject({ state: 'resizing', sizeGb: 30, attachment });
+      clock.advance(6_000);
+      expect(await driver.inspectVolume(volume)).toMatchObject({ state: 'attached', sizeGb: 30, attachment });
+    });
+
+    it('deletes a detached disk in 3 s, then purges it; refuses to delete an attached one', async () => {
+      const volume = disk();
+      await driver.createVolume(volume);
+      clock.advance(4_000);
+      await driver.attachVolume(volume, attachment);
+      await expect(driver.deleteVolume(volume)).rejects.toThrow(/attached/);
+      await driver.detachVolume(volume);
+      clock.advance(4_000);
+      await driver.deleteVolume(volume);
+      await driver.deleteVolume(volume);
+      expect(await stateOf(volume)).toBe('deleting');
+      clock.advance(3_000);
+      expect(await stateOf(volume)).toBe('deleted');
+      await driver.deleteVolume(volume);
+      expect(await stateOf(volume)).toBe('absent');
+      await driver.deleteVolume(volume);
+    });
+
+    it('keeps disks in its own table, so a new driver over the same store finds them where they were', async () => {
+      const volume = disk();
+      await driver.createVolume(volume);
+      const reopened = await SimulatedDriver.open({ db: store.db, clock, speedup: 1 });
+      clock.advance(4_000);
+      expect((await reopened.inspectVolume(volume)).state).toBe('available');
+    });
   });
 });
