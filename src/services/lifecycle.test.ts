@@ -300,7 +300,7 @@ describe('Lifecycle (a kind other than instances)', () => {
     const before = await DISK_KIND.find(store.db, disk.id);
     const refused = lifecycle.act(DISK_KIND, 'acct_a', disk.id, 'detach', () => ({}), {
       holdFirst: async (trx) => {
-        await DISK_KIND.update(trx, before!, { name: 'written-then-rolled-back' });
+        await DISK_KIND.update(trx, before!, { instance_id: 'ins_rolled_back' });
         throw new NotFound('instance', 'ins_gone');
       },
     });
@@ -357,7 +357,7 @@ describe('Lifecycle (a kind other than instances)', () => {
     expect(
       await store.db
         .transaction()
-        .execute((trx) => lifecycle.writeWithin(trx, DISK_KIND, disk, { name: 'late' })),
+        .execute((trx) => lifecycle.writeWithin(trx, DISK_KIND, disk, { instance_id: 'ins_late' })),
     ).toBeUndefined();
   });
 
