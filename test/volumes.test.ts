@@ -172,6 +172,23 @@ describe.each(STORES)('Volumes (%s)', (store) => {
     });
   });
 
+  it('a past-due account cannot create volumes (402) but reads, detaches and deletes them', async () => {
+    const { id, key } = await account(server);
+    const instance = await createInstance(server, key);
+    const volume = await createVolume(server, key, { instance_id: instance.id });
+    await waitForVolume(server, key, volume.id, 'in-use');
+    await server.admin('set-account-status', '--account', id, '--status', 'past_due');
+    const refused = await server.request('POST', '/v1/volumes', {
+      key,
+      body: { name: 'x', size_gb: 1, region: 'us-east-1' },
+    });
+    expectError(refused, 402, 'payment_required');
+    expect((await server.request('GET', '/v1/volumes', { key })).status).toBe(200);
+    expect((await volumeAct(server, key, volume.id, 'detach')).status).toBe(202);
+    await waitForVolume(server, key, volume.id, 'available');
+    expect((await server.request('DELETE', `/v1/volumes/${volume.id}`, { key })).status).toBe(202);
+  });
+
   describe('lists', () => {
     it('filters by status, region, kind, instance_id, tag and name; sorts by created_at, name and size_gb', async () => {
       const { key } = await account(server);

@@ -27,7 +27,7 @@ import type { Store } from '../store/db.js';
 import { lockAccountInstance } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
 import * as volumes from '../store/volumes.js';
-import { Conflict, InvalidRequest, NotFound } from './errors.js';
+import { Conflict, InvalidRequest, NotFound, PaymentRequired } from './errors.js';
 import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -117,6 +117,11 @@ export class VolumeService {
 
   async create(principal: Principal, input: NewVolume): Promise<VolumeView> {
     checkTagKeys(input.tags);
+    if (principal.accountStatus === 'past_due') {
+      throw new PaymentRequired(
+        'This account is past due: you cannot create volumes until it is settled. Reading, detaching and deleting still work.',
+      );
+    }
     const accountId = principal.accountId;
     const volume = await this.lifecycle.create(VOLUME_KIND, 'volume.created', async (trx) => {
       const placement =

@@ -123,14 +123,15 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ volumes: VolumeService }>
           'Allocates the disk (and formats it with `filesystem`): the answer says `creating`. With `instance_id` ' +
           'the volume attaches to that instance (same region, else 400) as soon as it is available; its device ' +
           `is chosen at once. Quotas \`volumes\` and \`volume_storage_gb\` (403); at most ${MAX_DATA_VOLUMES_PER_INSTANCE} ` +
-          'data volumes per instance and an instance being deleted are 409; an instance of another account is 404.',
+          'data volumes per instance and an instance being deleted are 409; an instance of another account is 404; ' +
+          'a past-due account gets 402.',
         body: withExample(NewVolume, {
           name: 'data-1',
           size_gb: 100,
           region: 'us-east-1',
           filesystem: 'ext4',
         }),
-        response: { 202: accepted, ...errorResponses(404) },
+        response: { 202: accepted, ...errorResponses(402, 404) },
       },
       config: write,
     },
