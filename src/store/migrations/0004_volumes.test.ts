@@ -15,7 +15,7 @@ import { migrationProvider } from './index.js';
 describe('migration 0004_volumes', () => {
   let dataDir = '';
   let store: Store;
-  // biome-ignore lint/suspicious/noExplicitAny: the schema as it was before 0004, not as store/schema.ts has it
+  // The schema as it was before 0004, not as store/schema.ts has it.
   let db: Kysely<any>;
   let migrator: Migrator;
 
@@ -79,7 +79,7 @@ describe('migration 0004_volumes', () => {
 
     expect((await migrator.migrateTo('0003_webhooks')).error).toBeUndefined();
     const row = await db.selectFrom('volumes').selectAll().where('id', '=', 'vol_root').executeTakeFirst();
-    expect(Object.keys(row).sort()).toEqual(
+    expect(Object.keys(row ?? {}).sort()).toEqual(
       [
         'account_id',
         'created_at',
