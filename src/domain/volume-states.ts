@@ -41,7 +41,4 @@ export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
   },
 });
 
-/** Statuses in which a volume holds (or is taking, or giving up) a device on its instance. */
-export const HOLDING_STATUSES: readonly VolumeStatus[] = ['attaching', 'in-use', 'detaching', 'resizing'];
-
 export type VolumeEventType = Extract<EventType, `volume.${string}`>;
