@@ -25,10 +25,15 @@
  * - drain: from the load's last answered event to the last delivery received (how far behind it was);
  * - lag p50/p99/max: receipt time minus the event's `timestamp` in the body. That timestamp is taken just
  *   before the event's transaction commits, so the lag includes that commit (a few ms with fsync);
- * - server CPU over the round (load plus drain), per delivery.
- * Checks (the run fails otherwise): every PATCH answered 200; every delivery of every event arrived, once
- * (repeats are allowed by at-least-once, and counted); at the end, through the API, every subscription's
- * delivery log holds exactly the events sent, all `succeeded`, none pending or failed.
+ * - server CPU over the round (load plus drain), per delivery, and the share of that time its event loop
+ *   waited for a CPU held by other work (schedstat);
+ * - the server's fsync/fdatasync calls over the round (perf's syscall tracepoints, where perf works): one
+ *   per durable commit.
+ * Before and after the rounds, a durable one-row commit to a SQLite file on the same disk is timed, apart
+ * from Nimbus, to show what the disk gave at the time.
+ * Checks (the run fails otherwise): every PATCH answered 200; every delivery of every event arrived at
+ * least once (repeats, which at-least-once allows, are counted); at the end, through the API, every
+ * subscription's delivery log holds exactly the events sent, all `succeeded`, none pending or failed.
  *
  * Usage (from the repository root):
  *   node bench/webhooks.mjs [--subscriptions N] [--rate EVENTS_PER_S] [--duration S] [--rounds N]
