@@ -235,9 +235,15 @@ export async function claimDueDeliveries(
       ids.push(id);
     }
     if (ids.length === 0) return { claimed: [], more: false };
+    // next_attempt_at moves to the lease's end: a leased delivery is out of the due range of the index
+    // (so claims never walk past rows in flight), and is due again by itself if its attempt is lost.
     const rows = await trx
       .updateTable('webhook_deliveries')
-      .set({ lease_owner: owner, lease_until: leaseUntil.toISOString() })
+      .set({
+        lease_owner: owner,
+        lease_until: leaseUntil.toISOString(),
+        next_attempt_at: leaseUntil.toISOString(),
+      })
       .where('id', 'in', ids)
       .returningAll()
       .execute();
@@ -257,7 +263,11 @@ export async function claimEventDelivery(
 ): Promise<Delivery | undefined> {
   const row = await db
     .updateTable('webhook_deliveries')
-    .set({ lease_owner: owner, lease_until: leaseUntil.toISOString() })
+    .set({
+      lease_owner: owner,
+      lease_until: leaseUntil.toISOString(),
+      next_attempt_at: leaseUntil.toISOString(),
+    })
     .where('webhook_id', '=', webhookId)
     .where('event_id', '=', eventId)
     .where('status', '=', 'pending')
