@@ -47,7 +47,7 @@ const EnvSchema = Type.Object({
   /** First webhook retry delay in seconds; it doubles with each retry. */
   NIMBUS_WEBHOOK_RETRY_BASE_SECONDS: Type.Number({ default: 60, exclusiveMinimum: 0, maximum: 86_400 }),
   /** Base64 of 32 bytes sealing secrets at rest; replicas sharing a database must share it. */
-  NIMBUS_MASTER_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  NIMBUS_SECRET_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -126,7 +126,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       caFile: raw.NIMBUS_WEBHOOK_CA_FILE ? path.resolve(raw.NIMBUS_WEBHOOK_CA_FILE) : null,
       retryBaseSeconds: raw.NIMBUS_WEBHOOK_RETRY_BASE_SECONDS,
     },
-    masterKey: raw.NIMBUS_MASTER_KEY ? Buffer.from(raw.NIMBUS_MASTER_KEY, 'base64') : null,
+    masterKey: raw.NIMBUS_SECRET_KEY ? Buffer.from(raw.NIMBUS_SECRET_KEY, 'base64') : null,
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * Two replicas on one PostgreSQL database, both running their delivery workers over the same deliveries,
  * never send one attempt twice: every event reaches the receiver exactly once (the receiver always
- * answers 200, so nothing is retried). They share NIMBUS_MASTER_KEY, as operations.md asks, so either
+ * answers 200, so nothing is retried). They share NIMBUS_SECRET_KEY, as operations.md asks, so either
  * can open a secret the other sealed.
  */
 import { randomBytes } from 'node:crypto';
@@ -25,7 +25,7 @@ describe.runIf(HAVE_POSTGRES)('webhook deliveries from two replicas (postgres)',
     const env = {
       NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
       NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
-      NIMBUS_MASTER_KEY: randomBytes(32).toString('base64'),
+      NIMBUS_SECRET_KEY: randomBytes(32).toString('base64'),
     };
     replicas.push(await startTestServer({ databaseUrl: database.url, env }));
     replicas.push(await startTestServer({ databaseUrl: database.url, env }));

@@ -3,7 +3,7 @@
  * master key, each bound to the record it belongs to (additional data), so a ciphertext copied onto
  * another record does not decrypt. Stored as `v1:` + base64(iv ‖ tag ‖ ciphertext).
  *
- * The master key is 32 random bytes: `NIMBUS_MASTER_KEY` (base64) when set — replicas sharing a
+ * The master key is 32 random bytes: `NIMBUS_SECRET_KEY` (base64) when set — replicas sharing a
  * database must share it — or else `<data dir>/master.key`, made on first start with mode 0600.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
