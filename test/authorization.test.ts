@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PermissionArea } from '../src/domain/permissions.js';
 import { formatSshPublicKey } from '../src/domain/ssh-keys.js';
 import { STORES } from './helpers/backends.js';
+import { waitFor as poll } from './helpers/common.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 import { waitForVolume } from './helpers/volumes.js';
@@ -134,6 +135,22 @@ const attachedVolume: ResourceFactory = async (server, key) => {
   expect(reply.status, reply.text).toBe(202);
   await waitForVolume(server, key, id as string, 'in-use');
   return id as string;
+};
+
+/** An available snapshot of an available volume. */
+const snapshot: ResourceFactory = async (server, key) => {
+  const volumeId = (await volume(server, key)) as string;
+  const reply = await server.request('POST', '/v1/snapshots', {
+    key,
+    body: { name: `fixture-${randomBytes(3).toString('hex')}`, volume_id: volumeId },
+  });
+  expect(reply.status, reply.text).toBe(202);
+  const id = reply.body.data.id as string;
+  await poll(`snapshot ${id} available`, async () => {
+    const got = await server.request('GET', `/v1/snapshots/${id}`, { key });
+    return got.body.data?.status === 'available' ? true : undefined;
+  });
+  return id;
 };
 
 /** The body of a request on the endpoint, for the resource ids (or placeholders) it is sent with. */
@@ -266,6 +283,42 @@ const ENDPOINTS: Endpoint[] = [
     body: { size_gb: 20 },
     resource: volume,
     readPath: '/v1/volumes/{id}',
+  },
+  {
+    // The volume is the resource: another account's is a 404 naming `volume_id`.
+    method: 'POST',
+    path: '/v1/snapshots',
+    permission: 'snapshots:write',
+    ok: 202,
+    resource: volume,
+    bodyFor: (ids) => ({ name: 'matrix', volume_id: ids.id ?? 'vol_00000000000000000000000000' }),
+    readPath: '/v1/volumes/{id}',
+  },
+  { method: 'GET', path: '/v1/snapshots', permission: 'snapshots:read', ok: 200 },
+  { method: 'GET', path: '/v1/snapshots/{id}', permission: 'snapshots:read', ok: 200, resource: snapshot },
+  {
+    method: 'PATCH',
+    path: '/v1/snapshots/{id}',
+    permission: 'snapshots:write',
+    ok: 200,
+    body: { name: 'renamed' },
+    resource: snapshot,
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/snapshots/{id}',
+    permission: 'snapshots:write',
+    ok: 202,
+    resource: snapshot,
+  },
+  {
+    method: 'POST',
+    path: '/v1/snapshots/{id}/restore',
+    permission: 'snapshots:write',
+    ok: 202,
+    body: { name: 'matrix-restored' },
+    resource: snapshot,
+    readPath: '/v1/snapshots/{id}',
   },
   {
     method: 'POST',
@@ -407,6 +460,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['webhooks', '1000'],
         ['volumes', '1000'],
         ['volume_storage_gb', '100000'],
+        ['snapshots', '1000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
@@ -491,10 +545,13 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         });
         expect(reply.status, reply.text).toBe(404);
         expect(reply.body.error.code).toBe('not_found');
-        // Which kind of resource, by a stable name, and the id asked for: nothing about its owner.
-        expect(reply.body.error.details).toEqual({
-          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume)$/),
+        // Which kind of resource, by a stable name, and the id asked for (and the body field that named
+        // it, when a body did): nothing about its owner.
+        const details = reply.body.error.details;
+        expect(details).toEqual({
+          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume|snapshot)$/),
           id: firstId(theirs),
+          ...(details?.field !== undefined ? { field: expect.any(String) } : {}),
         });
       }
       // The resource is untouched: its owner still sees it.

@@ -19,6 +19,7 @@ import {
 
 const FIELDS = [
   'attached_at',
+  'backup_schedule',
   'created_at',
   'device_name',
   'filesystem',

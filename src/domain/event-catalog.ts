@@ -41,10 +41,27 @@ const VolumeEvent = Type.Object({
   kind: Type.Optional(Type.String({ description: '`data`, or `root` for the disk of an instance' })),
 });
 
+const nullableId = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
+
 const SnapshotEvent = Type.Object({
   snapshot_id: id('The snapshot'),
   name: Type.String(),
-  status: Type.String(),
+  status: Type.String({ description: 'The snapshot status after the change (`deleted` once gone)' }),
+  kind: Type.Optional(Type.String({ description: '`manual` or `scheduled`' })),
+  source_volume_id: Type.Optional(nullableId('The volume it was taken of')),
+  source_instance_id: Type.Optional(nullableId('The instance whose root volume it was taken of')),
+  size_gb: Type.Optional(Type.Integer()),
+  error: Type.Optional(nullableId('snapshot.failed: why')),
+  volume_id: Type.Optional(
+    Type.String({
+      description: 'snapshot.restored: the volume written (new, overwritten, or a root volume)',
+    }),
+  ),
+  instance_id: Type.Optional(
+    Type.Union([Type.String(), Type.Null()], {
+      description: 'snapshot.restored: the instance whose root disk was restored',
+    }),
+  ),
 });
 
 const FirewallRuleEvent = Type.Object({ firewall_rule_id: id('The firewall rule'), name: Type.String() });
@@ -134,3 +151,6 @@ export type InstanceEventData = Static<typeof InstanceEvent>;
 
 /** The data every volume event carries; the rest is per type. */
 export type VolumeEventData = Static<typeof VolumeEvent>;
+
+/** The data every snapshot event carries; the rest is per type. */
+export type SnapshotEventData = Static<typeof SnapshotEvent>;

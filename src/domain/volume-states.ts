@@ -7,6 +7,7 @@
  *               └─(created with instance_id)─▶ attaching
  *   available | in-use ─resize─▶ resizing ─▶ where it was (in-use while attached: online)
  *   available | error ─delete─▶ deleting ─▶ (gone: 404)
+ *   available (detached) | in-use (root, instance stopped) ─restore─▶ restoring ─▶ where it was
  *   the driver keeps failing ─▶ error
  */
 import type { EventType } from './event-catalog.js';
@@ -20,11 +21,12 @@ export const VOLUME_STATUSES = [
   'detaching',
   'resizing',
   'deleting',
+  'restoring',
   'error',
 ] as const;
 export type VolumeStatus = (typeof VOLUME_STATUSES)[number];
 
-export type VolumeAction = 'attach' | 'detach' | 'resize' | 'update' | 'delete';
+export type VolumeAction = 'attach' | 'detach' | 'resize' | 'update' | 'delete' | 'restore';
 
 export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
   kind: 'volume',
@@ -38,6 +40,9 @@ export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
     resize: { from: ['available', 'in-use'], to: 'resizing' },
     update: { from: statusesExcept(VOLUME_STATUSES, 'deleting') },
     delete: { from: ['available', 'error'], to: 'deleting', target: 'gone' },
+    // A snapshot written over the disk: a detached data volume, or the root volume of a stopped instance
+    // (in-use; the snapshot service checks the instance). Back where it was when done.
+    restore: { from: ['available', 'in-use'], to: 'restoring' },
   },
 });
 

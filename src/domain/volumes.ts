@@ -2,6 +2,7 @@
  * The volume as the services see it (the store's record, decoded), and the pure rules of volumes:
  * sizes, device names, and what a new root volume looks like.
  */
+import type { BackupSchedule } from './instances.js';
 import type { VolumeStatus } from './volume-states.js';
 
 export const VOLUME_KINDS = ['data', 'root'] as const;
@@ -34,6 +35,12 @@ export interface Volume {
   filesystem: Filesystem | null;
   tags: Record<string, string>;
   pending_action: PendingAction | null;
+  /** Scheduled snapshots of a data volume (a root volume follows its instance's schedule). */
+  backup_schedule: BackupSchedule | null;
+  /** The snapshot being written into the volume: restoring, or created from it. */
+  restore_snapshot_id: string | null;
+  /** When that restore was asked for; with the volume id, it names the restore to the driver. */
+  restore_started_at: string | null;
   /** Bumped by every write; writers guard on it so two of them cannot both win. */
   version: number;
   created_at: string;
@@ -89,6 +96,9 @@ export function newRootVolume(fields: {
     filesystem: null,
     tags: {},
     pending_action: null,
+    backup_schedule: null,
+    restore_snapshot_id: null,
+    restore_started_at: null,
     version: 1,
     created_at: fields.at,
     updated_at: fields.at,

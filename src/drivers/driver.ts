@@ -60,8 +60,10 @@ export interface MetricSample {
  */
 export interface FaultInjection {
   tag: string;
-  /** The values the tag may take on an instance. */
+  /** The values the tag may take on an instance (faults of its root volume's snapshots included). */
   instanceFaults: readonly string[];
+  /** The values the tag may take on a data volume. */
+  volumeFaults: readonly string[];
 }
 
 /** What the driver needs to know about a block volume. */
@@ -107,6 +109,49 @@ export interface VolumeState {
   settlesAt: Date | null;
 }
 
+/** What the driver needs to know about a snapshot of a disk. */
+export interface SnapshotSpec {
+  /** The snapshot id; the copy's identity. */
+  id: string;
+  region: string;
+  /** The disk copied (a volume id; for a root volume, the root volume's id). */
+  sourceVolumeId: string;
+  sizeGb: number;
+  /** The tags of the source (the volume's, or the instance's for its root volume): fault tags are read here. */
+  sourceTags: Readonly<Record<string, string>>;
+}
+
+export type SnapshotDiskState =
+  | 'absent'
+  | 'creating'
+  | 'available'
+  /** The copy could not be made; `error` says why. */
+  | 'failed'
+  | 'deleting'
+  /** Deleted, the record not yet purged: a further deleteSnapshot purges it. */
+  | 'deleted';
+
+export interface SnapshotState {
+  state: SnapshotDiskState;
+  settlesAt: Date | null;
+  error: string | null;
+}
+
+/** One restore of a snapshot over a disk: the volume and when the restore was asked for name it. */
+export interface RestoreSpec {
+  volumeId: string;
+  snapshotId: string;
+  /** The restore's identity among the restores of this volume. */
+  startedAt: string;
+  sizeGb: number;
+}
+
+export interface RestoreState {
+  /** absent: not begun (or another restore of the volume is the latest); done: the disk holds the snapshot. */
+  state: 'absent' | 'restoring' | 'done';
+  settlesAt: Date | null;
+}
+
 export interface ComputeDriver {
   readonly name: string;
   /** null for a driver that runs real machines and takes no fault tags. */
@@ -138,4 +183,16 @@ export interface ComputeDriver {
   /** Deletes a detached disk; once deleted, a further call purges it; absent disks are fine. */
   deleteVolume(spec: VolumeSpec): Promise<void>;
   inspectVolume(spec: VolumeSpec): Promise<VolumeState>;
+
+  /** Copies the source disk into a snapshot (point in time: the copy is of the disk as it is now); idempotent. */
+  createSnapshot(spec: SnapshotSpec): Promise<void>;
+  /** Deletes the snapshot; once deleted, a further call purges it; absent ones are fine. */
+  deleteSnapshot(spec: SnapshotSpec): Promise<void>;
+  inspectSnapshot(spec: SnapshotSpec): Promise<SnapshotState>;
+  /**
+   * Writes the snapshot over the volume's disk (a data volume, or an instance's root disk while the
+   * machine is off); the same restore asked again is left alone. The snapshot must be available.
+   */
+  restoreVolume(spec: RestoreSpec): Promise<void>;
+  inspectRestore(spec: RestoreSpec): Promise<RestoreState>;
 }

@@ -30,6 +30,7 @@ import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { instanceRoutes } from './routes/instances.js';
+import { snapshotRoutes } from './routes/snapshots.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
 import { volumeRoutes } from './routes/volumes.js';
 import { webhookRoutes } from './routes/webhooks.js';
@@ -106,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(catalogRoutes);
       await v1.register(instanceRoutes, deps.services);
       await v1.register(volumeRoutes, deps.services);
+      await v1.register(snapshotRoutes, deps.services);
       await v1.register(sshKeyRoutes, deps.services);
       await v1.register(eventRoutes, deps.services);
       await v1.register(webhookRoutes, deps.services);

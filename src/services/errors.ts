@@ -43,6 +43,7 @@ const RESOURCE_LABELS = {
   api_key: 'API key',
   instance: 'Instance',
   volume: 'Volume',
+  snapshot: 'Snapshot',
   webhook: 'Webhook',
   delivery: 'Delivery',
   ssh_key: 'SSH key',

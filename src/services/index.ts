@@ -8,6 +8,7 @@ import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
 import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
+import { BackupScheduleBook } from './backup-schedules.js';
 import { EventService } from './events.js';
 import { IdempotencyService } from './idempotency.js';
 import { INSTANCE_KIND } from './instance-kind.js';
@@ -17,6 +18,10 @@ import { Lifecycle } from './lifecycle.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
 import type { SecretBox } from './secret-box.js';
+import { SNAPSHOT_KIND, sourceTagsOf } from './snapshot-kind.js';
+import { SnapshotReconciler } from './snapshot-reconciler.js';
+import { SnapshotScheduler } from './snapshot-scheduler.js';
+import { SnapshotService } from './snapshots.js';
 import { SshKeyService } from './ssh-keys.js';
 import { VOLUME_KIND } from './volume-kind.js';
 import { VolumeReconciler } from './volume-reconciler.js';
@@ -32,7 +37,7 @@ export interface ServiceDeps {
   authCacheMs: number;
   driver: ComputeDriver;
   jobs: JobRunner;
-  instances: Omit<InstanceServiceOptions, 'faultInjection'>;
+  instances: Omit<InstanceServiceOptions, 'faultInjection' | 'schedules'>;
   secretBox: SecretBox;
   webhooks: {
     allowPrivate: boolean;
@@ -55,6 +60,7 @@ export interface Services {
   events: EventService;
   instances: InstanceService;
   volumes: VolumeService;
+  snapshots: SnapshotService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
 }
@@ -65,11 +71,23 @@ export function createServices(deps: ServiceDeps): Services {
   const sshKeys = new SshKeyService(deps.store, deps.clock);
   const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs);
   lifecycle.register(INSTANCE_KIND, new InstanceReconciler(deps.driver));
-  lifecycle.register(VOLUME_KIND, new VolumeReconciler(deps.driver, deps.clock));
-  const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas);
+  const faults = deps.driver.faultInjection;
+  const schedules = new BackupScheduleBook(deps.clock, deps.jobs);
+  const snapshots = new SnapshotService(deps.store, deps.clock, lifecycle, quotas, faults);
+  lifecycle.register(
+    VOLUME_KIND,
+    new VolumeReconciler(deps.driver, deps.clock, (volume) => snapshots.reportRestored(volume)),
+  );
+  lifecycle.register(
+    SNAPSHOT_KIND,
+    new SnapshotReconciler(deps.driver, deps.clock, (snapshot) => sourceTagsOf(deps.store.db, snapshot)),
+  );
+  new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots);
+  const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas, schedules, faults);
   const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, volumes, {
     ...deps.instances,
-    faultInjection: deps.driver.faultInjection,
+    faultInjection: faults,
+    schedules,
   });
   const deliveries = new WebhookDeliveryWorker(
     deps.store,
@@ -95,6 +113,7 @@ export function createServices(deps: ServiceDeps): Services {
     events: new EventService(deps.store),
     instances,
     volumes,
+    snapshots,
     webhooks,
     deliveries,
   };

@@ -12,6 +12,7 @@ import {
 } from '../domain/instance-states.js';
 import type { Instance, InstanceChanges } from '../domain/instances.js';
 import type { MachineSpec } from '../drivers/driver.js';
+import { removeSchedule } from '../store/backup-schedules.js';
 import * as instances from '../store/instances.js';
 import { deleteRootVolume } from '../store/volumes.js';
 import type { ResourceKind } from './lifecycle.js';
@@ -34,6 +35,7 @@ export const INSTANCE_KIND: ResourceKind<
   async remove(trx, instance) {
     if (!(await instances.deleteInstance(trx, instance))) return false;
     await deleteRootVolume(trx, instance.id);
+    await removeSchedule(trx, instance.id);
     const gpus = instanceTypeNamed(instance.instance_type).gpu?.count ?? 0;
     if (gpus > 0) await instances.releaseGpus(trx, instance.region, gpus);
     return true;

@@ -20,7 +20,8 @@ import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
-import { insertVolume } from '../store/volumes.js';
+import { findVolume, insertVolume } from '../store/volumes.js';
+import type { BackupScheduleBook } from './backup-schedules.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
 import { INSTANCE_KIND, type InstanceEventType } from './instance-kind.js';
 import { hostnames, type InstanceView, instanceView } from './instance-view.js';
@@ -90,6 +91,8 @@ export interface InstanceServiceOptions {
   publicIpPools: Record<string, string>;
   /** The compute driver's fault tag, validated on create and update; null when it takes none. */
   faultInjection: FaultInjection | null;
+  /** Where `backup_schedule` takes effect (the scheduler's indexed table). */
+  schedules: BackupScheduleBook;
 }
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
@@ -131,6 +134,9 @@ export class InstanceService {
       const id = newId('instance', now);
       const rootVolumeId = newId('volume', now);
       const addresses = await this.allocateAddresses(trx, accountId, input.region);
+      if (input.backup_schedule) {
+        await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, input.backup_schedule);
+      }
       await insertVolume(
         trx,
         newRootVolume({
@@ -190,28 +196,39 @@ export class InstanceService {
 
   async update(accountId: string, id: string, changes: InstanceUpdate): Promise<InstanceView> {
     this.checkTags(changes.tags);
-    const updated = await this.act(accountId, id, 'update', (instance) => ({
-      changes: {
-        ...(changes.name !== undefined ? { name: changes.name } : {}),
-        ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
-        ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring } : {}),
-        ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
-      },
-      // A changed fault tag can release a machine stuck on it, so the reconciler looks again.
-      reconcile: changes.tags !== undefined && !sameTags(instance.tags, changes.tags),
-      event: {
-        type: 'instance.updated',
-        data: {
-          changed: Object.keys(changes).filter((k) => changes[k as keyof InstanceUpdate] !== undefined),
+    const updated = await this.act(accountId, id, 'update', async (instance, trx) => {
+      if (changes.backup_schedule !== undefined) {
+        await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, changes.backup_schedule);
+      }
+      return {
+        changes: {
+          ...(changes.name !== undefined ? { name: changes.name } : {}),
+          ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
+          ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring } : {}),
+          ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
         },
-      },
-    }));
+        // A changed fault tag can release a machine stuck on it, so the reconciler looks again.
+        reconcile: changes.tags !== undefined && !sameTags(instance.tags, changes.tags),
+        event: {
+          type: 'instance.updated',
+          data: {
+            changed: Object.keys(changes).filter((k) => changes[k as keyof InstanceUpdate] !== undefined),
+          },
+        },
+      };
+    });
     return this.view(updated, true);
   }
 
   async start(principal: Principal, id: string): Promise<InstanceView> {
     refuseIfPastDue(principal, 'start instances');
-    return this.view(await this.act(principal.accountId, id, 'start', () => this.operation('start')), true);
+    return this.view(
+      await this.act(principal.accountId, id, 'start', async (instance, trx) => {
+        await refuseWhileRootRestores(trx, instance, 'start');
+        return this.operation('start');
+      }),
+      true,
+    );
   }
 
   async stop(accountId: string, id: string, options: { force: boolean }): Promise<InstanceView> {
@@ -249,6 +266,7 @@ export class InstanceService {
         );
       }
       checkPlacement(next, instance.region, instance.image);
+      await refuseWhileRootRestores(trx, instance, 'resize');
       await lockAccount(trx, accountId);
       const vcpuDelta = next.vcpus - current.vcpus;
       const gpuDelta = gpusOf(next) - gpusOf(current);
@@ -393,6 +411,17 @@ export class InstanceService {
       throw new Conflict(`Your private network in ${region} has no free address left`, { region });
     }
     return { publicIp, privateIp };
+  }
+}
+
+/** A snapshot being written over the root disk keeps the machine off and its disk as it is. */
+async function refuseWhileRootRestores(trx: Executor, instance: Instance, action: string): Promise<void> {
+  const root = await findVolume(trx, instance.root_volume_id);
+  if (root?.status === 'restoring') {
+    throw new Conflict(
+      `Instance ${instance.id}: a snapshot is being restored over its root disk; ${action} it once the restore is done`,
+      { current_status: instance.status, root_volume_id: root.id, root_volume_status: root.status },
+    );
   }
 }
 

@@ -87,6 +87,13 @@ export interface ActionPlan<Status extends string, Changes, E extends EventType>
   reconcile?: boolean;
 }
 
+/**
+ * A write of a related record of another kind that belongs with a step's own, made in the same
+ * transaction (a restored volume reports `snapshot.restored` on its snapshot). Built by a service over
+ * the core (`writeWithin`), so the reconciler that returns it still writes nothing itself.
+ */
+export type RelatedWrite = (trx: Executor) => Promise<void>;
+
 /** One reconciler step, as the reconciler decides it; the core carries it out. */
 export type Step<Status extends string, Changes, E extends EventType> =
   /** Something was asked of the driver: look again now. */
@@ -96,9 +103,9 @@ export type Step<Status extends string, Changes, E extends EventType> =
   /** Nothing left to do. */
   | { next: 'done' }
   /** Write the changes (guarded by version), with an event when one is given, then look again. */
-  | { next: 'advance'; changes: Write<Status, Changes>; event?: KindEvent<E> }
+  | { next: 'advance'; changes: Write<Status, Changes>; event?: KindEvent<E>; related?: RelatedWrite }
   /** The record got where it was going: the changes and their event in one transaction; then done. */
-  | { next: 'settle'; changes: Write<Status, Changes>; event: KindEvent<E> }
+  | { next: 'settle'; changes: Write<Status, Changes>; event: KindEvent<E>; related?: RelatedWrite }
   /** The record is gone: its removal and its event in one transaction; then done. */
   | { next: 'remove'; event: KindEvent<E> };
 
@@ -146,6 +153,29 @@ export class Lifecycle {
     });
     if (reconcile) this.jobs.wake();
     return record;
+  }
+
+  /**
+   * Inserts `record` (built by the caller) inside the caller's transaction, with its created event and
+   * its job (a restore makes a new volume inside the snapshot's transaction). Like `writeWithin`, the job
+   * runner is woken by whoever commits (`act` does so when it enqueued).
+   */
+  async createWithin<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, event: E, record: R): Promise<R> {
+    await kind.insert(trx, record);
+    await this.recordKindEvent(trx, kind, record, { type: event });
+    if (kind.table.create.target !== undefined) await this.jobs.enqueue(trx, kind.table.kind, record.id);
+    return record;
+  }
+
+  /** Wakes the job runner after a transaction that enqueued work through `createWithin`/`writeWithin` committed. */
+  wake(): void {
+    this.jobs.wake();
   }
 
   /**
@@ -209,21 +239,28 @@ export class Lifecycle {
     return written;
   }
 
-  /** Carries out a reconciler's write (with its event, if any); false when another writer got there first. */
+  /**
+   * Carries out a reconciler's write (with its event and related write, if any); false when another
+   * writer got there first.
+   */
   async write<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
     kind: ResourceKind<S, A, R, C, E>,
     current: R,
     changes: Write<S, C>,
     event?: KindEvent<E>,
+    related?: RelatedWrite,
   ): Promise<boolean> {
     const at = this.clock.now().toISOString();
-    if (!event)
+    if (!event && !related)
       return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
-    return this.store.db.transaction().execute(async (trx) => {
+    const written = await this.store.db.transaction().execute(async (trx) => {
       const written = await kind.update(trx, current, { ...changes, updated_at: at });
-      if (written) await this.recordKindEvent(trx, kind, written, event);
+      if (written && event) await this.recordKindEvent(trx, kind, written, event);
+      if (written && related) await related(trx);
       return written !== undefined;
     });
+    if (written && related) this.jobs.wake();
+    return written;
   }
 
   /** Carries out a reconciler's removal with its event; false when the record changed since it was read. */
@@ -293,10 +330,12 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
       case 'done':
         return null;
       case 'advance':
-        await this.lifecycle.write(this.kind, record, step.changes, step.event);
+        await this.lifecycle.write(this.kind, record, step.changes, step.event, step.related);
         return 'again';
       case 'settle':
-        return (await this.lifecycle.write(this.kind, record, step.changes, step.event)) ? null : 'again';
+        return (await this.lifecycle.write(this.kind, record, step.changes, step.event, step.related))
+          ? null
+          : 'again';
       case 'remove':
         return (await this.lifecycle.remove(this.kind, record, step.event)) ? null : 'again';
     }

@@ -12,6 +12,7 @@ import {
 } from '../domain/volume-states.js';
 import type { Volume, VolumeChanges } from '../domain/volumes.js';
 import type { VolumeSpec } from '../drivers/driver.js';
+import { removeSchedule } from '../store/backup-schedules.js';
 import * as volumes from '../store/volumes.js';
 import { conflict, type ResourceKind } from './lifecycle.js';
 
@@ -24,7 +25,11 @@ export const VOLUME_KIND: ResourceKind<VolumeStatus, VolumeAction, Volume, Volum
   lock: volumes.lockAccountVolume,
   insert: volumes.insertVolume,
   update: volumes.updateVolume,
-  remove: volumes.deleteVolume,
+  async remove(trx, volume) {
+    if (!(await volumes.deleteVolume(trx, volume))) return false;
+    await removeSchedule(trx, volume.id);
+    return true;
+  },
   eventData: (volume): VolumeEventData => ({
     volume_id: volume.id,
     name: volume.name,

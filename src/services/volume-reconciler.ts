@@ -8,13 +8,17 @@
  * calls are idempotent and each step is decided from what is found, so a run cut short (kill -9) is run
  * again. A change queued behind the current one (`pending_action`: attach once created, detach once
  * grown because the instance went away) is taken up by the write that settles the current one.
+ *
+ * Restores: a volume created from a snapshot, or one the snapshot is written over (`restoring`), names
+ * the snapshot and when the restore was asked for; the driver restores the disk, and the write that
+ * ends the restore also records `snapshot.restored` on the snapshot (a related write, same transaction).
  */
 
 import type { Clock } from '../domain/clock.js';
 import type { VolumeStatus } from '../domain/volume-states.js';
 import type { Volume, VolumeChanges } from '../domain/volumes.js';
-import type { ComputeDriver, VolumeState } from '../drivers/driver.js';
-import type { Reconciler, Step } from './lifecycle.js';
+import type { ComputeDriver, RestoreSpec, VolumeState } from '../drivers/driver.js';
+import type { Reconciler, RelatedWrite, Step } from './lifecycle.js';
 import { type VolumeEventType, volumeSpec } from './volume-kind.js';
 
 type VolumeStep = Step<VolumeStatus, VolumeChanges, VolumeEventType>;
@@ -23,17 +27,46 @@ const AGAIN: VolumeStep = { next: 'again' };
 const DONE: VolumeStep = { next: 'done' };
 const waitFor = (disk: VolumeState): VolumeStep => ({ next: 'wait', until: disk.settlesAt });
 const DETACHED = { instance_id: null, device_name: null, attached_at: null } as const;
+const RESTORED = { restore_snapshot_id: null, restore_started_at: null } as const;
+
+/** The write that reports a finished restore on its snapshot, made with the volume's own. */
+export type RestoreReport = (volume: Volume) => RelatedWrite;
 
 export class VolumeReconciler implements Reconciler<VolumeStatus, Volume, VolumeChanges, VolumeEventType> {
   constructor(
     private readonly driver: ComputeDriver,
     private readonly clock: Clock,
+    private readonly reportRestore: RestoreReport,
   ) {}
 
   /** The driver kept failing: the volume goes to error (it can then be deleted, or detached if attached). */
   giveUp(volume: Volume): VolumeStep | null {
     if (volume.status === 'deleting') return null;
-    return { next: 'advance', changes: { status: 'error', pending_action: null } };
+    return { next: 'advance', changes: { status: 'error', pending_action: null, ...RESTORED } };
+  }
+
+  /** Writes the snapshot over the disk, then goes to `settled` and reports the restore. */
+  private async restore(volume: Volume, settled: VolumeChanges): Promise<VolumeStep> {
+    const restore: RestoreSpec = {
+      volumeId: volume.id,
+      snapshotId: volume.restore_snapshot_id ?? '',
+      startedAt: volume.restore_started_at ?? volume.created_at,
+      sizeGb: volume.size_gb,
+    };
+    const state = await this.driver.inspectRestore(restore);
+    switch (state.state) {
+      case 'absent':
+        await this.driver.restoreVolume(restore);
+        return AGAIN;
+      case 'restoring':
+        return { next: 'wait', until: state.settlesAt };
+      default:
+        return {
+          next: 'advance',
+          changes: { ...settled, ...RESTORED },
+          related: this.reportRestore(volume),
+        };
+    }
   }
 
   async step(volume: Volume): Promise<VolumeStep> {
@@ -48,12 +81,22 @@ export class VolumeReconciler implements Reconciler<VolumeStatus, Volume, Volume
             return AGAIN;
           case 'creating':
             return waitFor(disk);
-          default:
-            if (volume.pending_action === 'attach' && volume.instance_id !== null) {
-              return { next: 'advance', changes: { status: 'attaching', pending_action: null } };
-            }
-            return { next: 'advance', changes: { status: 'available', pending_action: null } };
+          default: {
+            const settled: VolumeChanges =
+              volume.pending_action === 'attach' && volume.instance_id !== null
+                ? { status: 'attaching', pending_action: null }
+                : { status: 'available', pending_action: null };
+            // Created from a snapshot: the snapshot is written onto the new disk before it is used.
+            if (volume.restore_snapshot_id !== null) return this.restore(volume, settled);
+            return { next: 'advance', changes: settled };
+          }
         }
+
+      case 'restoring': {
+        const settled: VolumeChanges = { status: volume.instance_id !== null ? 'in-use' : 'available' };
+        if (volume.restore_snapshot_id === null) return { next: 'advance', changes: settled };
+        return this.restore(volume, settled);
+      }
 
       case 'attaching': {
         if (volume.instance_id === null || volume.device_name === null) {

@@ -11,7 +11,7 @@
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
 import { TAG_KEY_PATTERN } from '../domain/instance-rules.js';
-import type { Instance } from '../domain/instances.js';
+import type { BackupSchedule, Instance } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
 import type { VolumeAction, VolumeStatus } from '../domain/volume-states.js';
 import {
@@ -22,11 +22,13 @@ import {
   type VolumeChanges,
   type VolumeSort,
 } from '../domain/volumes.js';
+import type { FaultInjection } from '../drivers/driver.js';
 import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import { lockAccountInstance } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
 import * as volumes from '../store/volumes.js';
+import type { BackupScheduleBook } from './backup-schedules.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from './errors.js';
 import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
@@ -41,11 +43,13 @@ export interface NewVolume {
   tags?: Record<string, string> | undefined;
   /** Attach to this instance as soon as the volume is available. */
   instance_id?: string | undefined;
+  backup_schedule?: BackupSchedule | null | undefined;
 }
 
 export interface VolumeUpdate {
   name?: string | undefined;
   tags?: Record<string, string> | undefined;
+  backup_schedule?: BackupSchedule | null | undefined;
 }
 
 export interface VolumeListQuery extends PageRequest<VolumeSort> {
@@ -70,6 +74,7 @@ export interface VolumeView {
   device_name: string | null;
   filesystem: Filesystem | null;
   tags: Record<string, string>;
+  backup_schedule: BackupSchedule | null;
   created_at: string;
   updated_at: string;
 }
@@ -99,6 +104,7 @@ export function volumeView(volume: Volume): VolumeView {
     device_name: volume.device_name,
     filesystem: volume.filesystem,
     tags: volume.tags,
+    backup_schedule: volume.backup_schedule,
     created_at: volume.created_at,
     updated_at: volume.updated_at,
   };
@@ -110,13 +116,15 @@ export class VolumeService {
     private readonly clock: Clock,
     private readonly lifecycle: Lifecycle,
     private readonly quotas: QuotaService,
+    private readonly schedules: BackupScheduleBook,
+    private readonly faults: FaultInjection | null,
   ) {
     quotas.register('volumes', volumes.countDataVolumes);
     quotas.register('volume_storage_gb', volumes.sumDataVolumeGb);
   }
 
   async create(principal: Principal, input: NewVolume): Promise<VolumeView> {
-    checkTagKeys(input.tags);
+    this.checkTags(input.tags);
     if (principal.accountStatus === 'past_due') {
       throw new PaymentRequired(
         'This account is past due: you cannot create volumes until it is settled. Reading, detaching and deleting still work.',
@@ -133,8 +141,11 @@ export class VolumeService {
       await this.quotas.ensureRoom(trx, accountId, 'volume_storage_gb', input.size_gb);
       const now = this.clock.now();
       const at = now.toISOString();
+      const id = newId('volume', now);
+      const schedule = input.backup_schedule ?? null;
+      if (schedule) await this.schedules.put(trx, { id, accountId, kind: 'volume' }, schedule);
       return {
-        id: newId('volume', now),
+        id,
         account_id: accountId,
         name: input.name,
         region: input.region,
@@ -147,6 +158,9 @@ export class VolumeService {
         filesystem: input.filesystem ?? null,
         tags: input.tags ?? {},
         pending_action: placement ? ('attach' as const) : null,
+        backup_schedule: schedule,
+        restore_snapshot_id: null,
+        restore_started_at: null,
         version: 1,
         created_at: at,
         updated_at: at,
@@ -180,13 +194,25 @@ export class VolumeService {
   }
 
   async update(accountId: string, id: string, changes: VolumeUpdate): Promise<VolumeView> {
-    checkTagKeys(changes.tags);
-    const updated = await this.act(accountId, id, 'update', () => ({
-      changes: {
-        ...(changes.name !== undefined ? { name: changes.name } : {}),
-        ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
-      },
-    }));
+    this.checkTags(changes.tags);
+    const updated = await this.act(accountId, id, 'update', async (volume, trx) => {
+      if (changes.backup_schedule !== undefined) {
+        if (volume.kind === 'root') {
+          throw new InvalidRequest(
+            `Volume ${volume.id} is the root volume of instance ${volume.instance_id}: set backup_schedule on the instance`,
+            { field: 'backup_schedule', instance_id: volume.instance_id },
+          );
+        }
+        await this.schedules.put(trx, { id, accountId, kind: 'volume' }, changes.backup_schedule);
+      }
+      return {
+        changes: {
+          ...(changes.name !== undefined ? { name: changes.name } : {}),
+          ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
+          ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
+        },
+      };
+    });
     return volumeView(updated);
   }
 
@@ -326,6 +352,20 @@ export class VolumeService {
         event: { type: 'volume.resized', data: { size_gb: sizeGb } },
       },
     );
+  }
+
+  /** Tag keys as everywhere; the driver's fault tag must name a fault it takes on volumes. */
+  private checkTags(tags: Record<string, string> | undefined): void {
+    checkTagKeys(tags);
+    const faults = this.faults;
+    const fault = faults ? tags?.[faults.tag] : undefined;
+    if (faults && fault !== undefined && !faults.volumeFaults.includes(fault)) {
+      throw new InvalidRequest(`Unknown simulator fault "${fault}" for a volume`, {
+        field: `tags.${faults.tag}`,
+        value: fault,
+        allowed_values: [...faults.volumeFaults],
+      });
+    }
   }
 
   private act(

@@ -154,6 +154,45 @@ export interface VolumesTable {
   filesystem: string | null;
   /** A change queued behind the current one: 'attach' once created, 'detach' once resized. */
   pending_action: string | null;
+  /** JSON {frequency, retention} or null (data volumes; an instance's schedule covers its root volume). */
+  backup_schedule: string | null;
+  /** The snapshot being written into the volume (restoring, or creating from a snapshot). */
+  restore_snapshot_id: string | null;
+  /** When that restore was asked for: the driver tells one restore of a volume from the next by it. */
+  restore_started_at: string | null;
+}
+
+export interface SnapshotsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  source_volume_id: string;
+  source_instance_id: string | null;
+  size_gb: number;
+  region: string;
+  status: string;
+  /** 'manual' or 'scheduled'. */
+  kind: string;
+  error: string | null;
+  /** JSON object string → string. */
+  tags: string;
+  version: number;
+  created_at: string;
+  completed_at: string | null;
+  updated_at: string;
+}
+
+/** One row per volume or instance with a backup schedule; the scheduler reads the due ones by next_due_at. */
+export interface BackupSchedulesTable {
+  /** The volume or instance id. */
+  source_id: string;
+  account_id: string;
+  /** 'volume' or 'instance'. */
+  source_kind: string;
+  frequency: string;
+  retention: number;
+  next_due_at: string;
+  created_at: string;
 }
 
 export interface VolumeTagsTable {
@@ -238,6 +277,8 @@ export interface Database {
   region_gpu_usage: RegionGpuUsageTable;
   volumes: VolumesTable;
   volume_tags: VolumeTagsTable;
+  snapshots: SnapshotsTable;
+  backup_schedules: BackupSchedulesTable;
   jobs: JobsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
@@ -258,3 +299,5 @@ export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type VolumeRow = Selectable<VolumesTable>;
+export type SnapshotRow = Selectable<SnapshotsTable>;
+export type BackupScheduleRow = Selectable<BackupSchedulesTable>;

@@ -5,6 +5,7 @@
  * column stays in this module.
  */
 import type { ExpressionBuilder } from 'kysely';
+import type { BackupSchedule } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
 import type { VolumeStatus } from '../domain/volume-states.js';
 import type {
@@ -27,12 +28,19 @@ function fromRow(row: VolumeRow): Volume {
     filesystem: row.filesystem as Filesystem | null,
     pending_action: row.pending_action as PendingAction | null,
     tags: JSON.parse(row.tags) as Record<string, string>,
+    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
   };
 }
 
 function toColumns(changes: VolumeChanges): Partial<VolumesTable> {
-  const { tags, ...plain } = changes;
-  return { ...plain, ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}) };
+  const { tags, backup_schedule, ...plain } = changes;
+  return {
+    ...plain,
+    ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}),
+    ...(backup_schedule !== undefined
+      ? { backup_schedule: backup_schedule ? JSON.stringify(backup_schedule) : null }
+      : {}),
+  };
 }
 
 async function writeTags(
@@ -54,7 +62,11 @@ async function writeTags(
 export async function insertVolume(db: Executor, volume: Volume): Promise<void> {
   await db
     .insertInto('volumes')
-    .values({ ...volume, tags: JSON.stringify(volume.tags) })
+    .values({
+      ...volume,
+      tags: JSON.stringify(volume.tags),
+      backup_schedule: volume.backup_schedule ? JSON.stringify(volume.backup_schedule) : null,
+    })
     .execute();
   await writeTags(db, volume, volume.tags);
 }
@@ -210,4 +222,14 @@ export async function sumDataVolumeGb(db: Executor, accountId: string): Promise<
     .where('kind', '=', 'data')
     .executeTakeFirst();
   return Number(row?.total ?? 0);
+}
+
+/** Volumes being written from this snapshot (restoring into, or created from it); a delete waits for them. */
+export async function countRestoresFrom(db: Executor, snapshotId: string): Promise<number> {
+  const row = await db
+    .selectFrom('volumes')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('restore_snapshot_id', '=', snapshotId)
+    .executeTakeFirst();
+  return Number(row?.count ?? 0);
 }

@@ -5,6 +5,7 @@
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
+import { type SimRestoresTable, type SimSnapshotsTable, simSnapshotsMigration } from './snapshots.js';
 
 /** One simulated machine: durable, so a restart finds every machine as it was. */
 export interface SimMachinesTable {
@@ -17,7 +18,12 @@ export interface SimMachinesTable {
   created_at: string;
 }
 
-export type SimulatorTables = { sim_machines: SimMachinesTable; sim_volumes: SimVolumesTable };
+export type SimulatorTables = {
+  sim_machines: SimMachinesTable;
+  sim_volumes: SimVolumesTable;
+  sim_snapshots: SimSnapshotsTable;
+  sim_restores: SimRestoresTable;
+};
 
 export type SimMachineRow = Selectable<SimMachinesTable>;
 export type SimulatorDb = Kysely<SimulatorTables>;
@@ -48,6 +54,7 @@ const migrations: Record<string, Migration> = {
     },
   },
   '0002_sim_volumes': simVolumesMigration,
+  '0003_sim_snapshots': simSnapshotsMigration,
 };
 
 /** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */

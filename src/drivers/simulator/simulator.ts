@@ -9,7 +9,9 @@
  *
  * Fault injection (DESIGN.md §3): the tag `nimbus.sim/fault` on the instance makes boots hang
  * (`stuck-starting`), graceful shutdowns hang (`stuck-stopping`) or boots fail (`boot-error`). Faults are
- * read from the spec on every call, so removing the tag lets a hung change finish.
+ * read from the spec on every call, so removing the tag lets a hung change finish. `snapshot-fail` on a
+ * volume (or on an instance, for its root volume) makes snapshots of it fail; that one is read when the
+ * copy begins, as a real copy fails or not once started.
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../domain/clock.js';
@@ -21,6 +23,10 @@ import type {
   MachineState,
   MetricSample,
   PowerState,
+  RestoreSpec,
+  RestoreState,
+  SnapshotSpec,
+  SnapshotState,
   VolumeAttachment,
   VolumeSpec,
   VolumeState,
@@ -36,6 +42,15 @@ import {
   type SimulatorDb,
   updateMachine,
 } from './machines.js';
+import {
+  deleteSimSnapshot,
+  findRestore,
+  findSimSnapshot,
+  insertSimSnapshot,
+  putRestore,
+  type SimSnapshotsTable,
+  updateSimSnapshot,
+} from './snapshots.js';
 
 /** Realistic durations at speed-up 1: boot about 8 s, graceful stop about 5 s, a resize about 25 s. */
 export const SIM_TIMINGS_MS = { boot: 8_000, stop: 5_000, resize: 25_000 } as const;
@@ -54,9 +69,26 @@ export const SIM_DISK_TIMINGS_MS = {
 } as const;
 type DiskTimings = Record<keyof typeof SIM_DISK_TIMINGS_MS, number>;
 
+/**
+ * Snapshots at speed-up 1: a copy takes 3 s plus 50 ms per GB (a 100 GB volume: 8 s), a delete 2 s; a
+ * restore 4 s plus 50 ms per GB of the snapshot.
+ */
+export const SIM_SNAPSHOT_TIMINGS_MS = {
+  create: 3_000,
+  createPerGb: 50,
+  delete: 2_000,
+  restore: 4_000,
+  restorePerGb: 50,
+} as const;
+type SnapshotTimings = Record<keyof typeof SIM_SNAPSHOT_TIMINGS_MS, number>;
+
 export const FAULT_TAG = 'nimbus.sim/fault';
-export const FAULTS = ['stuck-starting', 'stuck-stopping', 'boot-error'] as const;
+/** Fault tag values for snapshots: on a volume, or on an instance for its root volume. */
+export const SNAPSHOT_FAULTS = ['snapshot-fail'] as const;
+export const FAULTS = ['stuck-starting', 'stuck-stopping', 'boot-error', ...SNAPSHOT_FAULTS] as const;
 type Fault = (typeof FAULTS)[number];
+/** The reason a snapshot failed by the fault tag gives. */
+export const SNAPSHOT_FAULT_ERROR = `simulated failure: the source carries ${FAULT_TAG}=snapshot-fail`;
 
 /** What a machine row stores: the driver's powers plus a reboot (a shutdown then a boot, in one change). */
 type StoredState = Exclude<PowerState, 'absent'> | 'rebooting';
@@ -78,11 +110,16 @@ const at = (ms: number) => new Date(ms);
 
 export class SimulatedDriver implements ComputeDriver {
   readonly name = 'simulator';
-  readonly faultInjection: FaultInjection = { tag: FAULT_TAG, instanceFaults: FAULTS };
+  readonly faultInjection: FaultInjection = {
+    tag: FAULT_TAG,
+    instanceFaults: FAULTS,
+    volumeFaults: SNAPSHOT_FAULTS,
+  };
   private readonly db: SimulatorDb;
   private readonly clock: Clock;
   private readonly timings: { boot: number; stop: number; resize: number };
   private readonly diskTimings: DiskTimings;
+  private readonly snapshotTimings: SnapshotTimings;
 
   /** Creates the simulator's tables if needed, then the driver. */
   static async open(options: SimulatorOptions): Promise<SimulatedDriver> {
@@ -101,6 +138,9 @@ export class SimulatedDriver implements ComputeDriver {
     this.diskTimings = Object.fromEntries(
       Object.entries(SIM_DISK_TIMINGS_MS).map(([change, ms]) => [change, ms / options.speedup]),
     ) as DiskTimings;
+    this.snapshotTimings = Object.fromEntries(
+      Object.entries(SIM_SNAPSHOT_TIMINGS_MS).map(([change, ms]) => [change, ms / options.speedup]),
+    ) as SnapshotTimings;
   }
 
   async provision(spec: MachineSpec): Promise<void> {
@@ -242,6 +282,86 @@ export class SimulatedDriver implements ComputeDriver {
 
   async inspectVolume(spec: VolumeSpec): Promise<VolumeState> {
     return (await this.currentDisk(spec)).state;
+  }
+
+  async createSnapshot(spec: SnapshotSpec): Promise<void> {
+    const now = this.clock.now().toISOString();
+    await insertSimSnapshot(this.db, {
+      id: spec.id,
+      source_volume_id: spec.sourceVolumeId,
+      size_gb: spec.sizeGb,
+      state: 'creating',
+      state_since: now,
+      failure: spec.sourceTags[FAULT_TAG] === 'snapshot-fail' ? SNAPSHOT_FAULT_ERROR : null,
+      created_at: now,
+    });
+  }
+
+  async deleteSnapshot(spec: SnapshotSpec): Promise<void> {
+    const row = await findSimSnapshot(this.db, spec.id);
+    if (!row) return;
+    const state = this.snapshotStateOf(row, this.clock.now().getTime());
+    if (state.state === 'deleting') return;
+    if (state.state === 'deleted') {
+      await deleteSimSnapshot(this.db, spec.id);
+      return;
+    }
+    await updateSimSnapshot(this.db, spec.id, {
+      state: 'deleting',
+      state_since: this.clock.now().toISOString(),
+    });
+  }
+
+  async inspectSnapshot(spec: SnapshotSpec): Promise<SnapshotState> {
+    const row = await findSimSnapshot(this.db, spec.id);
+    if (!row) return { state: 'absent', settlesAt: null, error: null };
+    return this.snapshotStateOf(row, this.clock.now().getTime());
+  }
+
+  async restoreVolume(spec: RestoreSpec): Promise<void> {
+    const current = await findRestore(this.db, spec.volumeId);
+    if (current && current.started_at === spec.startedAt && current.snapshot_id === spec.snapshotId) return;
+    const snapshot = await findSimSnapshot(this.db, spec.snapshotId);
+    const state = snapshot ? this.snapshotStateOf(snapshot, this.clock.now().getTime()).state : 'absent';
+    if (state !== 'available') {
+      throw new Error(`simulator: snapshot ${spec.snapshotId} cannot be restored while ${state}`);
+    }
+    await putRestore(this.db, {
+      volume_id: spec.volumeId,
+      snapshot_id: spec.snapshotId,
+      started_at: spec.startedAt,
+      size_gb: snapshot?.size_gb ?? spec.sizeGb,
+      began_at: this.clock.now().toISOString(),
+    });
+  }
+
+  async inspectRestore(spec: RestoreSpec): Promise<RestoreState> {
+    const row = await findRestore(this.db, spec.volumeId);
+    if (!row || row.started_at !== spec.startedAt || row.snapshot_id !== spec.snapshotId) {
+      return { state: 'absent', settlesAt: null };
+    }
+    const t = this.snapshotTimings;
+    const done = Date.parse(row.began_at) + t.restore + t.restorePerGb * row.size_gb;
+    return this.clock.now().getTime() < done
+      ? { state: 'restoring', settlesAt: at(done) }
+      : { state: 'done', settlesAt: null };
+  }
+
+  /** Where a snapshot is at `now`, given the change it began at `state_since`. */
+  private snapshotStateOf(row: SimSnapshotsTable, now: number): SnapshotState {
+    const since = Date.parse(row.state_since);
+    const t = this.snapshotTimings;
+    if (row.state === 'deleting') {
+      const done = since + t.delete;
+      return now < done
+        ? { state: 'deleting', settlesAt: at(done), error: null }
+        : { state: 'deleted', settlesAt: null, error: null };
+    }
+    const done = since + t.create + t.createPerGb * row.size_gb;
+    if (now < done) return { state: 'creating', settlesAt: at(done), error: null };
+    return row.failure
+      ? { state: 'failed', settlesAt: null, error: row.failure }
+      : { state: 'available', settlesAt: null, error: null };
   }
 
   private async currentDisk(

@@ -28,7 +28,7 @@ const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_L
   maxProperties: MAX_TAGS,
   description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
 });
-const BackupSchedule = Type.Union([
+export const BackupSchedule = Type.Union([
   Type.Object(
     {
       frequency: StringEnum(BACKUP_FREQUENCIES),

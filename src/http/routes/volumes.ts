@@ -15,6 +15,7 @@ import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
+import { BackupSchedule } from './instances.js';
 
 const Name = Type.String({
   pattern: INSTANCE_NAME_PATTERN,
@@ -52,6 +53,12 @@ export const Volume = Type.Object(
     ),
     filesystem: Nullable(StringEnum(FILESYSTEMS)),
     tags: Type.Record(Type.String(), Type.String()),
+    backup_schedule: Nullable(
+      Type.Object(
+        { frequency: Type.String(), retention: Type.Integer() },
+        { description: 'Scheduled snapshots (data volumes; a root volume follows its instance)' },
+      ),
+    ),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -71,12 +78,13 @@ const NewVolume = Type.Object(
       ...InstanceId,
       description: 'Attach to this instance (same region) once created',
     }),
+    backup_schedule: Type.Optional(BackupSchedule),
   },
   { additionalProperties: false },
 );
 
 const VolumeUpdate = Type.Object(
-  { name: Type.Optional(Name), tags: Type.Optional(Tags) },
+  { name: Type.Optional(Name), tags: Type.Optional(Tags), backup_schedule: Type.Optional(BackupSchedule) },
   { additionalProperties: false, minProperties: 1 },
 );
 
@@ -176,9 +184,10 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ volumes: VolumeService }>
     {
       schema: {
         tags,
-        summary: 'Update volume (name, tags)',
+        summary: 'Update volume (name, tags, backup_schedule)',
         description:
-          'Changes the name or tags in any status but `deleting` (409 then); any other field is a 400.',
+          'Changes the name, tags or backup schedule (`{frequency: hourly|daily|weekly, retention: 1–90}` or null; ' +
+          'data volumes only) in any status but `deleting` (409 then); any other field is a 400.',
         params: IdParams,
         body: VolumeUpdate,
         response: { 200: described(Envelope(Volume), 'The volume as changed'), ...errorResponses(404, 409) },

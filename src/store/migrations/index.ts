@@ -3,6 +3,7 @@ import * as foundation from './0001_foundation.js';
 import * as instances from './0002_instances.js';
 import * as webhooks from './0003_webhooks.js';
 import * as volumes from './0004_volumes.js';
+import * as snapshots from './0005_snapshots.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -10,6 +11,7 @@ const migrations: Record<string, Migration> = {
   '0002_instances': instances,
   '0003_webhooks': webhooks,
   '0004_volumes': volumes,
+  '0005_snapshots': snapshots,
 };
 
 export const migrationProvider: MigrationProvider = {

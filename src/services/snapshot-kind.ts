@@ -1,0 +1,64 @@
+/**
+ * Snapshots as a kind of the lifecycle core: the state table, how records are read and written, and
+ * what their events carry (the snapshot, its status and the ids it relates to).
+ */
+import type { SnapshotEventData } from '../domain/event-catalog.js';
+import {
+  SNAPSHOT_STATES,
+  type SnapshotAction,
+  type SnapshotEventType,
+  type SnapshotStatus,
+} from '../domain/snapshot-states.js';
+import type { Snapshot, SnapshotChanges } from '../domain/snapshots.js';
+import type { SnapshotSpec } from '../drivers/driver.js';
+import { findInstance } from '../store/instances.js';
+import type { Executor } from '../store/schema.js';
+import * as snapshots from '../store/snapshots.js';
+import { findVolume } from '../store/volumes.js';
+import type { ResourceKind } from './lifecycle.js';
+
+export type { SnapshotEventType } from '../domain/snapshot-states.js';
+
+export const SNAPSHOT_KIND: ResourceKind<
+  SnapshotStatus,
+  SnapshotAction,
+  Snapshot,
+  SnapshotChanges,
+  SnapshotEventType
+> = {
+  table: SNAPSHOT_STATES,
+  resource: 'snapshot',
+  find: snapshots.findSnapshot,
+  lock: snapshots.lockAccountSnapshot,
+  insert: snapshots.insertSnapshot,
+  update: snapshots.updateSnapshot,
+  remove: snapshots.deleteSnapshot,
+  eventData: (snapshot): SnapshotEventData => ({
+    snapshot_id: snapshot.id,
+    name: snapshot.name,
+    status: snapshot.status,
+    kind: snapshot.kind,
+    source_volume_id: snapshot.source_volume_id,
+    source_instance_id: snapshot.source_instance_id,
+    size_gb: snapshot.size_gb,
+  }),
+};
+
+/** What the driver is told about a snapshot; the source's tags carry the simulator's fault tag. */
+export function snapshotSpec(snapshot: Snapshot, sourceTags: Record<string, string> = {}): SnapshotSpec {
+  return {
+    id: snapshot.id,
+    region: snapshot.region,
+    sourceVolumeId: snapshot.source_volume_id,
+    sizeGb: snapshot.size_gb,
+    sourceTags,
+  };
+}
+
+/** The tags of a snapshot's source: its instance's for a root volume, else the volume's; {} when gone. */
+export async function sourceTagsOf(db: Executor, snapshot: Snapshot): Promise<Record<string, string>> {
+  if (snapshot.source_instance_id !== null) {
+    return (await findInstance(db, snapshot.source_instance_id))?.tags ?? {};
+  }
+  return (await findVolume(db, snapshot.source_volume_id))?.tags ?? {};
+}
