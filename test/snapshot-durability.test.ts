@@ -53,7 +53,10 @@ describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new proc
   };
 
   /** SIGKILL, then what the dead process left in the store. */
-  async function killNow(read: (db: Kysely<Database>) => Promise<Record<string, unknown>>, jobKey: string) {
+  async function killNow<T extends Record<string, unknown>>(
+    read: (db: Kysely<Database>) => Promise<T>,
+    jobKey: string,
+  ) {
     await live().kill();
     server = null;
     const killedAt = Date.now();
