@@ -153,6 +153,24 @@ const snapshot: ResourceFactory = async (server, key) => {
   return id;
 };
 
+/** A VPN, provisioning (peers and deletes need no more); in us-west-2, clear of the instances' pool. */
+const vpn: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/vpn', {
+    key,
+    body: { name: `fixture-${randomBytes(3).toString('hex')}`, region: 'us-west-2' },
+  });
+  expect(reply.status, reply.text).toBe(202);
+  return reply.body.data.id as string;
+};
+
+/** A VPN and one peer of it (with a generated key). */
+const vpnPeer: ResourceFactory = async (server, key) => {
+  const id = (await vpn(server, key)) as string;
+  const reply = await server.request('POST', `/v1/vpn/${id}/peers`, { key, body: { name: 'fixture' } });
+  expect(reply.status, reply.text).toBe(201);
+  return { id, peer_id: reply.body.data.id as string };
+};
+
 /** The body of a request on the endpoint, for the resource ids (or placeholders) it is sent with. */
 function bodyOf(endpoint: Endpoint, ids: string | Record<string, string> | undefined): { body?: unknown } {
   if (endpoint.bodyFor) {
@@ -163,6 +181,55 @@ function bodyOf(endpoint: Endpoint, ids: string | Record<string, string> | undef
 }
 
 const ENDPOINTS: Endpoint[] = [
+  {
+    method: 'POST',
+    path: '/v1/vpn',
+    permission: 'networking:write',
+    ok: 202,
+    body: { name: 'matrix', region: 'us-west-2' },
+  },
+  { method: 'GET', path: '/v1/vpn', permission: 'networking:read', ok: 200 },
+  { method: 'GET', path: '/v1/vpn/{id}', permission: 'networking:read', ok: 200, resource: vpn },
+  {
+    method: 'PATCH',
+    path: '/v1/vpn/{id}',
+    permission: 'networking:write',
+    ok: 200,
+    body: { name: 'renamed' },
+    resource: vpn,
+  },
+  { method: 'DELETE', path: '/v1/vpn/{id}', permission: 'networking:write', ok: 202, resource: vpn },
+  {
+    method: 'POST',
+    path: '/v1/vpn/{id}/peers',
+    permission: 'networking:write',
+    ok: 201,
+    body: { name: 'matrix' },
+    resource: vpn,
+    readPath: '/v1/vpn/{id}',
+  },
+  { method: 'GET', path: '/v1/vpn/{id}/peers', permission: 'networking:read', ok: 200, resource: vpn },
+  {
+    method: 'GET',
+    path: '/v1/vpn/{id}/peers/{peer_id}',
+    permission: 'networking:read',
+    ok: 200,
+    resource: vpnPeer,
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/vpn/{id}/peers/{peer_id}',
+    permission: 'networking:write',
+    ok: 200,
+    resource: vpnPeer,
+  },
+  {
+    method: 'GET',
+    path: '/v1/vpn/{id}/peers/{peer_id}/config',
+    permission: 'networking:read',
+    ok: 200,
+    resource: vpnPeer,
+  },
   { method: 'GET', path: '/v1/account', permission: 'account:read', ok: 200 },
   {
     method: 'PATCH',
@@ -460,6 +527,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['webhooks', '1000'],
         ['volumes', '1000'],
         ['volume_storage_gb', '100000'],
+        ['vpns', '1000'],
         ['snapshots', '1000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
@@ -549,7 +617,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         // it, when a body did): nothing about its owner.
         const details = reply.body.error.details;
         expect(details).toEqual({
-          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume|snapshot)$/),
+          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn)$/),
           id: firstId(theirs),
           ...(details?.field !== undefined ? { field: expect.any(String) } : {}),
         });

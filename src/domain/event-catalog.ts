@@ -65,7 +65,17 @@ const SnapshotEvent = Type.Object({
 });
 
 const FirewallRuleEvent = Type.Object({ firewall_rule_id: id('The firewall rule'), name: Type.String() });
-const VpnEvent = Type.Object({ vpn_id: id('The VPN'), name: Type.String(), status: Type.String() });
+const VpnEvent = Type.Object({
+  vpn_id: id('The VPN'),
+  name: Type.String(),
+  status: Type.String({ description: 'The VPN status after the change (`deleted` once gone)' }),
+  region: Type.Optional(Type.String()),
+  endpoint: Type.Optional(Type.String({ description: 'The gateway, `<public IPv4>:<port>`' })),
+  peer_id: Type.Optional(Type.String({ description: 'vpn.peer_added, vpn.peer_removed: the peer' })),
+  peer_name: Type.Optional(Type.String()),
+  peer_address: Type.Optional(Type.String({ description: "The peer's tunnel address" })),
+  peer_public_key: Type.Optional(Type.String()),
+});
 const InvoiceEvent = Type.Object({ invoice_id: id('The invoice'), status: Type.String() });
 const WebhookEvent = Type.Object({
   webhook_id: id('The webhook subscription'),

@@ -10,6 +10,7 @@ export const ID_PREFIXES = {
   snapshot: 'snap',
   firewallRule: 'fwr',
   vpn: 'vpn',
+  vpnPeer: 'vpnp',
   apiKey: 'key',
   webhook: 'whk',
   event: 'evt',

@@ -152,6 +152,37 @@ export interface RestoreState {
   settlesAt: Date | null;
 }
 
+/** What the driver needs to know about a VPN gateway (WireGuard). */
+export interface GatewaySpec {
+  /** The VPN id; the gateway's identity. */
+  id: string;
+  region: string;
+  /** The public address and UDP port it listens on. */
+  endpoint: { ip: string; port: number };
+  /**
+   * The gateway's wg-quick file (domain/wireguard.ts renderGatewayConfig): its private key, tunnel address,
+   * port and one [Peer] per client. Secret: a driver must not log or store it in clear.
+   */
+  config: string;
+}
+
+export type GatewayPhase =
+  /** No gateway (never provisioned, or destroyed and purged). */
+  | 'absent'
+  | 'provisioning'
+  | 'active'
+  | 'deleting'
+  /** Destroyed, the record not yet purged: a further destroyGateway purges it. */
+  | 'deleted';
+
+export interface GatewayState {
+  state: GatewayPhase;
+  /** SHA-256 (hex) of the configuration the gateway runs, to tell whether peers changed since. */
+  configDigest: string | null;
+  /** When the current change should settle; null when settled. */
+  settlesAt: Date | null;
+}
+
 export interface ComputeDriver {
   readonly name: string;
   /** null for a driver that runs real machines and takes no fault tags. */
@@ -183,6 +214,14 @@ export interface ComputeDriver {
   /** Deletes a detached disk; once deleted, a further call purges it; absent disks are fine. */
   deleteVolume(spec: VolumeSpec): Promise<void>;
   inspectVolume(spec: VolumeSpec): Promise<VolumeState>;
+
+  /** Starts a gateway with `spec.config` at `spec.endpoint`; an existing gateway is left alone. */
+  provisionGateway(spec: GatewaySpec): Promise<void>;
+  /** Loads `spec.config` into an active gateway (peers added or removed); the same config is a no-op. */
+  configureGateway(spec: GatewaySpec): Promise<void>;
+  /** Stops and deletes the gateway; once deleted, a further call purges it; absent gateways are fine. */
+  destroyGateway(spec: GatewaySpec): Promise<void>;
+  inspectGateway(spec: GatewaySpec): Promise<GatewayState>;
 
   /** Copies the source disk into a snapshot (point in time: the copy is of the disk as it is now); idempotent. */
   createSnapshot(spec: SnapshotSpec): Promise<void>;

@@ -33,6 +33,7 @@ import { instanceRoutes } from './routes/instances.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
 import { volumeRoutes } from './routes/volumes.js';
+import { vpnRoutes } from './routes/vpns.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ErrorEnvelope, rejectUnknownQuery } from './schemas.js';
 import { validatorCompiler } from './validation.js';
@@ -107,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(catalogRoutes);
       await v1.register(instanceRoutes, deps.services);
       await v1.register(volumeRoutes, deps.services);
+      await v1.register(vpnRoutes, deps.services);
       await v1.register(snapshotRoutes, deps.services);
       await v1.register(sshKeyRoutes, deps.services);
       await v1.register(eventRoutes, deps.services);

@@ -47,6 +47,8 @@ const RESOURCE_LABELS = {
   webhook: 'Webhook',
   delivery: 'Delivery',
   ssh_key: 'SSH key',
+  vpn: 'VPN',
+  vpn_peer: 'VPN peer',
   event: 'Event',
 } as const;
 export type ResourceKind = keyof typeof RESOURCE_LABELS;

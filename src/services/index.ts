@@ -26,6 +26,9 @@ import { SshKeyService } from './ssh-keys.js';
 import { VOLUME_KIND } from './volume-kind.js';
 import { VolumeReconciler } from './volume-reconciler.js';
 import { VolumeService } from './volumes.js';
+import { gatewaySpecOf, VPN_KIND } from './vpn-kind.js';
+import { VpnReconciler } from './vpn-reconciler.js';
+import { VpnService } from './vpns.js';
 import { WebhookDeliveryWorker } from './webhook-delivery.js';
 import { WebhookService } from './webhooks.js';
 
@@ -61,6 +64,7 @@ export interface Services {
   instances: InstanceService;
   volumes: VolumeService;
   snapshots: SnapshotService;
+  vpns: VpnService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
 }
@@ -89,6 +93,18 @@ export function createServices(deps: ServiceDeps): Services {
     faultInjection: faults,
     schedules,
   });
+  lifecycle.register(
+    VPN_KIND,
+    new VpnReconciler(deps.driver, (vpn) => gatewaySpecOf(deps.store.db, deps.secretBox, vpn)),
+  );
+  const vpns = new VpnService(
+    deps.store,
+    deps.clock,
+    lifecycle,
+    quotas,
+    deps.secretBox,
+    deps.instances.publicIpPools,
+  );
   const deliveries = new WebhookDeliveryWorker(
     deps.store,
     deps.clock,
@@ -114,6 +130,7 @@ export function createServices(deps: ServiceDeps): Services {
     instances,
     volumes,
     snapshots,
+    vpns,
     webhooks,
     deliveries,
   };

@@ -233,10 +233,8 @@ export async function countByType(db: Executor, accountId: string): Promise<Map<
   return new Map(rows.map((row) => [row.instance_type, Number(row.count)]));
 }
 
-export async function publicIpsInUse(db: Executor, region: string): Promise<string[]> {
-  const rows = await db.selectFrom('instances').select('public_ip').where('region', '=', region).execute();
-  return rows.map((row) => row.public_ip);
-}
+/** Every public address of the region, VPN gateways' included (see store/public-ips.ts). */
+export { publicIpsInUse } from './public-ips.js';
 
 export async function privateIpsInUse(db: Executor, accountId: string, region: string): Promise<string[]> {
   const rows = await db

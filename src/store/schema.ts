@@ -263,6 +263,40 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
+export interface VpnsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  region: string;
+  status: string;
+  /** The gateway's public IPv4: unique in the region, and never an instance's (store/public-ips.ts). */
+  endpoint_ip: string;
+  endpoint_port: number;
+  server_public_key: string;
+  /** The gateway's private key sealed under the master key, bound to the VPN id (services/secret-box.ts). */
+  server_private_key_sealed: string;
+  tunnel_cidr: string;
+  /** JSON array of CIDR blocks routed to clients besides the region's private network. */
+  allowed_cidrs: string;
+  /** Bumped by every write; writers guard on it. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface VpnPeersTable {
+  id: string;
+  vpn_id: string;
+  account_id: string;
+  name: string;
+  public_key: string;
+  /** Its tunnel address, unique within the VPN while the peer exists. */
+  address: string;
+  /** 1 when the server generated the key pair (its private key was shown once, never stored). */
+  key_generated: number;
+  created_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -282,6 +316,8 @@ export interface Database {
   jobs: JobsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  vpns: VpnsTable;
+  vpn_peers: VpnPeersTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */
@@ -298,6 +334,8 @@ export type NewInstanceRow = Insertable<InstancesTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type VpnRow = Selectable<VpnsTable>;
+export type VpnPeerRow = Selectable<VpnPeersTable>;
 export type VolumeRow = Selectable<VolumesTable>;
 export type SnapshotRow = Selectable<SnapshotsTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;

@@ -5,6 +5,7 @@
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
+import { simGatewaysMigration } from './gateways.js';
 import { type SimRestoresTable, type SimSnapshotsTable, simSnapshotsMigration } from './snapshots.js';
 
 /** One simulated machine: durable, so a restart finds every machine as it was. */
@@ -55,6 +56,7 @@ const migrations: Record<string, Migration> = {
   },
   '0002_sim_volumes': simVolumesMigration,
   '0003_sim_snapshots': simSnapshotsMigration,
+  '0004_sim_gateways': simGatewaysMigration,
 };
 
 /** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */

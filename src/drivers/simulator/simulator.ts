@@ -19,6 +19,8 @@ import type {
   ComputeDriver,
   DiskState,
   FaultInjection,
+  GatewaySpec,
+  GatewayState,
   MachineSpec,
   MachineState,
   MetricSample,
@@ -32,6 +34,7 @@ import type {
   VolumeState,
 } from '../driver.js';
 import { deleteDisk, findDisk, insertDisk, type SimVolumeRow, updateDisk } from './disks.js';
+import { SimulatedGateways } from './gateways.js';
 import {
   type AnyDb,
   deleteMachine,
@@ -120,6 +123,7 @@ export class SimulatedDriver implements ComputeDriver {
   private readonly timings: { boot: number; stop: number; resize: number };
   private readonly diskTimings: DiskTimings;
   private readonly snapshotTimings: SnapshotTimings;
+  private readonly gateways: SimulatedGateways;
 
   /** Creates the simulator's tables if needed, then the driver. */
   static async open(options: SimulatorOptions): Promise<SimulatedDriver> {
@@ -141,6 +145,7 @@ export class SimulatedDriver implements ComputeDriver {
     this.snapshotTimings = Object.fromEntries(
       Object.entries(SIM_SNAPSHOT_TIMINGS_MS).map(([change, ms]) => [change, ms / options.speedup]),
     ) as SnapshotTimings;
+    this.gateways = new SimulatedGateways(options.db, options.clock, options.speedup);
   }
 
   async provision(spec: MachineSpec): Promise<void> {
@@ -310,6 +315,22 @@ export class SimulatedDriver implements ComputeDriver {
       state: 'deleting',
       state_since: this.clock.now().toISOString(),
     });
+  }
+
+  provisionGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.provision(spec);
+  }
+
+  configureGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.configure(spec);
+  }
+
+  destroyGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.destroy(spec);
+  }
+
+  inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
+    return this.gateways.inspect(spec);
   }
 
   async inspectSnapshot(spec: SnapshotSpec): Promise<SnapshotState> {
