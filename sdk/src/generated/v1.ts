@@ -480,6 +480,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/vpn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List VPNs
+         * @description Newest first unless sorted otherwise (`created_at`, `name`); filters status and region combine.
+         */
+        get: operations["getVpn"];
+        put?: never;
+        /**
+         * Create VPN (202 provisioning; poll until active)
+         * @description A WireGuard gateway into the account's private network of one region, on a public IPv4 of the region's pool and UDP port 51820. Quota `vpns` (403); a past-due account gets 402; an exhausted address pool is 503.
+         */
+        post: operations["postVpn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vpn/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get VPN
+         * @description One VPN; poll it to follow a change of status.
+         */
+        get: operations["getVpnById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete VPN (202 deleting; then 404)
+         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
+         */
+        delete: operations["deleteVpnById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update VPN (name, allowed_cidrs)
+         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
+         */
+        patch: operations["patchVpnById"];
+        trace?: never;
+    };
+    "/v1/vpn/{id}/peers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a VPN's peers
+         * @description Newest first unless sorted otherwise (`created_at`, `name`).
+         */
+        get: operations["getVpnByIdPeers"];
+        put?: never;
+        /**
+         * Add peer (with your public key, or a generated key pair shown once)
+         * @description The peer gets the lowest free address of the tunnel network. With `public_key` nothing secret leaves the server and `config` has a placeholder for your private key; without it the server generates a pair and this answer alone carries `private_key` and a complete `config` (kept nowhere). A key already on the VPN, a full tunnel network or a VPN being deleted are 409.
+         */
+        post: operations["postVpnByIdPeers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vpn/{id}/peers/{peer_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get peer
+         * @description One peer of the VPN (never its private key).
+         */
+        get: operations["getVpnByIdPeersByPeer_id"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove peer
+         * @description The gateway stops accepting its key; its address is free for a later peer. A VPN being deleted is a 409.
+         */
+        delete: operations["deleteVpnByIdPeersByPeer_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vpn/{id}/peers/{peer_id}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a peer's wg-quick file (without its private key)
+         * @description The client configuration with the current routes; where the private key goes it has a placeholder: the server never keeps a peer private key (a generated one is shown only when the peer is added).
+         */
+        get: operations["getVpnByIdPeersByPeer_idConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/snapshots": {
         parameters: {
             query?: never;
@@ -973,6 +1093,58 @@ export interface components {
              * @description ISO 8601 UTC
              */
             updated_at: string;
+        };
+        /** Vpn */
+        Vpn: {
+            id: string;
+            name: string;
+            region: string;
+            /** @enum {string} */
+            status: "provisioning" | "active" | "deleting" | "error";
+            /** @description Where clients connect: `<public_ip>:51820` */
+            endpoint: string;
+            /** @description The gateway's public IPv4, from the region's pool */
+            public_ip: string;
+            /** @description UDP port */
+            port: number;
+            /** @description The gateway's WireGuard public key (base64) */
+            server_public_key: string;
+            /** @description The network client addresses are taken from */
+            tunnel_cidr: string;
+            /** @description The gateway's address in the tunnel; clients use it as their DNS resolver */
+            gateway_address: string;
+            allowed_cidrs: string[];
+            /** @description What clients route through the VPN: the region's private network, then allowed_cidrs */
+            routes: string[];
+            /** @description USD per hour while the VPN exists */
+            price_per_hour: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            updated_at: string;
+        };
+        /** VpnPeer */
+        VpnPeer: {
+            id: string;
+            vpn_id: string;
+            name: string;
+            /** @description The client's WireGuard public key */
+            public_key: string;
+            /** @description The client's tunnel address, held until the peer is removed */
+            address: string;
+            /** @description true when the server generated the key pair */
+            key_generated: boolean;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
         };
         /** Snapshot */
         Snapshot: {
@@ -8148,6 +8320,2312 @@ export interface operations {
                     "X-RateLimit-Reset"?: number;
                     /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
                     "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getVpn: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+                status?: "provisioning" | "active" | "deleting" | "error";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of VPNs */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postVpn: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "office",
+                 *       "region": "us-east-1",
+                 *       "tunnel_cidr": "100.96.0.0/24"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @description Client network, /16–/29 in 10/8, 172.16/12, 192.168/16 or 100.64/10, clear of the region's private network (default 100.96.0.0/24) */
+                    tunnel_cidr?: string;
+                    /** @description Blocks routed to clients besides the private network (0.0.0.0/0: everything); none may cut into the tunnel network */
+                    allowed_cidrs?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the VPN, provisioning */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getVpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The VPN */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteVpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the VPN, deleting */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchVpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Blocks routed to clients besides the private network (0.0.0.0/0: everything); none may cut into the tunnel network */
+                    allowed_cidrs?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The VPN as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getVpnByIdPeers: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of peers */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postVpnByIdPeers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "laptop",
+                 *       "public_key": "bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA="
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description Your public key (`wg genkey | wg pubkey`); absent: the server generates a pair */
+                    public_key?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The peer, with its wg-quick file */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** CreatedVpnPeer */
+                        data: {
+                            id: string;
+                            vpn_id: string;
+                            name: string;
+                            /** @description The client's WireGuard public key */
+                            public_key: string;
+                            /** @description The client's tunnel address, held until the peer is removed */
+                            address: string;
+                            /** @description true when the server generated the key pair */
+                            key_generated: boolean;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            created_at: string;
+                            /** @description The client's wg-quick file; with a generated key it holds the private key (this answer only), otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true). */
+                            config?: string;
+                            /** @description A generated private key, shown in this answer and never again (not stored; not in a replayed answer) */
+                            private_key?: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getVpnByIdPeersByPeer_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The peer */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteVpnByIdPeersByPeer_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The peer removed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getVpnByIdPeersByPeer_idConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The configuration file */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** VpnPeerConfig */
+                        data: {
+                            peer_id: string;
+                            vpn_id: string;
+                            /** @enum {boolean} */
+                            private_key_included: false;
+                            /** @description The wg-quick file with a placeholder where the private key goes */
+                            config: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
