@@ -286,6 +286,30 @@ describe('SDK', () => {
     expect(Date.now() - started).toBeLessThan(20_000);
   });
 
+  it('waits for a volume to be available, and fails fast on a snapshot that failed', async () => {
+    const nimbus = client((await account(server)).key);
+    const { data: volume } = await nimbus.post('/v1/volumes', {
+      // The simulator fails every snapshot of a source with this tag.
+      body: {
+        name: 'data-1',
+        size_gb: 10,
+        region: 'us-east-1',
+        tags: { 'nimbus.sim/fault': 'snapshot-fail' },
+      },
+    });
+    const available = await nimbus.waitFor(volume, 'available', { intervalMs: 20, timeoutMs: 15_000 });
+    expect(available).toMatchObject({ id: volume.id, status: 'available' });
+
+    const { data: snapshot } = await nimbus.post('/v1/snapshots', {
+      body: { name: 'doomed-1', volume_id: volume.id },
+    });
+    const failure = await nimbus
+      .waitFor(snapshot, 'available', { intervalMs: 20, timeoutMs: 60_000 })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ResourceFailedError);
+    expect(failure).toMatchObject({ resourceId: snapshot.id, status: 'failed' });
+  });
+
   it('is the package @nimbus/sdk as built by npm run build', async () => {
     const name = '@nimbus/sdk';
     const built = (await import(name)) as Record<string, unknown>;
