@@ -151,6 +151,60 @@ describe.each(STORES)('Snapshot restore (%s)', (store) => {
     expect((await restore(server, key, snap.id, { name: 'root-copy' })).status).toBe(202);
   });
 
+  it('boots a new instance from a root snapshot: its root disk restored first, then it starts', async () => {
+    const { key } = await account(server);
+    const source = await createRunning(server, key, { instance_type: 'compute-2x' });
+    const snap = await availableSnapshot(server, key, { instance_id: source.id });
+    expect(snap.size_gb).toBe(50);
+    const reply = await restore(server, key, snap.id, {
+      instance: { name: 'clone', instance_type: 'compute-4x', tags: { from: 'snapshot' } },
+    });
+    expect(reply.status, reply.text).toBe(202);
+    const { instance_id, volume } = reply.body.data;
+    expect(volume).toMatchObject({ kind: 'root', instance_id, status: 'restoring', size_gb: 100 });
+    const clone = await waitForStatus(server, key, instance_id, 'running');
+    expect(clone).toMatchObject({
+      name: 'clone',
+      image: source.image,
+      region: source.region,
+      tags: { from: 'snapshot' },
+    });
+    expect((await server.request('GET', `/v1/volumes/${volume.id}`, { key })).body.data.status).toBe(
+      'in-use',
+    );
+    const restored = await waitForEvent(key, snap.id, 'snapshot.restored');
+    expect(restored.data).toMatchObject({ volume_id: volume.id, instance_id });
+    expect((await eventsOf(server, key, instance_id)).map((e) => e.type)).toEqual([
+      'instance.created',
+      'instance.started',
+    ]);
+
+    // The type's disk must hold the snapshot; the region is the snapshot's; a data snapshot does not boot.
+    const small = await restore(server, key, snap.id, {
+      instance: { name: 'small', instance_type: 'compute-1x' },
+    });
+    expect(expectError(small, 400, 'invalid_request').details).toMatchObject({
+      field: 'instance.instance_type',
+      snapshot_size_gb: 50,
+    });
+    expectInvalid(
+      await restore(server, key, snap.id, {
+        instance: { name: 'far', instance_type: 'compute-4x', region: 'eu-central-1' },
+      }),
+      'instance.region',
+    );
+    const data = await createAvailable(server, key);
+    const dataSnap = await availableSnapshot(server, key, { volume_id: data.id });
+    expectInvalid(
+      await restore(server, key, dataSnap.id, { instance: { name: 'x', instance_type: 'compute-4x' } }),
+      'instance',
+    );
+    expectInvalid(
+      await restore(server, key, snap.id, { instance: { instance_type: 'compute-4x' } }),
+      'instance.name',
+    );
+  });
+
   it('refuses a snapshot that is not available (creating, failed)', async () => {
     const { key } = await account(server);
     const source = await createAvailable(server, key, { tags: { 'nimbus.sim/fault': 'snapshot-fail' } });
@@ -253,6 +307,34 @@ describe.each(STORES)('Snapshot restore in simulated time (%s)', (store) => {
     await advance(250);
     expect((await get(`/v1/volumes/${target.id}`)).status).toBe('available');
     expect((await server.request('DELETE', `/v1/snapshots/${snap.id}`, { key })).status).toBe(202);
+  });
+
+  it('a new instance from a snapshot stays powered off until its root disk is restored, then boots in 8 s', async () => {
+    const source = (
+      await server.request('POST', '/v1/instances', {
+        key,
+        body: { name: 's', instance_type: 'compute-1x', region: 'us-east-1', image: 'debian-12' },
+      })
+    ).body.data;
+    await advance(8_000);
+    const snap = await createSnapshot(server, key, { instance_id: source.id });
+    await advance(SIM_SNAPSHOT_TIMINGS_MS.create + 25 * SIM_SNAPSHOT_TIMINGS_MS.createPerGb);
+    const reply = await restore(server, key, snap.id, {
+      instance: { name: 'clone', instance_type: 'compute-1x' },
+    });
+    expect(reply.status, reply.text).toBe(202);
+    const id = reply.body.data.instance_id;
+    const volumeId = reply.body.data.volume.id;
+    const restoreMs = SIM_SNAPSHOT_TIMINGS_MS.restore + 25 * SIM_SNAPSHOT_TIMINGS_MS.restorePerGb;
+    await advance(restoreMs - 250);
+    expect(await get(`/v1/instances/${id}`)).toMatchObject({ status: 'starting', image: 'debian-12' });
+    expect((await get(`/v1/volumes/${volumeId}`)).status).toBe('restoring');
+    await advance(250);
+    expect((await get(`/v1/volumes/${volumeId}`)).status).toBe('in-use');
+    await advance(8_000 - 250);
+    expect((await get(`/v1/instances/${id}`)).status).toBe('starting');
+    await advance(250);
+    expect((await get(`/v1/instances/${id}`)).status).toBe('running');
   });
 
   it('keeps a stopped instance from starting while its root disk is restored', async () => {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { FAULT_TAG, SNAPSHOT_FAULT_ERROR } from '../src/drivers/simulator/simulator.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid } from './helpers/common.js';
-import { act, createInstance, createRunning, eventsOf, waitForStatus } from './helpers/instances.js';
+import { act, createInstance, createRunning, eventsOf, fault, waitForStatus } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 import { availableSnapshot, createSnapshot, waitForSnapshot } from './helpers/snapshots.js';
 import { createAvailable, createVolume, volumeAct, waitForVolume } from './helpers/volumes.js';
@@ -124,7 +124,8 @@ describe.each(STORES)('Snapshots (%s)', (store) => {
     const { key } = await account(server);
     const volume = await createAvailable(server, key);
     expectInvalid(await server.request('POST', '/v1/snapshots', { key, body: { name: 'x' } }), 'volume_id');
-    const instance = await createInstance(server, key);
+    // Held in starting by the simulator's fault, so the 409 does not race the boot.
+    const instance = await createInstance(server, key, fault('stuck-starting'));
     const both = await server.request('POST', '/v1/snapshots', {
       key,
       body: { name: 'x', volume_id: volume.id, instance_id: instance.id },

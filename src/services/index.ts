@@ -6,6 +6,7 @@ import { WebhookSender } from '../events/webhook-sender.js';
 import type { JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
+import { findVolume } from '../store/volumes.js';
 import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
 import { BackupScheduleBook } from './backup-schedules.js';
@@ -74,7 +75,13 @@ export function createServices(deps: ServiceDeps): Services {
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
   const sshKeys = new SshKeyService(deps.store, deps.clock);
   const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs);
-  lifecycle.register(INSTANCE_KIND, new InstanceReconciler(deps.driver));
+  lifecycle.register(
+    INSTANCE_KIND,
+    new InstanceReconciler(
+      deps.driver,
+      async (instance) => (await findVolume(deps.store.db, instance.root_volume_id))?.status === 'restoring',
+    ),
+  );
   const faults = deps.driver.faultInjection;
   const schedules = new BackupScheduleBook(deps.clock, deps.jobs);
   const snapshots = new SnapshotService(deps.store, deps.clock, lifecycle, quotas, faults);
@@ -93,6 +100,7 @@ export function createServices(deps: ServiceDeps): Services {
     faultInjection: faults,
     schedules,
   });
+  snapshots.restoresInstancesWith(instances);
   lifecycle.register(
     VPN_KIND,
     new VpnReconciler(deps.driver, (vpn) => gatewaySpecOf(deps.store.db, deps.secretBox, vpn)),

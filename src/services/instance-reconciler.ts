@@ -11,7 +11,8 @@
  * process or another replica.
  *
  * A machine that will not settle by itself (a simulated fault) ends the job; a PATCH of the instance's
- * tags, a forced stop or a delete enqueues it again.
+ * tags, a forced stop or a delete enqueues it again. An instance created from a snapshot waits, powered
+ * off, until its root disk is restored; the restore's end enqueues it again.
  */
 import type { InstanceEventData } from '../domain/event-catalog.js';
 import { COMPLETION_EVENT, type InstanceStatus } from '../domain/instance-states.js';
@@ -38,7 +39,11 @@ function settle(
 export class InstanceReconciler
   implements Reconciler<InstanceStatus, Instance, InstanceChanges, InstanceEventType>
 {
-  constructor(private readonly driver: ComputeDriver) {}
+  constructor(
+    private readonly driver: ComputeDriver,
+    /** Whether a snapshot is still being written over the instance's root disk (it boots once it is not). */
+    private readonly rootRestoring: (instance: Instance) => Promise<boolean> = async () => false,
+  ) {}
 
   /** The driver kept failing: the instance goes to error, with the reason in its event. */
   giveUp(instance: Instance, error: unknown): InstanceStep | null {
@@ -68,7 +73,10 @@ export class InstanceReconciler
             return AGAIN;
           case 'off':
             if (machine.instanceType !== instance.instance_type) await this.driver.resize(spec);
-            else await this.driver.start(spec);
+            else if (await this.rootRestoring(instance)) {
+              // Created from a snapshot: the restore's end enqueues this job again.
+              return { next: 'wait', until: null };
+            } else await this.driver.start(spec);
             return AGAIN;
           case 'failed':
             if (!bootedSinceAsked) {

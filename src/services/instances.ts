@@ -29,6 +29,7 @@ import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
 import type { SshKeyService } from './ssh-keys.js';
+import { VOLUME_KIND } from './volume-kind.js';
 import type { AttachedVolumeView, VolumeService } from './volumes.js';
 
 export interface NewInstance {
@@ -114,7 +115,15 @@ export class InstanceService {
     quotas.register('gpus', (db, accountId) => this.sumOverTypes(db, accountId, gpusOf));
   }
 
-  async create(principal: Principal, input: NewInstance): Promise<InstanceView> {
+  /**
+   * `options.rootFrom`: the root disk is restored from a snapshot before the first boot; called in the
+   * create's transaction after the account is held, it checks the snapshot (and holds it) and names it.
+   */
+  async create(
+    principal: Principal,
+    input: NewInstance,
+    options: { rootFrom?: (trx: Executor, type: InstanceType) => Promise<{ snapshotId: string }> } = {},
+  ): Promise<InstanceView> {
     refuseIfPastDue(principal, 'create instances');
     const type = instanceTypeNamed(input.instance_type);
     checkPlacement(type, input.region, input.image);
@@ -123,6 +132,7 @@ export class InstanceService {
     const accountId = principal.accountId;
     const instance = await this.lifecycle.create(INSTANCE_KIND, 'instance.created', async (trx) => {
       await lockAccount(trx, accountId);
+      const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
       const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
       await this.quotas.ensureRoom(trx, accountId, 'instances', 1);
       await this.quotas.ensureRoom(trx, accountId, 'vcpus', type.vcpus);
@@ -137,18 +147,22 @@ export class InstanceService {
       if (input.backup_schedule) {
         await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, input.backup_schedule);
       }
+      const root = newRootVolume({
+        id: rootVolumeId,
+        accountId,
+        instanceId: id,
+        instanceName: input.name,
+        region: input.region,
+        sizeGb: type.storage_gb,
+        at,
+      });
       await insertVolume(
         trx,
-        newRootVolume({
-          id: rootVolumeId,
-          accountId,
-          instanceId: id,
-          instanceName: input.name,
-          region: input.region,
-          sizeGb: type.storage_gb,
-          at,
-        }),
+        restore
+          ? { ...root, status: 'restoring', restore_snapshot_id: restore.snapshotId, restore_started_at: at }
+          : root,
       );
+      if (restore) await this.lifecycle.reconcileWithin(trx, VOLUME_KIND, rootVolumeId);
       return {
         id,
         account_id: accountId,

@@ -173,6 +173,20 @@ export class Lifecycle {
     return record;
   }
 
+  /**
+   * Asks the kind's reconciler to look at a record again, inside the caller's transaction (a finished
+   * root-disk restore lets the instance waiting for it boot).
+   */
+  async reconcileWithin<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, id: string): Promise<void> {
+    await this.jobs.enqueue(trx, kind.table.kind, id);
+  }
+
   /** Wakes the job runner after a transaction that enqueued work through `createWithin`/`writeWithin` committed. */
   wake(): void {
     this.jobs.wake();

@@ -14,7 +14,7 @@ import { TAG_KEY_PATTERN } from '../domain/instance-rules.js';
 import type { Instance } from '../domain/instances.js';
 import { isAllowed } from '../domain/lifecycle.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
-import type { SnapshotStatus } from '../domain/snapshot-states.js';
+import { SNAPSHOT_STATES, type SnapshotStatus } from '../domain/snapshot-states.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from '../domain/snapshots.js';
 import { VOLUME_STATES } from '../domain/volume-states.js';
 import type { Volume } from '../domain/volumes.js';
@@ -27,6 +27,8 @@ import type { Executor } from '../store/schema.js';
 import * as snapshots from '../store/snapshots.js';
 import { countRestoresFrom, findVolume, lockAccountVolume } from '../store/volumes.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from './errors.js';
+import { INSTANCE_KIND } from './instance-kind.js';
+import type { InstanceService, NewInstance } from './instances.js';
 import { conflict, type Lifecycle, type RelatedWrite } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -54,7 +56,7 @@ export interface SnapshotListQuery extends PageRequest<SnapshotSort> {
   region?: string | undefined;
 }
 
-/** What a restore writes: a new volume (name…), a detached volume, or a stopped instance's root disk. */
+/** What a restore writes: a new volume (name…), a detached volume, a stopped instance's root disk, or a new instance. */
 export interface RestoreRequest {
   name?: string | undefined;
   size_gb?: number | undefined;
@@ -62,6 +64,10 @@ export interface RestoreRequest {
   tags?: Record<string, string> | undefined;
   target_volume_id?: string | undefined;
   instance_id?: string | undefined;
+  /** A new instance booted from a root snapshot: the instance create body, region and image optional. */
+  instance?:
+    | (Omit<NewInstance, 'region' | 'image'> & { region?: string | undefined; image?: string | undefined })
+    | undefined;
 }
 
 export interface SnapshotView {
@@ -83,7 +89,7 @@ export interface RestoreView {
   snapshot: SnapshotView;
   /** The volume being written: new, overwritten, or the instance's root volume. */
   volume: VolumeView;
-  /** The instance whose root disk is restored; null for a data volume. */
+  /** The instance whose root disk is restored (a new one, for `instance`); null for a data volume. */
   instance_id: string | null;
 }
 
@@ -123,6 +129,13 @@ export class SnapshotService {
     private readonly faults: FaultInjection | null,
   ) {
     quotas.register('snapshots', snapshots.countSnapshots);
+  }
+
+  private instances: InstanceService | null = null;
+
+  /** The instance service, for restores that make a new instance (built after this one: it needs volumes). */
+  restoresInstancesWith(instances: InstanceService): void {
+    this.instances = instances;
   }
 
   async create(principal: Principal, input: NewSnapshot): Promise<SnapshotView> {
@@ -205,6 +218,8 @@ export class SnapshotService {
   async restore(principal: Principal, id: string, input: RestoreRequest): Promise<RestoreView> {
     const accountId = principal.accountId;
     const mode = restoreMode(input);
+    if (mode === 'new-instance')
+      return this.restoreIntoNewInstance(principal, id, input.instance ?? ({} as never));
     if (mode === 'new-volume') {
       checkTagKeys(input.tags, this.faults?.volumeFaults ?? null, this.faults?.tag);
       if (principal.accountStatus === 'past_due') {
@@ -276,9 +291,78 @@ export class SnapshotService {
     };
   }
 
-  /** The related write a finished restore makes: `snapshot.restored` on its snapshot, if it is still there. */
+  /**
+   * Boots a new instance from a root snapshot: the instance rules and quotas of a create, in the
+   * snapshot's region, with a type whose disk holds the snapshot; its root disk is restored first.
+   */
+  private async restoreIntoNewInstance(
+    principal: Principal,
+    id: string,
+    body: NonNullable<RestoreRequest['instance']>,
+  ): Promise<RestoreView> {
+    const accountId = principal.accountId;
+    const found = await snapshots.findAccountSnapshot(this.store.db, accountId, id);
+    if (!found) throw new NotFound('snapshot', id);
+    if (found.source_instance_id === null) {
+      throw new InvalidRequest(
+        `Snapshot ${found.id} is of a data volume; only a snapshot of a root volume boots an instance`,
+        { field: 'instance' },
+      );
+    }
+    const region = body.region ?? found.region;
+    if (region !== found.region) {
+      throw new InvalidRequest(
+        `Snapshot ${found.id} is in ${found.region}: an instance booted from it is made there`,
+        {
+          field: 'instance.region',
+          value: region,
+          allowed_values: [found.region],
+        },
+      );
+    }
+    const image = body.image ?? (await findInstance(this.store.db, found.source_instance_id))?.image;
+    if (image === undefined) {
+      throw new InvalidRequest(`The instance snapshot ${found.id} was taken of is gone: name the image`, {
+        field: 'instance.image',
+      });
+    }
+    if (!this.instances) throw new Error('snapshots: no instance service to restore into');
+    const created = await this.instances.create(
+      principal,
+      { ...body, region, image },
+      {
+        rootFrom: async (trx, type) => {
+          const snapshot = await snapshots.lockAccountSnapshot(trx, accountId, id);
+          if (!snapshot) throw new NotFound('snapshot', id);
+          if (!isAllowed(SNAPSHOT_STATES, 'restore', snapshot.status)) {
+            throw conflict(SNAPSHOT_STATES, 'restore', snapshot.status);
+          }
+          if (type.storage_gb < snapshot.size_gb) {
+            throw new InvalidRequest(
+              `Snapshot ${snapshot.id} holds ${snapshot.size_gb} GB; ${type.name} has a ${type.storage_gb} GB root disk`,
+              { field: 'instance.instance_type', value: type.name, snapshot_size_gb: snapshot.size_gb },
+            );
+          }
+          return { snapshotId: snapshot.id };
+        },
+      },
+    );
+    const root = await findVolume(this.store.db, created.root_volume_id);
+    if (!root) throw new NotFound('volume', created.root_volume_id);
+    return { snapshot: snapshotView(found), volume: volumeView(root), instance_id: created.id };
+  }
+
+  /**
+   * The related write a finished restore makes: `snapshot.restored` on its snapshot, if it is still there;
+   * for a root disk, the instance waiting for it to boot is looked at again.
+   */
   reportRestored(volume: Volume): RelatedWrite {
     return async (trx) => {
+      if (volume.kind === 'root' && volume.instance_id !== null) {
+        const instance = await findInstance(trx, volume.instance_id);
+        if (instance?.status === 'starting')
+          await this.lifecycle.reconcileWithin(trx, INSTANCE_KIND, instance.id);
+      }
       if (volume.restore_snapshot_id === null) return;
       const snapshot = await snapshots.lockAccountSnapshot(
         trx,
@@ -562,9 +646,9 @@ export class SnapshotService {
   }
 }
 
-type RestoreMode = 'new-volume' | 'target-volume' | 'instance-root';
+type RestoreMode = 'new-volume' | 'target-volume' | 'instance-root' | 'new-instance';
 
-/** Which restore a body asks for: exactly one of target_volume_id, instance_id, or a new volume's name. */
+/** Which restore a body asks for: exactly one of target_volume_id, instance_id, instance, or a new volume's name. */
 function restoreMode(input: RestoreRequest): RestoreMode {
   const newVolume = ['name', 'size_gb', 'region', 'tags'].filter(
     (field) => input[field as keyof RestoreRequest] !== undefined,
@@ -572,24 +656,30 @@ function restoreMode(input: RestoreRequest): RestoreMode {
   const named = [
     ...(input.target_volume_id !== undefined ? ['target_volume_id'] : []),
     ...(input.instance_id !== undefined ? ['instance_id'] : []),
+    ...(input.instance !== undefined ? ['instance'] : []),
     ...(newVolume.length > 0 ? ['name'] : []),
   ];
   if (named.length !== 1) {
     throw new InvalidRequest(
       named.length === 0
-        ? 'Say what to restore into: a new volume (name, optional size_gb), target_volume_id, or instance_id'
+        ? 'Say what to restore into: a new volume (name, optional size_gb), target_volume_id, instance_id, or instance'
         : `Restore into one thing: ${named.join(' and ')} were both given`,
-      { field: named[1] ?? 'name', allowed_values: ['name', 'target_volume_id', 'instance_id'] },
+      { field: named[1] ?? 'name', allowed_values: ['name', 'target_volume_id', 'instance_id', 'instance'] },
     );
   }
   if (named[0] === 'name' && input.name === undefined) {
     throw new InvalidRequest('A new volume restored from a snapshot needs a name', { field: 'name' });
   }
-  return named[0] === 'target_volume_id'
-    ? 'target-volume'
-    : named[0] === 'instance_id'
-      ? 'instance-root'
-      : 'new-volume';
+  switch (named[0]) {
+    case 'target_volume_id':
+      return 'target-volume';
+    case 'instance_id':
+      return 'instance-root';
+    case 'instance':
+      return 'new-instance';
+    default:
+      return 'new-volume';
+  }
 }
 
 const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);

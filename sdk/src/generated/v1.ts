@@ -663,7 +663,7 @@ export interface paths {
         put?: never;
         /**
          * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
-         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
          */
         post: operations["postSnapshotsByIdRestore"];
         delete?: never;
@@ -11883,6 +11883,38 @@ export interface operations {
                     target_volume_id?: string;
                     /** @description Root snapshots: write over the root disk of this stopped instance (same region) */
                     instance_id?: string;
+                    /** @description Root snapshots: a new instance booted from it (the instance create body; `region` is the snapshot's, `image` defaults to the source instance's); its type's disk must hold the snapshot */
+                    instance?: {
+                        /** @description 1–64 characters: letters, digits, . _ - */
+                        name: string;
+                        /** @enum {string} */
+                        instance_type: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                        /** @description SSH key ids or names */
+                        ssh_keys?: string[];
+                        /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                        /** @description Cloud-init user data, up to 16 KiB */
+                        user_data?: string;
+                        encryption_key_id?: string;
+                        /**
+                         * @default ssh-only
+                         * @enum {string}
+                         */
+                        firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
+                        /** @default true */
+                        monitoring?: boolean;
+                        backup_schedule?: {
+                            /** @enum {string} */
+                            frequency: "hourly" | "daily" | "weekly";
+                            retention: number;
+                        } | null;
+                        /** @enum {string} */
+                        region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                        /** @enum {string} */
+                        image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
+                    };
                 };
             };
         };

@@ -95,7 +95,7 @@ const Instance = Type.Object(
   { $id: 'Instance', title: 'Instance' },
 );
 
-const NewInstance = Type.Object(
+export const NewInstance = Type.Object(
   {
     name: Name,
     instance_type: InstanceTypeName,

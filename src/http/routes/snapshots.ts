@@ -10,6 +10,7 @@ import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
+import { NewInstance } from './instances.js';
 import { Volume } from './volumes.js';
 
 const Name = Type.String({
@@ -83,6 +84,20 @@ const RestoreRequest = Type.Object(
     instance_id: Type.Optional(
       ResourceId('Root snapshots: write over the root disk of this stopped instance (same region)'),
     ),
+    instance: Type.Optional(
+      Type.Composite(
+        [
+          Type.Omit(NewInstance, ['region', 'image']),
+          Type.Partial(Type.Pick(NewInstance, ['region', 'image'])),
+        ],
+        {
+          additionalProperties: false,
+          description:
+            "Root snapshots: a new instance booted from it (the instance create body; `region` is the snapshot's, " +
+            "`image` defaults to the source instance's); its type's disk must hold the snapshot",
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -92,7 +107,10 @@ const Restore = Type.Object(
     snapshot: Snapshot,
     volume: Volume,
     instance_id: Nullable(
-      Type.String({ description: 'The instance whose root disk is being restored; null for data volumes' }),
+      Type.String({
+        description:
+          'The instance whose root disk is being restored (a new one for `instance`); null for data volumes',
+      }),
     ),
   },
   { title: 'SnapshotRestore' },
@@ -228,7 +246,9 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
           'The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the ' +
           "snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
           'detached data volume of the same region and at least its size; attached is 409), or `instance_id` ' +
-          '(root snapshots only: the root disk of a stopped instance, else 409). The volume written is `creating` ' +
+          '(root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a ' +
+          'new instance, created `starting` with the instance quotas and rules, booting once its root disk is ' +
+          'restored). The volume written is `creating` ' +
           'or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account ' +
           'is 404 naming the field.',
         params: IdParams,
