@@ -310,6 +310,13 @@ describe('SDK', () => {
     expect(failure).toMatchObject({ resourceId: snapshot.id, status: 'failed' });
   });
 
+  it('waits for a VPN gateway to be active', async () => {
+    const nimbus = client((await account(server)).key);
+    const { data: vpn } = await nimbus.post('/v1/vpn', { body: { name: 'office-1', region: 'us-east-1' } });
+    const active = await nimbus.waitFor(vpn, 'active', { intervalMs: 20, timeoutMs: 15_000 });
+    expect(active).toMatchObject({ id: vpn.id, status: 'active' });
+  });
+
   it('is the package @nimbus/sdk as built by npm run build', async () => {
     const name = '@nimbus/sdk';
     const built = (await import(name)) as Record<string, unknown>;
