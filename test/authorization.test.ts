@@ -49,6 +49,8 @@ interface Endpoint {
   resource?: ResourceFactory;
   /** Where the resource's owner reads it back (default: GET on `path`). */
   readPath?: string;
+  /** A query string the call needs (`?…`), sent after the filled path. */
+  query?: string;
 }
 
 const apiKey: ResourceFactory = async (server, key) => {
@@ -169,6 +171,24 @@ const vpnPeer: ResourceFactory = async (server, key) => {
   const reply = await server.request('POST', `/v1/vpn/${id}/peers`, { key, body: { name: 'fixture' } });
   expect(reply.status, reply.text).toBe(201);
   return { id, peer_id: reply.body.data.id as string };
+};
+
+/** An inbound rule of the account: SSH from one /24. */
+const firewallRule: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/firewall/rules', {
+    key,
+    body: {
+      name: `fixture-${randomBytes(3).toString('hex')}`,
+      direction: 'inbound',
+      action: 'allow',
+      protocol: 'tcp',
+      ports: '22',
+      sources: ['198.51.100.0/24'],
+      region: 'us-east-1',
+    },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
 };
 
 /** The body of a request on the endpoint, for the resource ids (or placeholders) it is sent with. */
@@ -306,6 +326,52 @@ const ENDPOINTS: Endpoint[] = [
     permission: 'networking:read',
     ok: 200,
     resource: instanceIn('starting'),
+  },
+  {
+    method: 'GET',
+    path: '/v1/instances/{id}/network/check',
+    query: '?protocol=tcp&port=22&address=198.51.100.7',
+    permission: 'networking:read',
+    ok: 200,
+    resource: instanceIn('starting'),
+    readPath: '/v1/instances/{id}',
+  },
+  {
+    method: 'POST',
+    path: '/v1/firewall/rules',
+    permission: 'networking:write',
+    ok: 201,
+    body: {
+      name: 'matrix',
+      direction: 'inbound',
+      action: 'deny',
+      protocol: 'all',
+      sources: ['203.0.113.0/24'],
+      region: 'us-east-1',
+    },
+  },
+  { method: 'GET', path: '/v1/firewall/rules', permission: 'networking:read', ok: 200 },
+  {
+    method: 'GET',
+    path: '/v1/firewall/rules/{id}',
+    permission: 'networking:read',
+    ok: 200,
+    resource: firewallRule,
+  },
+  {
+    method: 'PATCH',
+    path: '/v1/firewall/rules/{id}',
+    permission: 'networking:write',
+    ok: 200,
+    body: { priority: 5 },
+    resource: firewallRule,
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/firewall/rules/{id}',
+    permission: 'networking:write',
+    ok: 200,
+    resource: firewallRule,
   },
   {
     method: 'POST',
@@ -499,7 +565,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
   let anonymousCalls = 0;
   async function call(endpoint: Endpoint, key: string | null, headers: Record<string, string> = {}) {
     const ids = endpoint.resource ? await endpoint.resource(server, owner.key) : undefined;
-    const path = fill(endpoint.path, ids);
+    const path = fill(endpoint.path, ids) + (endpoint.query ?? '');
     // Callers without a valid key share a per-IP budget (burst 50); a client address of its own per
     // call keeps a long table from running into it.
     anonymousCalls += 1;
@@ -529,6 +595,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['volume_storage_gb', '100000'],
         ['vpns', '1000'],
         ['snapshots', '1000'],
+        ['firewall_rules', '1000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
@@ -604,7 +671,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
     "%s: another account's resource → 404 not_found, never 403",
     async (_, e) => {
       const theirs = await e.resource!(server, stranger.key);
-      const path = fill(e.path, theirs);
+      const path = fill(e.path, theirs) + (e.query ?? '');
       // Even with every permission, the owner cannot see or touch the stranger's resource.
       for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
         const reply = await server.request(e.method, path, {
@@ -617,7 +684,9 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         // it, when a body did): nothing about its owner.
         const details = reply.body.error.details;
         expect(details).toEqual({
-          resource: expect.stringMatching(/^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn)$/),
+          resource: expect.stringMatching(
+            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule)$/,
+          ),
           id: firstId(theirs),
           ...(details?.field !== undefined ? { field: expect.any(String) } : {}),
         });
@@ -629,7 +698,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       // A made-up id is the same 404 as someone else's, so ids cannot be probed.
       const missing = await server.request(
         e.method,
-        e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000'),
+        e.path.replace(/\{\w+\}/g, 'key_00000000000000000000000000') + (e.query ?? ''),
         { key: owner.key, ...bodyOf(e, undefined) },
       );
       expect(missing.status).toBe(404);

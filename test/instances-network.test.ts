@@ -1,6 +1,6 @@
 /**
- * Instances over HTTPS, on both stores: the network view (addresses, DNS names, private network), and
- * another account's instance, which is 404 everywhere and left untouched.
+ * Instances over HTTPS, on both stores: the network view (addresses, DNS names, private network, the
+ * effective firewall rules), and another account's instance, which is 404 everywhere and left untouched.
  */
 import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
@@ -35,9 +35,16 @@ describe.each(STORES)('Instances: network and other accounts (%s)', (store) => {
         internal_hostname: `${instance.id}.us-west-2.internal`,
         private_network: { region: 'us-west-2', cidr: '10.20.0.0/16' },
         firewall_preset: 'ssh-only',
-        firewall_rules: [],
         private_traffic_free: true,
       });
+      // No rules of its own: the ssh-only preset, then the defaults (test/firewall-rules.test.ts has the rest).
+      expect(network.firewall_rules.map((r: Json) => [r.source, r.action, r.protocol, r.ports])).toEqual([
+        ['preset', 'allow', 'tcp', '22'],
+        ['default', 'allow', 'all', null],
+        ['default', 'deny', 'all', null],
+        ['default', 'allow', 'all', null],
+      ]);
+      expect(network.firewall_rules[1].sources).toEqual(['10.20.0.0/16']);
       expect(network.public_ip).toMatch(/^198\.51\.100\.\d+$/);
       expect(network.mac_address).toMatch(/^02(:[0-9a-f]{2}){5}$/);
       expect(typeof network.note).toBe('string');

@@ -64,7 +64,20 @@ const SnapshotEvent = Type.Object({
   ),
 });
 
-const FirewallRuleEvent = Type.Object({ firewall_rule_id: id('The firewall rule'), name: Type.String() });
+const FirewallRuleEvent = Type.Object({
+  firewall_rule_id: id('The firewall rule'),
+  name: Type.String(),
+  region: Type.Optional(Type.String()),
+  direction: Type.Optional(Type.String({ description: '`inbound` or `outbound`' })),
+  action: Type.Optional(Type.String({ description: '`allow` or `deny`' })),
+  protocol: Type.Optional(Type.String({ description: '`tcp`, `udp`, `icmp` or `all`' })),
+  ports: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  priority: Type.Optional(Type.Integer()),
+  enabled: Type.Optional(Type.Boolean()),
+  changed: Type.Optional(
+    Type.Array(Type.String(), { description: 'firewall_rule.updated: the fields the change named' }),
+  ),
+});
 const VpnEvent = Type.Object({
   vpn_id: id('The VPN'),
   name: Type.String(),

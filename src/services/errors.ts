@@ -49,6 +49,7 @@ const RESOURCE_LABELS = {
   ssh_key: 'SSH key',
   vpn: 'VPN',
   vpn_peer: 'VPN peer',
+  firewall_rule: 'Firewall rule',
   event: 'Event',
 } as const;
 export type ResourceKind = keyof typeof RESOURCE_LABELS;

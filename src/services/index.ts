@@ -11,11 +11,13 @@ import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
 import { BackupScheduleBook } from './backup-schedules.js';
 import { EventService } from './events.js';
+import { FirewallRuleService } from './firewall-rules.js';
 import { IdempotencyService } from './idempotency.js';
 import { INSTANCE_KIND } from './instance-kind.js';
 import { InstanceReconciler } from './instance-reconciler.js';
 import { InstanceService, type InstanceServiceOptions } from './instances.js';
 import { Lifecycle } from './lifecycle.js';
+import { NetworkService } from './network.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
 import type { SecretBox } from './secret-box.js';
@@ -64,6 +66,8 @@ export interface Services {
   events: EventService;
   instances: InstanceService;
   volumes: VolumeService;
+  firewallRules: FirewallRuleService;
+  network: NetworkService;
   snapshots: SnapshotService;
   vpns: VpnService;
   webhooks: WebhookService;
@@ -101,6 +105,7 @@ export function createServices(deps: ServiceDeps): Services {
     schedules,
   });
   snapshots.restoresInstancesWith(instances);
+  const firewallRules = new FirewallRuleService(deps.store, deps.clock, quotas);
   lifecycle.register(
     VPN_KIND,
     new VpnReconciler(deps.driver, (vpn) => gatewaySpecOf(deps.store.db, deps.secretBox, vpn)),
@@ -137,6 +142,8 @@ export function createServices(deps: ServiceDeps): Services {
     events: new EventService(deps.store),
     instances,
     volumes,
+    firewallRules,
+    network: new NetworkService(deps.store, instances, firewallRules),
     snapshots,
     vpns,
     webhooks,

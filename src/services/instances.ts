@@ -51,6 +51,7 @@ export interface InstanceUpdate {
   tags?: Record<string, string> | undefined;
   monitoring?: boolean | undefined;
   backup_schedule?: BackupSchedule | null | undefined;
+  firewall_preset?: string | undefined;
 }
 
 export interface InstanceListQuery extends PageRequest<instances.InstanceSort> {
@@ -70,7 +71,6 @@ export interface NetworkView {
   internal_hostname: string;
   private_network: { region: string; cidr: string };
   firewall_preset: string;
-  firewall_rules: Record<string, unknown>[];
   private_traffic_free: boolean;
   note: string;
 }
@@ -220,6 +220,7 @@ export class InstanceService {
           ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
           ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring } : {}),
           ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
+          ...(changes.firewall_preset !== undefined ? { firewall_preset: changes.firewall_preset } : {}),
         },
         // A changed fault tag can release a machine stuck on it, so the reconciler looks again.
         reconcile: changes.tags !== undefined && !sameTags(instance.tags, changes.tags),
@@ -318,7 +319,6 @@ export class InstanceService {
       ...hostnames(instance, this.options.publicDomain),
       private_network: { region: instance.region, cidr: privateNetworkOf(instance.region).cidr },
       firewall_preset: instance.firewall_preset,
-      firewall_rules: [],
       private_traffic_free: true,
       note: 'Traffic between your instances over their private IPv4 addresses is free of data-transfer charges.',
     };

@@ -297,6 +297,31 @@ export interface VpnPeersTable {
   created_at: string;
 }
 
+export interface FirewallRulesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  description: string;
+  direction: string;
+  action: string;
+  protocol: string;
+  ports: string | null;
+  /** JSON array of CIDR blocks. */
+  sources: string;
+  /** JSON array of CIDR blocks. */
+  destinations: string;
+  priority: number;
+  /** JSON array of instance ids. */
+  target_instance_ids: string;
+  /** JSON object of tags. */
+  target_tags: string;
+  region: string;
+  /** 0/1. */
+  enabled: number;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -318,6 +343,7 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   vpns: VpnsTable;
   vpn_peers: VpnPeersTable;
+  firewall_rules: FirewallRulesTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */
@@ -336,6 +362,7 @@ export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type VpnRow = Selectable<VpnsTable>;
 export type VpnPeerRow = Selectable<VpnPeersTable>;
+export type FirewallRuleRow = Selectable<FirewallRulesTable>;
 export type VolumeRow = Selectable<VolumesTable>;
 export type SnapshotRow = Selectable<SnapshotsTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;

@@ -262,7 +262,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update instance (name, tags, monitoring, backup_schedule)
+         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset)
          * @description Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing the simulator fault tag lets a hung change finish.
          */
         patch: operations["patchInstancesById"];
@@ -357,7 +357,7 @@ export interface paths {
         };
         /**
          * Get network info: addresses, DNS names, firewall rules
-         * @description The instance's public and private IPv4 addresses, MAC address, DNS names, private network and firewall preset. Traffic on the private network is free.
+         * @description The instance's public and private IPv4 addresses, MAC address, DNS names, private network, firewall preset, and the firewall rules that decide its traffic in evaluation order: your rules that select it, then its preset, then the defaults. Traffic on the private network is free.
          */
         get: operations["getInstancesByIdNetwork"];
         put?: never;
@@ -366,6 +366,78 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/instances/{id}/network/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Check whether the firewall lets a packet through
+         * @description Evaluates one packet against the instance's firewall ("can 198.51.100.7 reach port 5432?") and answers the verdict and the rule that decided it.
+         */
+        get: operations["getInstancesByIdNetworkCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/firewall/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List firewall rules
+         * @description The account's firewall rules, newest first. `instance_id` keeps the rules that select that instance (404 when it is not yours).
+         */
+        get: operations["getFirewallRules"];
+        put?: never;
+        /**
+         * Create firewall rule
+         * @description A rule allows or denies inbound or outbound traffic by protocol, port range and remote CIDR blocks, for the instances its targets select in one region. Lower priorities are evaluated first; the first match decides. Counts against the `firewall_rules` quota (403 `quota_exceeded`). A target instance of another account is 404.
+         */
+        post: operations["postFirewallRules"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/firewall/rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get firewall rule
+         * @description One firewall rule of the account.
+         */
+        get: operations["getFirewallRulesById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete firewall rule
+         * @description Takes effect at once for every instance the rule selected.
+         */
+        delete: operations["deleteFirewallRulesById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update firewall rule
+         * @description Changes the given fields; the region is fixed. A new direction moves the rule to the other address list (anywhere unless given); a change to icmp or all drops the ports. `targets` replaces the targets.
+         */
+        patch: operations["patchFirewallRulesById"];
         trace?: never;
     };
     "/v1/volumes": {
@@ -1048,6 +1120,43 @@ export interface components {
                 kind: string;
                 status: string;
             }[];
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            updated_at: string;
+        };
+        /** FirewallRule */
+        FirewallRule: {
+            id: string;
+            name: string;
+            description: string;
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
+            /** @enum {string} */
+            action: "allow" | "deny";
+            /** @enum {string} */
+            protocol: "tcp" | "udp" | "icmp" | "all";
+            /** @description null for icmp and all */
+            ports: string | null;
+            /** @description Inbound rules: remote CIDR blocks; [] on outbound */
+            sources: string[];
+            /** @description Outbound rules: remote CIDR blocks; [] on inbound */
+            destinations: string[];
+            priority: number;
+            targets: {
+                instance_ids: string[];
+                tags: {
+                    [key: string]: string;
+                };
+            };
+            region: string;
+            enabled: boolean;
             /**
              * Format: date-time
              * @description ISO 8601 UTC
@@ -4757,6 +4866,11 @@ export interface operations {
                         frequency: "hourly" | "daily" | "weekly";
                         retention: number;
                     } | null;
+                    /**
+                     * @description The implicit inbound rules below your own (docs/api.md, Firewall)
+                     * @enum {string}
+                     */
+                    firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
                 };
             };
         };
@@ -6147,8 +6261,27 @@ export interface operations {
                                 cidr: string;
                             };
                             firewall_preset: string;
+                            /** @description Every rule that can decide the instance’s traffic, in evaluation order (first match wins) */
                             firewall_rules: {
-                                [key: string]: unknown;
+                                /**
+                                 * @description Where the rule comes from: your firewall rules, the instance preset, or the default policy
+                                 * @enum {string}
+                                 */
+                                source: "rule" | "preset" | "default";
+                                /** @description The firewall rule id; null for presets and defaults */
+                                id: string | null;
+                                name: string;
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                action: "allow" | "deny";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp" | "all";
+                                ports: string | null;
+                                sources: string[];
+                                destinations: string[];
+                                /** @description null for presets and defaults */
+                                priority: number | null;
                             }[];
                             private_traffic_free: boolean;
                             note: string;
@@ -6243,6 +6376,1441 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description End of the current hour window, in Unix seconds */
                     "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getInstancesByIdNetworkCheck: {
+        parameters: {
+            query: {
+                direction?: "inbound" | "outbound";
+                protocol: "tcp" | "udp" | "icmp";
+                /** @description Required for tcp and udp; none for icmp */
+                port?: number;
+                /** @description The remote end: where an inbound packet comes from, where an outbound one goes (IPv4 or IPv6) */
+                address: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The verdict and the deciding rule */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** FirewallCheck */
+                        data: {
+                            instance_id: string;
+                            packet: {
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp";
+                                port: number | null;
+                                address: string;
+                            };
+                            /** @enum {string} */
+                            verdict: "allow" | "deny";
+                            /** EffectiveFirewallRule */
+                            matched_rule: {
+                                /**
+                                 * @description Where the rule comes from: your firewall rules, the instance preset, or the default policy
+                                 * @enum {string}
+                                 */
+                                source: "rule" | "preset" | "default";
+                                /** @description The firewall rule id; null for presets and defaults */
+                                id: string | null;
+                                name: string;
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                action: "allow" | "deny";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp" | "all";
+                                ports: string | null;
+                                sources: string[];
+                                destinations: string[];
+                                /** @description null for presets and defaults */
+                                priority: number | null;
+                            };
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getFirewallRules: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "priority" | "created_at" | "name";
+                order?: "asc" | "desc";
+                direction?: "inbound" | "outbound";
+                protocol?: "tcp" | "udp" | "icmp" | "all";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                enabled?: boolean;
+                /** @description Rules whose targets select this instance now (by id, by its current tags, or all of its region) */
+                instance_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of firewall rules */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postFirewallRules: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "postgres-from-office",
+                 *       "direction": "inbound",
+                 *       "action": "allow",
+                 *       "protocol": "tcp",
+                 *       "ports": "5432",
+                 *       "sources": [
+                 *         "198.51.100.0/24",
+                 *         "2001:db8::/32"
+                 *       ],
+                 *       "priority": 100,
+                 *       "targets": {
+                 *         "tags": {
+                 *           "role": "db"
+                 *         }
+                 *       },
+                 *       "region": "us-east-1"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description Up to 500 printable characters */
+                    description?: string;
+                    /** @enum {string} */
+                    direction: "inbound" | "outbound";
+                    /** @enum {string} */
+                    action: "allow" | "deny";
+                    /** @enum {string} */
+                    protocol: "tcp" | "udp" | "icmp" | "all";
+                    ports?: string | null;
+                    /** @description Inbound rules: where packets come from (default anywhere): IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    sources?: string[];
+                    /** @description Outbound rules: where packets go (default anywhere): IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    destinations?: string[];
+                    /**
+                     * @description 1–65535; lower is evaluated first
+                     * @default 1000
+                     */
+                    priority?: number;
+                    /** @description Instances the rule applies to: those named in instance_ids, and those carrying every tag in tags; empty means every instance of the account in the region */
+                    targets?: {
+                        instance_ids?: string[];
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @default true */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The rule as stored (addresses in canonical form) */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getFirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The firewall rule */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteFirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchFirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Up to 500 printable characters */
+                    description?: string;
+                    /** @enum {string} */
+                    direction?: "inbound" | "outbound";
+                    /** @enum {string} */
+                    action?: "allow" | "deny";
+                    /** @enum {string} */
+                    protocol?: "tcp" | "udp" | "icmp" | "all";
+                    ports?: string | null;
+                    /** @description Inbound rules: where packets come from: IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    sources?: string[];
+                    /** @description Outbound rules: where packets go: IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    destinations?: string[];
+                    /** @description 1–65535; lower is evaluated first */
+                    priority?: number;
+                    /** @description Instances the rule applies to: those named in instance_ids, and those carrying every tag in tags; empty means every instance of the account in the region */
+                    targets?: {
+                        instance_ids?: string[];
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The rule as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -125,6 +125,11 @@ const InstanceUpdate = Type.Object(
     tags: Type.Optional(Tags),
     monitoring: Type.Optional(Type.Boolean()),
     backup_schedule: Type.Optional(BackupSchedule),
+    firewall_preset: Type.Optional(
+      StringEnum(FIREWALL_PRESETS, {
+        description: 'The implicit inbound rules below your own (docs/api.md, Firewall)',
+      }),
+    ),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -145,23 +150,6 @@ const StopRequest = Type.Union([
 ]);
 
 const ResizeRequest = Type.Object({ instance_type: InstanceTypeName }, { additionalProperties: false });
-
-const Network = Type.Object(
-  {
-    instance_id: Type.String(),
-    public_ip: Type.String(),
-    private_ip: Type.String(),
-    mac_address: Type.String(),
-    hostname: Type.String(),
-    internal_hostname: Type.String(),
-    private_network: Type.Object({ region: Type.String(), cidr: Type.String() }),
-    firewall_preset: Type.String(),
-    firewall_rules: Type.Array(Type.Object({}, { additionalProperties: true })),
-    private_traffic_free: Type.Boolean(),
-    note: Type.String(),
-  },
-  { title: 'InstanceNetwork' },
-);
 
 const ListInstancesQuery = ListQuery(
   INSTANCE_SORTS,
@@ -252,7 +240,7 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
     {
       schema: {
         tags: ['instances'],
-        summary: 'Update instance (name, tags, monitoring, backup_schedule)',
+        summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset)',
         description:
           'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
           'the simulator fault tag lets a hung change finish.',
@@ -367,23 +355,5 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
             await instances.resize(principalOf(request), request.params.id, request.body.instance_type),
           ),
         ),
-  );
-
-  app.get(
-    '/instances/:id/network',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'Get network info: addresses, DNS names, firewall rules',
-        description:
-          "The instance's public and private IPv4 addresses, MAC address, DNS names, private network and " +
-          'firewall preset. Traffic on the private network is free.',
-        params: IdParams,
-        response: { 200: described(Envelope(Network), 'The network information'), ...errorResponses(404) },
-      },
-      config: { permission: ['networking', 'read'] },
-    },
-    async (request) =>
-      ok(request, await instances.network(principalOf(request).accountId, request.params.id)),
   );
 };

@@ -4,6 +4,7 @@ import * as instances from './0002_instances.js';
 import * as webhooks from './0003_webhooks.js';
 import * as volumes from './0004_volumes.js';
 import * as snapshots from './0005_snapshots.js';
+import * as firewallRules from './0006_firewall_rules.js';
 import * as vpns from './0007_vpns.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   '0003_webhooks': webhooks,
   '0004_volumes': volumes,
   '0005_snapshots': snapshots,
+  '0006_firewall_rules': firewallRules,
   '0007_vpns': vpns,
 };
 
