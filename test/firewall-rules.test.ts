@@ -167,6 +167,8 @@ describe.each(STORES)('Firewall rules (%s)', (store) => {
       ['an unknown region', { region: 'mars-1' }, 'region'],
       ['no region', { region: undefined }, 'region'],
       ['a bad name', { name: 'has space' }, 'name'],
+      ['a description with a control character', { description: 'line\u001bone' }, 'description'],
+      ['a description too long', { description: 'x'.repeat(501) }, 'description'],
       ['a bad tag key in targets', { targets: { tags: { 'a:b': 'c' } } }, 'targets.tags'],
       ['an unknown targets field', { targets: { labels: {} } }, 'targets.labels'],
       ['an unknown field', { color: 'red' }, 'color'],

@@ -251,18 +251,18 @@ export function matches(rule: EffectiveRule, packet: Packet): boolean {
   return addresses.some((cidr) => cidrContains(blockOf(cidr), remote));
 }
 
+/** What decides when no rule matches: inbound denied, outbound allowed (the last two defaults). */
+const POLICY: Record<Direction, EffectiveRule> = {
+  inbound: defaultRules('0.0.0.0/32')[1] as EffectiveRule,
+  outbound: defaultRules('0.0.0.0/32')[2] as EffectiveRule,
+};
+
 /**
  * The evaluator: the first rule, in the order given, that matches the packet decides. Rules come from
- * effectiveRules; should none match (a list without the defaults), the default policy decides.
+ * effectiveRules, whose defaults match every packet; given a list without them, the default policy decides.
  */
 export function evaluate(rules: readonly EffectiveRule[], packet: Packet): Verdict {
-  const matched =
-    rules.find((rule) => matches(rule, packet)) ??
-    (defaultRules('0.0.0.0/32').find(
-      (rule) =>
-        rule.direction === packet.direction &&
-        rule.action === (packet.direction === 'inbound' ? 'deny' : 'allow'),
-    ) as EffectiveRule);
+  const matched = rules.find((rule) => matches(rule, packet)) ?? POLICY[packet.direction];
   return { verdict: matched.action, matched_rule: matched };
 }
 

@@ -16,6 +16,7 @@ import {
   type FirewallRule,
   type FirewallTargets,
   formatPorts,
+  MAX_DESCRIPTION_LENGTH,
   type Protocol,
   parsePorts,
   portsProblem,
@@ -25,6 +26,7 @@ import { newId } from '../domain/ids.js';
 import { TAG_KEY_PATTERN } from '../domain/instance-rules.js';
 import type { Instance } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { isPrintableText } from '../domain/validation.js';
 import { recordEvent } from '../events/outbox.js';
 import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
@@ -281,6 +283,12 @@ const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
 
 /** The checks that need no store: ports against protocol, addresses against direction, CIDRs. */
 function checkShape(fields: RuleFields): RuleFields {
+  if (!isPrintableText(fields.description, MAX_DESCRIPTION_LENGTH)) {
+    throw new InvalidRequest(
+      `description is up to ${MAX_DESCRIPTION_LENGTH} printable characters (no control or invisible characters, no white space at either end)`,
+      { field: 'description', value: fields.description },
+    );
+  }
   let ports: string | null = null;
   if (fields.protocol === 'tcp' || fields.protocol === 'udp') {
     if (fields.ports === null) {

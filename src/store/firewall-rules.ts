@@ -3,7 +3,7 @@
  * `enabled`); nothing above this module sees the columns.
  */
 import type { Action, Direction, FIREWALL_RULE_SORTS, FirewallRule, Protocol } from '../domain/firewall.js';
-import type { Page, PageRequest } from '../domain/pagination.js';
+import { type Page, type PageRequest, pagination } from '../domain/pagination.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Executor, FirewallRuleRow, FirewallRulesTable } from './schema.js';
@@ -162,9 +162,8 @@ export async function listFirewallRules(
   if (filters.region !== undefined) query = query.where('region', '=', filters.region);
   if (filters.enabled !== undefined) query = query.where('enabled', '=', filters.enabled ? 1 : 0);
   if (filters.ids !== undefined) {
-    if (filters.ids.length === 0) {
-      return { items: [], pagination: (await fetchPage(query.where('id', '=', ''), request)).pagination };
-    }
+    if (filters.ids.length === 0)
+      return { items: [], pagination: pagination(request.page, request.limit, 0) };
     query = query.where('id', 'in', filters.ids);
   }
   const page = await fetchPage(query, request);
