@@ -115,6 +115,20 @@ describe.each(STORES)('Firewall rules (%s)', (store) => {
         destinations: ['0.0.0.0/0', '::/0'],
       });
 
+      // Now outbound: sources is the wrong list, destinations the right one.
+      expectInvalid(
+        await server.request('PATCH', `/v1/firewall/rules/${created.id}`, {
+          key,
+          body: { sources: ['192.0.2.0/24'] },
+        }),
+        'sources',
+      );
+      const narrowed = await server.request('PATCH', `/v1/firewall/rules/${created.id}`, {
+        key,
+        body: { destinations: ['192.0.2.0/24'] },
+      });
+      expect(narrowed.body.data).toMatchObject({ sources: [], destinations: ['192.0.2.0/24'] });
+
       const deleted = await server.request('DELETE', `/v1/firewall/rules/${created.id}`, { key });
       expect(deleted.status, deleted.text).toBe(200);
       expect(deleted.body.data.id).toBe(created.id);
@@ -124,6 +138,7 @@ describe.each(STORES)('Firewall rules (%s)', (store) => {
       const log = [...(events.body.data as Json[])].reverse();
       expect(log.map((e) => e.type)).toEqual([
         'firewall_rule.created',
+        'firewall_rule.updated',
         'firewall_rule.updated',
         'firewall_rule.updated',
         'firewall_rule.deleted',
@@ -136,6 +151,25 @@ describe.each(STORES)('Firewall rules (%s)', (store) => {
       });
       expect(log[1]?.data.changed).toEqual(['priority', 'enabled', 'description']);
       expect(log[2]?.data).toMatchObject({ protocol: 'icmp', direction: 'outbound', ports: null });
+      expect(log[3]?.data.changed).toEqual(['destinations']);
+    });
+
+    it('an Idempotency-Key replays the create instead of making a second rule', async () => {
+      const { key } = await account(server);
+      const send = () =>
+        server.request('POST', '/v1/firewall/rules', {
+          key,
+          body: SSH_FROM_OFFICE,
+          headers: { 'idempotency-key': 'fw-create-1' },
+        });
+      const first = await send();
+      const again = await send();
+      expect(first.status, first.text).toBe(201);
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body.data.id).toBe(first.body.data.id);
+      const list = await server.request('GET', '/v1/firewall/rules', { key });
+      expect(list.body.pagination.total_items).toBe(1);
     });
   });
 
