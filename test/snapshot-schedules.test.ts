@@ -182,6 +182,35 @@ describe.each(STORES)('Backup schedules (%s)', (store) => {
   });
 });
 
+describe.each(STORES)('Backup schedules at the snapshots quota (%s)', (store) => {
+  const clock = new ManualClock(new Date('2026-05-01T00:00:00Z'));
+  const server = serverForSuite({ store, clock, steppedJobs: true });
+
+  it('a slot that would pass the snapshots quota is skipped, and the next slots run once there is room', async () => {
+    const { id, key } = await account(server);
+    await server.admin('set-quota', '--account', id, '--name', 'snapshots', '--limit', '1');
+    const s = steps(
+      () => server,
+      clock,
+      () => key,
+    );
+    const volume = await s.post('/v1/volumes', {
+      name: 'tight',
+      size_gb: 5,
+      region: 'us-east-1',
+      backup_schedule: { frequency: 'hourly', retention: 5 },
+    });
+    await s.pass(0);
+    for (let hour = 0; hour < 3; hour++) await s.pass(HOUR);
+    const made = await s.snapshots(`source_volume_id=${volume.id}`);
+    expect(made).toHaveLength(1);
+    // Room for two more: the next two slots use it.
+    await server.admin('set-quota', '--account', id, '--name', 'snapshots', '--limit', '3');
+    for (let hour = 0; hour < 3; hour++) await s.pass(HOUR);
+    expect(await s.snapshots(`source_volume_id=${volume.id}`)).toHaveLength(3);
+  });
+});
+
 describe.each(STORES)('Backup schedules across a restart (%s)', (store) => {
   const clock = new ManualClock(new Date('2026-04-01T00:00:00Z'));
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-schedules-'));

@@ -12,10 +12,16 @@
  * then asks to be woken at the earliest `next_due_at` (the first entry of the index); a schedule that is
  * set or changed wakes it at once.
  *
+ * Cost: the due schedules of one read (up to 100) are taken in one transaction, one commit for all of
+ * them (on SQLite a commit is an fsync, and it dominates). Each slot's snapshot is made under a
+ * savepoint: a source that fails to copy is rolled back alone, its slot still taken (skipped), so one
+ * bad source never holds up the others nor makes them run twice.
+ *
  * Retention is a job per schedule (`snapshot-retention:<source id>`), enqueued with each scheduled
  * snapshot: once no scheduled snapshot of the source is still being made, it deletes those past the
  * newest `retention` (snapshots.ts `prune`).
  */
+import { sql } from 'kysely';
 import type { Clock } from '../domain/clock.js';
 import { nextSlot } from '../domain/snapshots.js';
 import type { JobHandler, JobRunner } from '../jobs/runner.js';
@@ -38,6 +44,8 @@ export class SnapshotScheduler implements JobHandler {
     private readonly clock: Clock,
     private readonly jobs: JobRunner,
     private readonly snapshots: SnapshotService,
+    /** Told of a slot whose snapshot could not be made (the slot is skipped); by default nobody is. */
+    private readonly onError: (error: unknown, sourceId: string) => void = () => {},
   ) {
     jobs.register(SCHEDULER_JOB.kind, this);
     jobs.register(RETENTION_JOB, {
@@ -57,21 +65,29 @@ export class SnapshotScheduler implements JobHandler {
     let made = 0;
     for (let batch = 0; batch < BATCHES_PER_RUN; batch++) {
       const due = await dueSchedules(this.store.db, now, BATCH);
-      for (const schedule of due) {
-        const taken = await this.store.db.transaction().execute(async (trx) => {
-          if (!(await takeSlot(trx, schedule, nextSlot(schedule.source_id, schedule.frequency, now)))) {
-            return false;
+      made += await this.store.db.transaction().execute(async (trx) => {
+        let madeHere = 0;
+        const room = new Map<string, number>();
+        for (const schedule of due) {
+          if (!(await takeSlot(trx, schedule, nextSlot(schedule.source_id, schedule.frequency, now))))
+            continue;
+          await sql`savepoint scheduled_slot`.execute(trx);
+          try {
+            const slot = new Date(schedule.next_due_at);
+            const snapshot = await this.snapshots.createScheduled(trx, schedule, slot, room);
+            if (snapshot) {
+              await this.jobs.enqueue(trx, RETENTION_JOB, schedule.source_id);
+              madeHere += 1;
+            }
+            await sql`release savepoint scheduled_slot`.execute(trx);
+          } catch (error) {
+            await sql`rollback to savepoint scheduled_slot`.execute(trx);
+            await sql`release savepoint scheduled_slot`.execute(trx);
+            this.onError(error, schedule.source_id);
           }
-          const snapshot = await this.snapshots.createScheduled(
-            trx,
-            schedule,
-            new Date(schedule.next_due_at),
-          );
-          if (snapshot) await this.jobs.enqueue(trx, RETENTION_JOB, schedule.source_id);
-          return snapshot !== null;
-        });
-        if (taken) made += 1;
-      }
+        }
+        return madeHere;
+      });
       if (due.length < BATCH) break;
       // Many due at once: yield, and come straight back for the rest.
       if (batch === BATCHES_PER_RUN - 1) return now;

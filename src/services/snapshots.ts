@@ -389,16 +389,32 @@ export class SnapshotService {
    * Inside the scheduler's transaction (the slot taken): the scheduled snapshot of the schedule's source,
    * or nothing when the source cannot be copied now (gone, in a changing status) or the snapshots quota
    * is full — the slot is then skipped, not retried. Returns the snapshot made, or null.
+   *
+   * `room` carries, per account, how many more snapshots the quota allows, across the slots of one
+   * transaction: the account is held from its first slot to the commit, so it is counted once.
    */
-  async createScheduled(trx: Executor, schedule: DueSchedule, slot: Date): Promise<Snapshot | null> {
+  async createScheduled(
+    trx: Executor,
+    schedule: DueSchedule,
+    slot: Date,
+    room: Map<string, number> = new Map(),
+  ): Promise<Snapshot | null> {
     const source = await this.scheduledSource(trx, schedule);
     if (!source) return null;
-    await lockAccount(trx, schedule.account_id);
-    const limits = await this.quotas.limits(trx, schedule.account_id);
-    if ((await this.quotas.used(trx, schedule.account_id, 'snapshots')) + 1 > limits.snapshots) return null;
+    const accountId = schedule.account_id;
+    let left = room.get(accountId);
+    if (left === undefined) {
+      await lockAccount(trx, accountId);
+      const limits = await this.quotas.limits(trx, accountId);
+      left = limits.snapshots - (await this.quotas.used(trx, accountId, 'snapshots'));
+    }
+    room.set(accountId, left);
+    if (left < 1) return null;
     const name = scheduledName(source.instance?.name ?? source.volume.name, slot);
-    const snapshot = this.newSnapshot(schedule.account_id, source, name, 'scheduled', {});
-    return this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', snapshot);
+    const snapshot = this.newSnapshot(accountId, source, name, 'scheduled', {});
+    const made = await this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', snapshot);
+    room.set(accountId, left - 1);
+    return made;
   }
 
   /**
