@@ -41,7 +41,7 @@ describe('the volume state table', () => {
         expect(status).not.toBe('deleting');
         const next = statusAfter(VOLUME_STATES, action, status);
         if (action === 'update') expect(next).toBe(status);
-        else expect(['attaching', 'detaching', 'resizing', 'deleting']).toContain(next);
+        else expect(['attaching', 'detaching', 'resizing', 'deleting', 'restoring']).toContain(next);
       }),
     );
   });
