@@ -307,6 +307,18 @@ describe.each(STORES)('Snapshot restore in simulated time (%s)', (store) => {
     await advance(250);
     expect((await get(`/v1/volumes/${target.id}`)).status).toBe('available');
     expect((await server.request('DELETE', `/v1/snapshots/${snap.id}`, { key })).status).toBe(202);
+    // Deleting (2 s): no rename, no second delete, no restore; then gone.
+    const renamed = await server.request('PATCH', `/v1/snapshots/${snap.id}`, {
+      key,
+      body: { name: 'late' },
+    });
+    expect(expectError(renamed, 409, 'conflict').details).toMatchObject({ current_status: 'deleting' });
+    expectError(await server.request('DELETE', `/v1/snapshots/${snap.id}`, { key }), 409, 'conflict');
+    expectError(await restore(server, key, snap.id, { name: 'late' }), 409, 'conflict');
+    await advance(SIM_SNAPSHOT_TIMINGS_MS.delete - 250);
+    expect((await get(`/v1/snapshots/${snap.id}`)).status).toBe('deleting');
+    await advance(250);
+    expect((await server.request('GET', `/v1/snapshots/${snap.id}`, { key })).status).toBe(404);
   });
 
   it('a new instance from a snapshot stays powered off until its root disk is restored, then boots in 8 s', async () => {
