@@ -442,12 +442,10 @@ export class WebhookDeliveryWorker {
     if (webhook.status === 'disabled') return;
     // Retries recorded so far in this transaction are pending again, and are failed with the rest.
     await webhooks.recordAttempts(trx, this.owner, writes.splice(0));
-    await webhooks.updateWebhook(trx, webhook.id, {
-      status: 'disabled',
-      disabled_reason: reason,
-      updated_at: at,
-    });
+    // Guarded on `active`: another transaction (another replica) that disabled it first wrote the event.
+    const disabledHere = await webhooks.disableWebhook(trx, webhook.id, reason, at);
     webhook.status = 'disabled';
+    if (!disabledHere) return;
     await webhooks.failPendingDeliveries(trx, webhook.id, `The subscription was disabled: ${reason}`, at);
     await recordEvent(trx, this.clock, {
       accountId: webhook.account_id,
