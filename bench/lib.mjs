@@ -243,8 +243,11 @@ export function raiseLimits(dataDir, accountId, quotas = [], extraEnv = {}, root
   }
 }
 
-/** One request on its own connection; the certificate is self-signed, and this is loopback. */
-export function request(port, method, urlPath, headers = {}, body) {
+/**
+ * One request, on its own connection unless an `agent` that keeps connections alive is given; the
+ * certificate is self-signed, and this is loopback.
+ */
+export function request(port, method, urlPath, headers = {}, body, agent = false) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = https.request(
@@ -253,7 +256,7 @@ export function request(port, method, urlPath, headers = {}, body) {
         port,
         method,
         path: urlPath,
-        agent: false,
+        agent,
         rejectUnauthorized: false,
         headers: payload ? { ...headers, 'content-type': 'application/json' } : headers,
       },
