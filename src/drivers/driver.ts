@@ -46,6 +46,7 @@ export interface MetricSample {
   timestamp: string;
   cpu_percent: number;
   memory_used_bytes: number;
+  memory_total_bytes: number;
   disk_read_bps: number;
   disk_write_bps: number;
   net_rx_bps: number;

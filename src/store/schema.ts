@@ -322,6 +322,22 @@ export interface FirewallRulesTable {
   updated_at: string;
 }
 
+/** Metric samples as compact blocks (domain/metric-blocks.ts); see migration 0008. */
+export interface MetricBlocksTable {
+  instance_id: string;
+  /** `raw` (10 s, hour blocks) or `rollup` (5 min, day blocks). */
+  resolution: string;
+  /** ISO 8601 UTC start of the block's window. */
+  block_start: string;
+  account_id: string;
+  /** 1 once a raw block's hour is over and its rollups are written. */
+  sealed: number;
+  /** Slots holding a sample. */
+  points: number;
+  data: Uint8Array;
+  updated_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
@@ -344,6 +360,7 @@ export interface Database {
   vpns: VpnsTable;
   vpn_peers: VpnPeersTable;
   firewall_rules: FirewallRulesTable;
+  metric_blocks: MetricBlocksTable;
 }
 
 /** Anything queries run on: the database itself or a transaction. */

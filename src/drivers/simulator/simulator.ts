@@ -13,7 +13,6 @@
  * volume (or on an instance, for its root volume) makes snapshots of it fail; that one is read when the
  * copy begins, as a real copy fails or not once started.
  */
-import { createHash } from 'node:crypto';
 import type { Clock } from '../../domain/clock.js';
 import type {
   ComputeDriver,
@@ -45,6 +44,7 @@ import {
   type SimulatorDb,
   updateMachine,
 } from './machines.js';
+import { simulatedSample } from './metrics.js';
 import {
   deleteSimSnapshot,
   findRestore,
@@ -215,7 +215,7 @@ export class SimulatedDriver implements ComputeDriver {
 
   async sampleMetrics(spec: MachineSpec, when: Date): Promise<MetricSample> {
     const { state } = await this.current(spec);
-    return sampleFor(spec, when, state.power === 'running');
+    return simulatedSample(spec, when, state.power === 'running');
   }
 
   async createVolume(spec: VolumeSpec): Promise<void> {
@@ -472,44 +472,4 @@ export class SimulatedDriver implements ComputeDriver {
         return settled('off');
     }
   }
-}
-
-/**
- * Deterministic utilisation: a per-machine baseline, a daily wave and per-10-second jitter, all derived
- * from the instance id and the time, so the same question always gets the same answer on any replica.
- */
-function sampleFor(spec: MachineSpec, when: Date, running: boolean): MetricSample {
-  const bucket = Math.floor(when.getTime() / 10_000);
-  const timestamp = new Date(bucket * 10_000).toISOString();
-  if (!running) {
-    return {
-      timestamp,
-      cpu_percent: 0,
-      memory_used_bytes: 0,
-      disk_read_bps: 0,
-      disk_write_bps: 0,
-      net_rx_bps: 0,
-      net_tx_bps: 0,
-      ...(spec.instanceType.gpu ? { gpu_percent: 0 } : {}),
-    };
-  }
-  const unit = (label: string, input: string | number) => {
-    const digest = createHash('sha256').update(`${spec.id}:${label}:${input}`).digest();
-    return digest.readUInt32BE(0) / 0xffffffff;
-  };
-  const baseline = 5 + unit('baseline', 0) * 50;
-  const wave = Math.sin((when.getTime() / 86_400_000) * 2 * Math.PI) * 10;
-  const load = Math.min(100, Math.max(0, baseline + wave + (unit('cpu', bucket) - 0.5) * 20));
-  const round = (value: number, digits = 2) => Number(value.toFixed(digits));
-  const memoryBytes = spec.instanceType.memory_gb * 1024 ** 3;
-  return {
-    timestamp,
-    cpu_percent: round(load),
-    memory_used_bytes: Math.round(memoryBytes * (0.2 + 0.6 * (load / 100))),
-    disk_read_bps: Math.round(unit('disk_read', bucket) * 20_000_000 * (load / 100)),
-    disk_write_bps: Math.round(unit('disk_write', bucket) * 10_000_000 * (load / 100)),
-    net_rx_bps: Math.round(unit('net_rx', bucket) * 50_000_000 * (load / 100)),
-    net_tx_bps: Math.round(unit('net_tx', bucket) * 25_000_000 * (load / 100)),
-    ...(spec.instanceType.gpu ? { gpu_percent: round(Math.min(100, load * 1.3)) } : {}),
-  };
 }

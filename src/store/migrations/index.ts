@@ -6,6 +6,7 @@ import * as volumes from './0004_volumes.js';
 import * as snapshots from './0005_snapshots.js';
 import * as firewallRules from './0006_firewall_rules.js';
 import * as vpns from './0007_vpns.js';
+import * as metrics from './0008_metrics.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -16,6 +17,7 @@ const migrations: Record<string, Migration> = {
   '0005_snapshots': snapshots,
   '0006_firewall_rules': firewallRules,
   '0007_vpns': vpns,
+  '0008_metrics': metrics,
 };
 
 export const migrationProvider: MigrationProvider = {
