@@ -36,6 +36,12 @@ export interface BackendOptions {
 
 /** How a delivery worker failure is reported to onJobError, which speaks of jobs. */
 const DELIVERY_JOB = { kind: 'webhook_delivery', subject_id: '', attempts: 0 };
+/** How a skipped backup slot is reported to onJobError: the scheduler's job, naming the source. */
+const scheduledSlot = (sourceId: string) => ({
+  kind: 'snapshot-schedules:slot',
+  subject_id: sourceId,
+  attempts: 0,
+});
 
 /** Store, Redis and services, as the server and the admin CLI both need them. */
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
@@ -73,6 +79,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
       publicIpPools: config.publicIpPools,
     },
     secretBox: SecretBox.open(config.dataDir, config.masterKey),
+    invoiceDueDays: config.invoiceDueDays,
     webhooks: {
       allowPrivate: config.webhooks.allowPrivate,
       extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
@@ -82,6 +89,11 @@ export async function openBackends(config: Config, options: BackendOptions = {})
         ? { onError: (error: unknown) => options.onJobError?.(error, DELIVERY_JOB) }
         : {}),
     },
+    ...(options.onJobError
+      ? {
+          onScheduledSnapshotError: (error, sourceId) => options.onJobError?.(error, scheduledSlot(sourceId)),
+        }
+      : {}),
   });
   return {
     store,

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
 import { nextSlot } from '../src/domain/snapshots.js';
@@ -208,6 +209,51 @@ describe.each(STORES)('Backup schedules at the snapshots quota (%s)', (store) =>
     await server.admin('set-quota', '--account', id, '--name', 'snapshots', '--limit', '3');
     for (let hour = 0; hour < 3; hour++) await s.pass(HOUR);
     expect(await s.snapshots(`source_volume_id=${volume.id}`)).toHaveLength(3);
+  });
+});
+
+describe.each(STORES)('A backup slot that cannot be made (%s)', (store) => {
+  const clock = new ManualClock(new Date('2026-06-01T00:00:00Z'));
+  const server = serverForSuite({ store, clock, steppedJobs: true });
+
+  it('is skipped alone: the other schedules due with it make their snapshots, and the server logs which source failed', async () => {
+    const { key } = await account(server);
+    const s = steps(
+      () => server,
+      clock,
+      () => key,
+    );
+    const schedule = { frequency: 'hourly', retention: 5 };
+    const broken = await s.post('/v1/volumes', {
+      name: 'broken',
+      size_gb: 5,
+      region: 'us-east-1',
+      backup_schedule: schedule,
+    });
+    const healthy = await s.post('/v1/volumes', {
+      name: 'healthy',
+      size_gb: 5,
+      region: 'us-east-1',
+      backup_schedule: schedule,
+    });
+    await s.pass(0);
+    // A row the store can no longer read (damaged by hand): making its snapshot throws.
+    await sql`update volumes set tags = ${'{not json'} where id = ${broken.id}`.execute(
+      server.running.backends.store.db,
+    );
+    await s.pass(HOUR);
+    // An hour holds one slot of each, or two when a slot falls in the first minutes of the hour.
+    expect((await s.snapshots(`source_volume_id=${healthy.id}`)).length).toBeGreaterThanOrEqual(1);
+    const failures = server
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes('snapshot-schedules:slot'))
+      .map((line) => JSON.parse(line));
+    expect(failures.length).toBeGreaterThanOrEqual(1);
+    for (const failure of failures) {
+      expect(failure).toMatchObject({ level: 40, subject: broken.id, msg: 'job failed' });
+      expect(failure.err.message).toContain('JSON');
+    }
   });
 });
 

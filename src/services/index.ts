@@ -54,6 +54,8 @@ export interface ServiceDeps {
     automatic: boolean;
     onError?: (error: unknown) => void;
   };
+  /** Told of a scheduled snapshot that could not be made (its slot is skipped); the server logs it. */
+  onScheduledSnapshotError?: (error: unknown, sourceId: string) => void;
 }
 
 export interface Services {
@@ -97,7 +99,7 @@ export function createServices(deps: ServiceDeps): Services {
     SNAPSHOT_KIND,
     new SnapshotReconciler(deps.driver, deps.clock, (snapshot) => sourceTagsOf(deps.store.db, snapshot)),
   );
-  new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots);
+  new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots, deps.onScheduledSnapshotError);
   const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas, schedules, faults);
   const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, volumes, {
     ...deps.instances,
