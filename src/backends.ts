@@ -36,6 +36,8 @@ export interface BackendOptions {
 
 /** How a delivery worker failure is reported to onJobError, which speaks of jobs. */
 const DELIVERY_JOB = { kind: 'webhook_delivery', subject_id: '', attempts: 0 };
+/** How a failed metric sample or stream is reported to onJobError. */
+const METRICS_JOB = { kind: 'metrics', subject_id: '', attempts: 0 };
 /** How a skipped backup slot is reported to onJobError: the scheduler's job, naming the source. */
 const scheduledSlot = (sourceId: string) => ({
   kind: 'snapshot-schedules:slot',
@@ -79,6 +81,14 @@ export async function openBackends(config: Config, options: BackendOptions = {})
       publicIpPools: config.publicIpPools,
     },
     secretBox: SecretBox.open(config.dataDir, config.masterKey),
+    metrics: {
+      intervalMs: config.metrics.intervalSeconds * 1000,
+      maxStreamsPerAccount: config.metrics.maxStreamsPerAccount,
+      statusPollMs: 1000,
+      ...(options.onJobError
+        ? { onError: (error: unknown) => options.onJobError?.(error, METRICS_JOB) }
+        : {}),
+    },
     invoiceDueDays: config.invoiceDueDays,
     webhooks: {
       allowPrivate: config.webhooks.allowPrivate,

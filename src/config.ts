@@ -48,6 +48,10 @@ const EnvSchema = Type.Object({
   NIMBUS_WEBHOOK_RETRY_BASE_SECONDS: Type.Number({ default: 60, exclusiveMinimum: 0, maximum: 86_400 }),
   /** Base64 of 32 bytes sealing secrets at rest; replicas sharing a database must share it. */
   NIMBUS_SECRET_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  /** Seconds between two samples of each monitored instance (10 s blocks; tests and demos use 1). */
+  NIMBUS_METRICS_INTERVAL_SECONDS: Type.Integer({ default: 10, minimum: 1, maximum: 10 }),
+  /** Live metric streams an account may hold open at once (per server process). */
+  NIMBUS_METRICS_MAX_STREAMS: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -79,6 +83,7 @@ export interface Config {
   webhooks: { allowPrivate: boolean; caFile: string | null; retryBaseSeconds: number };
   /** The master key from the environment; null: the data dir's key file. */
   masterKey: Buffer | null;
+  metrics: { intervalSeconds: number; maxStreamsPerAccount: number };
 }
 
 export class ConfigError extends Error {}
@@ -127,6 +132,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retryBaseSeconds: raw.NIMBUS_WEBHOOK_RETRY_BASE_SECONDS,
     },
     masterKey: raw.NIMBUS_SECRET_KEY ? Buffer.from(raw.NIMBUS_SECRET_KEY, 'base64') : null,
+    metrics: {
+      intervalSeconds: raw.NIMBUS_METRICS_INTERVAL_SECONDS,
+      maxStreamsPerAccount: raw.NIMBUS_METRICS_MAX_STREAMS,
+    },
   };
 }
 

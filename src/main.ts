@@ -16,6 +16,7 @@ import type { Config } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
 import { clientErrorHandler } from './http/early-errors.js';
+import { instanceMetricsExposition } from './http/instance-metrics.js';
 import { buildMetadataApp } from './http/metadata.js';
 import { PARSER_MAX_HEADER_BYTES } from './http/plugins/transport.js';
 import { RequestMetrics } from './http/request-metrics.js';
@@ -150,7 +151,10 @@ export async function startServer(
           res.writeHead(404).end();
           return;
         }
-        const text = (await registry.metrics()) + requestMetrics.exposition();
+        const text =
+          (await registry.metrics()) +
+          requestMetrics.exposition() +
+          instanceMetricsExposition(services.metricsCollector.latestSamples());
         res.writeHead(200, { 'Content-Type': registry.contentType }).end(text);
       });
       closers.push(() => closeServer(metricsServer));
@@ -165,6 +169,11 @@ export async function startServer(
       metadataPort = (metadata.server.address() as AddressInfo).port;
     }
 
+    // Metric collection and the status relay are jobs too (once across replicas); streams are per process.
+    await services.metricsCollector.start();
+    await services.statusRelay.start();
+    await services.metricStreams.start();
+    closers.push(async () => services.metricStreams.stop());
     backends.jobs.start();
     backends.services.deliveries.start();
 

@@ -5,6 +5,7 @@
  * hooks; health checks and /docs sit outside it and need no key.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import websocket from '@fastify/websocket';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -31,6 +32,7 @@ import { eventRoutes } from './routes/events.js';
 import { firewallRuleRoutes } from './routes/firewall-rules.js';
 import { healthRoutes } from './routes/health.js';
 import { instanceRoutes } from './routes/instances.js';
+import { metricRoutes, STREAM_MAX_PAYLOAD } from './routes/metrics.js';
 import { networkRoutes } from './routes/network.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { sshKeyRoutes } from './routes/ssh-keys.js';
@@ -86,6 +88,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   await registerOpenApi(app);
+  // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
+  await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });
@@ -117,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await v1.register(sshKeyRoutes, deps.services);
       await v1.register(eventRoutes, deps.services);
       await v1.register(webhookRoutes, deps.services);
+      await v1.register(metricRoutes, deps.services);
     },
     { prefix: '/v1' },
   );

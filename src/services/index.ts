@@ -17,6 +17,10 @@ import { INSTANCE_KIND } from './instance-kind.js';
 import { InstanceReconciler } from './instance-reconciler.js';
 import { InstanceService, type InstanceServiceOptions } from './instances.js';
 import { Lifecycle } from './lifecycle.js';
+import { MetricsService } from './metrics.js';
+import { MetricsCollector } from './metrics-collector.js';
+import { StatusRelay } from './metrics-status.js';
+import { MetricsStreams } from './metrics-streams.js';
 import { NetworkService } from './network.js';
 import { QuotaService } from './quotas.js';
 import { RateLimitService } from './rate-limits.js';
@@ -45,6 +49,13 @@ export interface ServiceDeps {
   jobs: JobRunner;
   instances: Omit<InstanceServiceOptions, 'faultInjection' | 'schedules'>;
   secretBox: SecretBox;
+  metrics: {
+    intervalMs: number;
+    maxStreamsPerAccount: number;
+    /** How often the status relay reads new instance events for live streams. */
+    statusPollMs: number;
+    onError?: (error: unknown) => void;
+  };
   webhooks: {
     allowPrivate: boolean;
     /** PEM of an extra CA trusted for receivers. */
@@ -74,6 +85,10 @@ export interface Services {
   vpns: VpnService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
+  metrics: MetricsService;
+  metricsCollector: MetricsCollector;
+  statusRelay: StatusRelay;
+  metricStreams: MetricsStreams;
 }
 
 export function createServices(deps: ServiceDeps): Services {
@@ -134,11 +149,34 @@ export function createServices(deps: ServiceDeps): Services {
   const webhooks = new WebhookService(deps.store, deps.clock, quotas, deps.secretBox, deliveries, {
     allowPrivate: deps.webhooks.allowPrivate,
   });
+  const metricsErrors = deps.metrics.onError ?? (() => {});
+  const metricsCollector = new MetricsCollector(deps.store, deps.clock, deps.jobs, deps.driver, {
+    intervalMs: deps.metrics.intervalMs,
+    onError: metricsErrors,
+  });
+  const statusRelay = new StatusRelay(
+    deps.store,
+    deps.clock,
+    deps.broadcaster,
+    deps.jobs,
+    deps.metrics.statusPollMs,
+  );
+  const rateLimits = new RateLimitService(deps.rateCounters, deps.clock);
+  const metricStreams = new MetricsStreams(
+    deps.store,
+    deps.clock,
+    deps.driver,
+    apiKeys,
+    rateLimits,
+    deps.broadcaster,
+    { maxStreamsPerAccount: deps.metrics.maxStreamsPerAccount },
+    metricsErrors,
+  );
   return {
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,
     quotas,
-    rateLimits: new RateLimitService(deps.rateCounters, deps.clock),
+    rateLimits,
     idempotency: new IdempotencyService(deps.store, deps.clock),
     sshKeys,
     events: new EventService(deps.store),
@@ -150,5 +188,9 @@ export function createServices(deps: ServiceDeps): Services {
     vpns,
     webhooks,
     deliveries,
+    metrics: new MetricsService(deps.store, deps.clock),
+    metricsCollector,
+    statusRelay,
+    metricStreams,
   };
 }

@@ -25,6 +25,11 @@ declare module 'fastify' {
     public?: boolean;
     permission?: readonly [PermissionArea, Access];
     rateLimit?: 'consume' | 'peek';
+    /**
+     * A WebSocket route that authenticates inside the socket (routes/metrics.ts), answering with close
+     * codes a browser can read: an upgrade to it passes the guard; a plain request does not.
+     */
+    streamAuth?: boolean;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -67,7 +72,7 @@ export const guardPlugin = fp<GuardOptions>(
 
     app.addHook('onRequest', (request, reply, done) => {
       const config = request.routeOptions.config;
-      if (config.public) {
+      if (config.public || (config.streamAuth && request.ws)) {
         done();
         return;
       }

@@ -1,0 +1,582 @@
+/**
+ * Live metric streams (the WebSocket protocol of docs/api.md "Live metrics"), apart from the socket
+ * library: the HTTP layer hands each accepted connection over as a StreamSocket and forwards its
+ * messages, pongs and close; everything else — authentication, limits, subscriptions, timing,
+ * backpressure — is here.
+ *
+ * Timing. One timer per process ticks on every whole second. A tick samples each instance some due
+ * stream watches once (the driver answers any replica alike), and sends each due stream its values; a
+ * stream with interval n is due on the seconds divisible by n, so all streams of one interval share
+ * their samples. Status messages come from the status relay through the broadcaster
+ * (services/metrics-status.ts), so transitions made on any replica reach every stream.
+ *
+ * Backpressure. A socket whose unsent data passes SEND_BUFFER_BYTES gets no more samples until it
+ * drains; each sample it misses is counted and the count goes out as `dropped` in the next message it
+ * gets. So a client that stops reading costs the server a bounded buffer, never growing memory.
+ * Status messages are few and matter more: they wait for a larger bound, STATUS_BUFFER_BYTES.
+ *
+ * Liveness. Every 30 s each socket is pinged; one that has not answered the previous ping is dropped.
+ */
+
+import { instanceTypeNamed } from '../domain/catalog.js';
+import type { Clock } from '../domain/clock.js';
+import { type MetricName, metricsOf } from '../domain/metric-catalog.js';
+import { allows } from '../domain/permissions.js';
+import type { ComputeDriver, MachineSpec, MetricSample } from '../drivers/driver.js';
+import type { Broadcaster, Notice } from '../events/broadcast.js';
+import type { Store } from '../store/db.js';
+import { findAccountInstance } from '../store/instances.js';
+import type { ApiKeyService } from './api-keys.js';
+import { AuthenticationFailed } from './errors.js';
+import { machineSpec } from './instance-kind.js';
+import { STATUS_CHANNEL, type StatusNotice } from './metrics-status.js';
+import type { Principal } from './principal.js';
+import type { RateLimitService } from './rate-limits.js';
+
+/** WebSocket close codes of the protocol. */
+export const CLOSE = {
+  normal: 1000,
+  badMessage: 4400,
+  badKey: 4401,
+  forbidden: 4403,
+  notFound: 4404,
+  tooMany: 4429,
+} as const;
+
+export const AUTH_TIMEOUT_MS = 5_000;
+export const PING_INTERVAL_MS = 30_000;
+export const DEFAULT_INTERVAL_S = 5;
+export const MAX_INTERVAL_S = 60;
+export const MAX_INSTANCES_PER_STREAM = 100;
+const SEND_BUFFER_BYTES = 64 * 1024;
+const STATUS_BUFFER_BYTES = 1024 * 1024;
+/** Statuses in which an instance has a machine worth sampling. */
+const SAMPLED_STATUSES = new Set(['running', 'stopping']);
+
+/** The connection as this module needs it; the HTTP layer adapts the `ws` socket to it. */
+export interface StreamSocket {
+  send(text: string): void;
+  /** Bytes queued and not yet handed to the network. */
+  bufferedAmount(): number;
+  close(code: number, reason: string): void;
+  ping(): void;
+  terminate(): void;
+}
+
+export interface StreamOptions {
+  maxStreamsPerAccount: number;
+}
+
+/** What a stream is opened for: one instance (its id from the path), or any of the account's. */
+export type StreamScope = { instanceId: string } | { account: true };
+
+interface Watched {
+  spec: MachineSpec;
+  available: MetricName[];
+  status: string;
+}
+
+class ProtocolError extends Error {
+  constructor(
+    readonly closeCode: number,
+    message: string,
+    readonly code: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+}
+
+export class StreamSession {
+  principal: Principal | null = null;
+  readonly watched = new Map<string, Watched>();
+  intervalS = DEFAULT_INTERVAL_S;
+  metrics: MetricName[] | null = null;
+  dropped = 0;
+  alive = true;
+  closed = false;
+  private authTimer: NodeJS.Timeout | null = null;
+  private pending: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly hub: MetricsStreams,
+    readonly socket: StreamSocket,
+    readonly scope: StreamScope,
+    readonly clientIp: string,
+  ) {}
+
+  /** The key from the upgrade's headers, or null: the client then has 5 s to send an auth message. */
+  begin(presentedKey: string | null): void {
+    if (presentedKey !== null) {
+      this.serially(() => this.authenticate(presentedKey));
+      return;
+    }
+    this.authTimer = setTimeout(
+      () => this.fail(new ProtocolError(CLOSE.badKey, 'No API key within 5 s', 'authentication_failed')),
+      AUTH_TIMEOUT_MS,
+    );
+  }
+
+  /** A text message from the client; handled one at a time, in order. */
+  receive(text: string): void {
+    this.serially(() => this.handle(text));
+  }
+
+  pong(): void {
+    this.alive = true;
+  }
+
+  /** The socket closed (either side): release what the stream held. */
+  ended(): void {
+    if (this.authTimer) clearTimeout(this.authTimer);
+    this.closed = true;
+    this.hub.release(this);
+  }
+
+  /** Sends a message unless the socket is too far behind; missed samples are reported with the next. */
+  deliver(message: Record<string, unknown>, bound = SEND_BUFFER_BYTES): boolean {
+    if (this.closed) return false;
+    if (this.socket.bufferedAmount() > bound) {
+      this.dropped += 1;
+      return false;
+    }
+    const body = this.dropped > 0 ? { ...message, dropped: this.dropped } : message;
+    this.dropped = 0;
+    this.socket.send(JSON.stringify(body));
+    return true;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.socket.close(code, reason.slice(0, 120));
+    this.hub.release(this);
+  }
+
+  private serially(step: () => Promise<void>): void {
+    this.pending = this.pending.then(async () => {
+      if (this.closed) return;
+      try {
+        await step();
+      } catch (error) {
+        this.fail(error);
+      }
+    });
+  }
+
+  private fail(error: unknown): void {
+    if (this.closed) return;
+    if (error instanceof ProtocolError) {
+      this.deliver(
+        {
+          type: 'error',
+          code: error.code,
+          message: error.message,
+          ...(error.details ? { details: error.details } : {}),
+        },
+        STATUS_BUFFER_BYTES,
+      );
+      this.close(error.closeCode, error.message);
+      return;
+    }
+    this.hub.reportError(error);
+    this.deliver({ type: 'error', code: 'server_error', message: 'Internal error' }, STATUS_BUFFER_BYTES);
+    this.close(1011, 'Internal error');
+  }
+
+  private async handle(text: string): Promise<void> {
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      throw new ProtocolError(CLOSE.badMessage, 'Messages must be JSON objects', 'invalid_request');
+    }
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      throw new ProtocolError(CLOSE.badMessage, 'Messages must be JSON objects', 'invalid_request');
+    }
+    const { type } = message as { type?: unknown };
+    if (this.principal === null) {
+      if (type !== 'auth') {
+        throw new ProtocolError(
+          CLOSE.badKey,
+          'The first message must be {"type":"auth","api_key":…}',
+          'authentication_failed',
+        );
+      }
+      const key = (message as { api_key?: unknown }).api_key;
+      if (typeof key !== 'string') {
+        throw new ProtocolError(CLOSE.badKey, 'api_key must be a string', 'authentication_failed');
+      }
+      if (this.authTimer) clearTimeout(this.authTimer);
+      await this.authenticate(key);
+      return;
+    }
+    if (type === 'subscribe') {
+      await this.subscribe(message as Record<string, unknown>);
+      return;
+    }
+    if (type === 'auth')
+      throw new ProtocolError(CLOSE.badMessage, 'Already authenticated', 'invalid_request');
+    throw new ProtocolError(CLOSE.badMessage, 'type must be auth or subscribe', 'invalid_request', {
+      field: 'type',
+      value: type,
+      allowed_values: ['auth', 'subscribe'],
+    });
+  }
+
+  private async authenticate(key: string): Promise<void> {
+    this.principal = await this.hub.admit(this, key);
+    if ('instanceId' in this.scope) {
+      this.watched.set(this.scope.instanceId, await this.hub.watch(this.principal, this.scope.instanceId));
+      this.hub.attach(this);
+    }
+    this.deliver({
+      type: 'ready',
+      interval: this.intervalS,
+      instances: [...this.watched.keys()],
+      statuses: Object.fromEntries([...this.watched].map(([id, w]) => [id, w.status])),
+    });
+  }
+
+  private async subscribe(message: Record<string, unknown>): Promise<void> {
+    const allowedFields =
+      'instanceId' in this.scope
+        ? ['type', 'interval', 'metrics']
+        : ['type', 'interval', 'metrics', 'instances'];
+    for (const field of Object.keys(message)) {
+      if (!allowedFields.includes(field)) {
+        throw new ProtocolError(CLOSE.badMessage, `Unknown field ${field} in subscribe`, 'invalid_request', {
+          field,
+          allowed_values: allowedFields,
+        });
+      }
+    }
+    const interval = message.interval ?? this.intervalS;
+    if (!Number.isInteger(interval) || (interval as number) < 1 || (interval as number) > MAX_INTERVAL_S) {
+      throw new ProtocolError(
+        CLOSE.badMessage,
+        `interval must be a whole number of seconds from 1 to ${MAX_INTERVAL_S}`,
+        'invalid_request',
+        {
+          field: 'interval',
+          value: interval,
+        },
+      );
+    }
+    let watched = this.watched;
+    if (!('instanceId' in this.scope) && message.instances !== undefined) {
+      const ids = message.instances;
+      if (
+        !Array.isArray(ids) ||
+        ids.length > MAX_INSTANCES_PER_STREAM ||
+        ids.some((id) => typeof id !== 'string' || id.length === 0 || id.length > 64)
+      ) {
+        throw new ProtocolError(
+          CLOSE.badMessage,
+          `instances must be a list of up to ${MAX_INSTANCES_PER_STREAM} instance ids`,
+          'invalid_request',
+          {
+            field: 'instances',
+          },
+        );
+      }
+      watched = new Map();
+      for (const id of new Set(ids as string[])) {
+        watched.set(id, this.watched.get(id) ?? (await this.hub.watch(this.principal as Principal, id)));
+      }
+    }
+    let metrics: MetricName[] | null = this.metrics;
+    if (message.metrics !== undefined) {
+      const names = message.metrics;
+      const available = new Set([...watched.values()].flatMap((w) => w.available));
+      if (!Array.isArray(names) || names.length === 0 || names.some((n) => !available.has(n as MetricName))) {
+        throw new ProtocolError(
+          CLOSE.badMessage,
+          'metrics must be a non-empty list of metrics the instances have',
+          'invalid_request',
+          {
+            field: 'metrics',
+            value: names,
+            allowed_values: [...available],
+          },
+        );
+      }
+      metrics = [...new Set(names as MetricName[])];
+    }
+    this.hub.detach(this);
+    this.watched.clear();
+    for (const [id, w] of watched) this.watched.set(id, w);
+    this.intervalS = interval as number;
+    this.metrics = metrics;
+    this.hub.attach(this);
+    this.deliver({
+      type: 'subscribed',
+      interval: this.intervalS,
+      metrics: this.metrics,
+      instances: [...this.watched.keys()],
+      statuses: Object.fromEntries([...this.watched].map(([id, w]) => [id, w.status])),
+    });
+  }
+}
+
+export class MetricsStreams {
+  private readonly sessions = new Set<StreamSession>();
+  private readonly byInstance = new Map<string, Set<StreamSession>>();
+  private readonly perAccount = new Map<string, number>();
+  private readonly counted = new Set<StreamSession>();
+  private readonly seenEvents = new Set<string>();
+  private tickTimer: NodeJS.Timeout | null = null;
+  private pingTimer: NodeJS.Timeout | null = null;
+  private ticking = false;
+  /** Milliseconds from sample time to the send of its messages, for the benchmark and the operator. */
+  onTick: ((lagMs: number, sent: number) => void) | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly driver: ComputeDriver,
+    private readonly apiKeys: ApiKeyService,
+    private readonly rateLimits: RateLimitService,
+    private readonly broadcaster: Broadcaster,
+    private readonly options: StreamOptions,
+    private readonly onError: (error: unknown) => void = () => {},
+  ) {}
+
+  async start(): Promise<void> {
+    await this.broadcaster.subscribe(STATUS_CHANNEL, (notice) => this.statusChanged(notice));
+    this.pingTimer = setInterval(() => this.pingAll(), PING_INTERVAL_MS);
+    this.pingTimer.unref();
+    this.scheduleTick();
+  }
+
+  stop(): void {
+    if (this.tickTimer) clearTimeout(this.tickTimer);
+    if (this.pingTimer) clearInterval(this.pingTimer);
+    this.tickTimer = null;
+    this.pingTimer = null;
+    for (const session of [...this.sessions]) session.close(1001, 'Server shutting down');
+  }
+
+  /** A new connection: the session takes it from here. */
+  open(
+    socket: StreamSocket,
+    scope: StreamScope,
+    presentedKey: string | null,
+    clientIp: string,
+  ): StreamSession {
+    const session = new StreamSession(this, socket, scope, clientIp);
+    this.sessions.add(session);
+    session.begin(presentedKey);
+    return session;
+  }
+
+  get openStreams(): number {
+    return this.sessions.size;
+  }
+
+  reportError(error: unknown): void {
+    this.onError(error);
+  }
+
+  /** Authentication, the rate limit (a stream is one request), the permission and the account's stream count. */
+  async admit(session: StreamSession, key: string): Promise<Principal> {
+    let principal: Principal;
+    try {
+      principal = await this.apiKeys.authenticate(key);
+    } catch (error) {
+      if (!(error instanceof AuthenticationFailed)) throw error;
+      await this.rateLimits.consumeForClient(session.clientIp);
+      throw new ProtocolError(CLOSE.badKey, 'Invalid API key', 'authentication_failed');
+    }
+    const decision = await this.rateLimits.decide(principal, session.clientIp, 'consume');
+    if (!decision.allowed) {
+      throw new ProtocolError(
+        CLOSE.tooMany,
+        `Rate limit exceeded, retry in ${decision.retryAfter} seconds`,
+        'rate_limit_exceeded',
+        {
+          retry_after: decision.retryAfter,
+        },
+      );
+    }
+    if (principal.accountStatus === 'suspended') {
+      throw new ProtocolError(CLOSE.forbidden, 'This account is suspended', 'forbidden');
+    }
+    if (!allows(principal.permissions, 'monitoring', 'read')) {
+      throw new ProtocolError(
+        CLOSE.forbidden,
+        'This API key lacks the permission monitoring:read',
+        'forbidden',
+        {
+          required_permission: 'monitoring:read',
+        },
+      );
+    }
+    const open = this.perAccount.get(principal.accountId) ?? 0;
+    if (open >= this.options.maxStreamsPerAccount) {
+      throw new ProtocolError(
+        CLOSE.tooMany,
+        `At most ${this.options.maxStreamsPerAccount} streams per account are open at once`,
+        'rate_limit_exceeded',
+        {
+          max_streams: this.options.maxStreamsPerAccount,
+        },
+      );
+    }
+    this.perAccount.set(principal.accountId, open + 1);
+    this.counted.add(session);
+    return principal;
+  }
+
+  /** What a stream needs of one of the account's instances; another account's is not found (4404). */
+  async watch(principal: Principal, instanceId: string): Promise<Watched> {
+    const instance = await findAccountInstance(this.store.db, principal.accountId, instanceId);
+    if (!instance) {
+      throw new ProtocolError(CLOSE.notFound, `Instance ${instanceId} not found`, 'not_found', {
+        resource: 'instance',
+        id: instanceId,
+      });
+    }
+    return {
+      spec: machineSpec(instance),
+      available: metricsOf(instanceTypeNamed(instance.instance_type)),
+      status: instance.status,
+    };
+  }
+
+  attach(session: StreamSession): void {
+    for (const id of session.watched.keys()) {
+      let set = this.byInstance.get(id);
+      if (!set) {
+        set = new Set();
+        this.byInstance.set(id, set);
+      }
+      set.add(session);
+    }
+  }
+
+  detach(session: StreamSession): void {
+    for (const id of session.watched.keys()) {
+      const set = this.byInstance.get(id);
+      set?.delete(session);
+      if (set?.size === 0) this.byInstance.delete(id);
+    }
+  }
+
+  release(session: StreamSession): void {
+    if (!this.sessions.delete(session)) return;
+    this.detach(session);
+    if (this.counted.delete(session) && session.principal) {
+      const left = (this.perAccount.get(session.principal.accountId) ?? 1) - 1;
+      if (left <= 0) this.perAccount.delete(session.principal.accountId);
+      else this.perAccount.set(session.principal.accountId, left);
+    }
+  }
+
+  private scheduleTick(): void {
+    const now = Date.now();
+    this.tickTimer = setTimeout(
+      () => {
+        this.scheduleTick();
+        void this.tick().catch((error) => this.onError(error));
+      },
+      1000 - (now % 1000),
+    );
+    this.tickTimer.unref();
+  }
+
+  /** One second: sample what due streams watch, once per instance, and send. */
+  async tick(): Promise<void> {
+    if (this.ticking) return; // the previous second is still sending: skip rather than pile up
+    this.ticking = true;
+    try {
+      const atMs = Math.floor(this.clock.nowMs() / 1000) * 1000;
+      const second = atMs / 1000;
+      const due: StreamSession[] = [];
+      const wanted = new Map<string, MachineSpec>();
+      for (const session of this.sessions) {
+        if (session.principal === null || session.closed || second % session.intervalS !== 0) continue;
+        due.push(session);
+        for (const [id, w] of session.watched) if (SAMPLED_STATUSES.has(w.status)) wanted.set(id, w.spec);
+      }
+      if (due.length === 0) return;
+      const at = new Date(atMs);
+      const samples = new Map<string, MetricSample>();
+      await Promise.all(
+        [...wanted].map(async ([id, spec]) => {
+          try {
+            samples.set(id, await this.driver.sampleMetrics(spec, at));
+          } catch (error) {
+            this.onError(error);
+          }
+        }),
+      );
+      const timestamp = at.toISOString();
+      let sent = 0;
+      for (const session of due) {
+        for (const id of session.watched.keys()) {
+          const sample = samples.get(id);
+          if (!sample) continue;
+          const values: Record<string, unknown> = { type: 'metrics', instance_id: id, timestamp };
+          for (const metric of session.metrics ?? (Object.keys(sample) as MetricName[])) {
+            if (metric in sample && metric !== ('timestamp' as string)) values[metric] = sample[metric];
+          }
+          if (session.deliver(values)) sent++;
+        }
+      }
+      this.onTick?.(this.clock.nowMs() - atMs, sent);
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private statusChanged(raw: Notice): void {
+    const notice = raw as StatusNotice;
+    if (typeof notice.event_id !== 'string' || this.seenEvents.has(notice.event_id)) return;
+    this.seenEvents.add(notice.event_id);
+    if (this.seenEvents.size > 10_000) {
+      const keep = [...this.seenEvents].slice(-5_000);
+      this.seenEvents.clear();
+      for (const id of keep) this.seenEvents.add(id);
+    }
+    for (const session of this.byInstance.get(notice.instance_id) ?? []) {
+      if (session.principal?.accountId !== notice.account_id) continue;
+      const watched = session.watched.get(notice.instance_id);
+      if (watched) watched.status = notice.status;
+      session.deliver(
+        {
+          type: 'status',
+          instance_id: notice.instance_id,
+          status: notice.status,
+          event: notice.type,
+          timestamp: notice.timestamp,
+        },
+        STATUS_BUFFER_BYTES,
+      );
+      if (notice.status === 'deleted' && 'instanceId' in session.scope) {
+        session.close(CLOSE.normal, 'The instance was deleted');
+      } else if (notice.status === 'deleted') {
+        this.detachOne(session, notice.instance_id);
+      }
+    }
+  }
+
+  private detachOne(session: StreamSession, instanceId: string): void {
+    session.watched.delete(instanceId);
+    const set = this.byInstance.get(instanceId);
+    set?.delete(session);
+    if (set?.size === 0) this.byInstance.delete(instanceId);
+  }
+
+  private pingAll(): void {
+    for (const session of this.sessions) {
+      if (!session.alive) {
+        session.socket.terminate();
+        session.ended();
+        continue;
+      }
+      session.alive = false;
+      session.socket.ping();
+    }
+  }
+}
