@@ -13,7 +13,6 @@ import type { FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { METRIC_NAMES } from '../../domain/metric-catalog.js';
 import { AGGREGATES } from '../../domain/metric-rollups.js';
-import { InvalidRequest } from '../../services/errors.js';
 import type { InstanceService } from '../../services/instances.js';
 import type { MetricsService } from '../../services/metrics.js';
 import { MAX_POINTS } from '../../services/metrics.js';
@@ -62,9 +61,14 @@ const MetricsQuery = Type.Object(
 const Series = Type.Object({
   metric: MetricName,
   unit: StringEnum(['percent', 'bytes', 'bytes_per_second']),
-  points: Type.Array(Type.Tuple([Timestamp, Type.Number()], { description: '[timestamp, value]' }), {
-    description: 'In time order; a step without samples has no point (a gap, never a zero)',
-  }),
+  points: Type.Array(
+    Type.Array(Type.Union([Type.String(), Type.Number()]), {
+      minItems: 2,
+      maxItems: 2,
+      description: '[timestamp (ISO 8601), value]',
+    }),
+    { description: 'In time order; a step without samples has no point (a gap, never a zero)' },
+  ),
 });
 
 const MetricsHistory = Type.Object(
@@ -82,6 +86,14 @@ const MetricsHistory = Type.Object(
   { $id: 'MetricsHistory', title: 'MetricsHistory' },
 );
 
+const StreamInfo = Type.Object({
+  protocol: Type.Literal('websocket'),
+  url: Type.String({ description: 'Where to connect: this URL with wss://' }),
+  instance_id: Type.Optional(Type.String()),
+  status: Type.Optional(Type.String({ description: 'The instance status now' })),
+  message: Type.String(),
+});
+
 export const STREAM_PROTOCOL = [
   'Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or ',
   '`X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the ',
@@ -97,7 +109,7 @@ export const STREAM_PROTOCOL = [
   'Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended ',
   'account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, ',
   '1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. ',
-  'A plain GET (no upgrade) answers 400 with these instructions. Protocol and transcripts: docs/api.md, ',
+  'A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, ',
   '"Live metrics".',
 ].join('');
 
@@ -138,11 +150,15 @@ function connect(
   socket.on('close', () => session.ended());
 }
 
-function upgradeRequired(request: FastifyRequest): never {
-  throw new InvalidRequest(
-    'This endpoint is a WebSocket: connect with Upgrade: websocket (see the description of this operation)',
-    { field: 'upgrade', value: request.headers.upgrade ?? null, allowed_values: ['websocket'] },
-  );
+/** The answer to a plain GET on a stream route: where and how to connect. */
+function connectionInfo(request: FastifyRequest, instance?: { id: string; status: string }) {
+  return ok(request, {
+    protocol: 'websocket' as const,
+    url: `wss://${request.headers.host ?? 'localhost'}${request.url.split('?')[0]}`,
+    ...(instance ? { instance_id: instance.id, status: instance.status } : {}),
+    message:
+      "Connect with a WebSocket client (Upgrade: websocket); the protocol is in this operation's description",
+  });
 }
 
 export const metricRoutes: FastifyPluginAsyncTypebox<{
@@ -185,14 +201,18 @@ export const metricRoutes: FastifyPluginAsyncTypebox<{
       params: IdParams,
       response: {
         101: { description: 'Switching Protocols: the WebSocket stream' },
+        200: described(Envelope(StreamInfo), 'A plain GET (no upgrade): where and how to connect'),
         ...errorResponses(404),
       },
     },
     config: { ...read, streamAuth: true },
     handler: async (request) => {
-      // Without an upgrade: the guard has admitted the key; say what is wrong with the request.
-      await instances.get(principalOf(request).accountId, (request.params as { id: string }).id);
-      upgradeRequired(request);
+      // Without an upgrade the guard has admitted the key: say where to connect.
+      const instance = await instances.get(
+        principalOf(request).accountId,
+        (request.params as { id: string }).id,
+      );
+      return connectionInfo(request, instance);
     },
     wsHandler: (socket, request) =>
       connect(metricStreams, socket, request, { instanceId: (request.params as { id: string }).id }),
@@ -210,10 +230,11 @@ export const metricRoutes: FastifyPluginAsyncTypebox<{
         `carry \`instance_id\`. Until the first subscribe it watches none.\n\n${STREAM_PROTOCOL}`,
       response: {
         101: { description: 'Switching Protocols: the WebSocket stream' },
+        200: described(Envelope(StreamInfo), 'A plain GET (no upgrade): where and how to connect'),
       },
     },
     config: { ...read, streamAuth: true },
-    handler: async (request) => upgradeRequired(request),
+    handler: async (request) => connectionInfo(request),
     wsHandler: (socket, request) => connect(metricStreams, socket, request, { account: true }),
   });
 };
