@@ -1004,6 +1004,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/instances/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get metrics
+         * @description CPU, memory, disk, network (and GPU) history of an instance: one series per metric, `[timestamp, value]` points bucketed to `step` with `aggregate`. Ranges starting within the last 24 h come from 10-second samples, earlier ones from 5-minute rollups (kept 30 days). End before start, a range over 30 days, a step that is not a multiple of 10 or gives more than 11,000 points, and a metric the instance does not have are 400 with `details`.
+         */
+        get: operations["getInstancesByIdMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/instances/{id}/metrics/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream metrics over WebSocket
+         * @description Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or `X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the first message within 5 s. The stream counts as one request against the rate limit; an account holds at most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS).
+         *
+         *     Server messages (JSON text): `{"type":"ready","interval":5,"instances":[…],"statuses":{…}}` once admitted; `{"type":"metrics","instance_id","timestamp",cpu_percent,…}` every `interval` seconds while the instance runs; `{"type":"status","instance_id","status","event","timestamp"}` on every transition (from any replica); `{"type":"subscribed",…}` after a subscribe; `{"type":"error","code","message","details"}` before a close. A message may carry `dropped`: samples this socket missed because it read too slowly.
+         *
+         *     Client messages: `{"type":"subscribe","interval":1–60,"metrics":["cpu_percent",…]}` (on the account-wide stream also `"instances":[up to 100 ids]`).
+         *
+         *     Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, 1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, "Live metrics".
+         */
+        get: operations["getInstancesByIdMetricsStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/metrics/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream metrics of several instances over WebSocket
+         * @description The account-wide stream: the same protocol as `/v1/instances/{id}/metrics/stream`, watching the instances named by a subscribe message (`"instances": [up to 100 ids]`, each of this account or 4404); messages carry `instance_id`. Until the first subscribe it watches none.
+         *
+         *     Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or `X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the first message within 5 s. The stream counts as one request against the rate limit; an account holds at most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS).
+         *
+         *     Server messages (JSON text): `{"type":"ready","interval":5,"instances":[…],"statuses":{…}}` once admitted; `{"type":"metrics","instance_id","timestamp",cpu_percent,…}` every `interval` seconds while the instance runs; `{"type":"status","instance_id","status","event","timestamp"}` on every transition (from any replica); `{"type":"subscribed",…}` after a subscribe; `{"type":"error","code","message","details"}` before a close. A message may carry `dropped`: samples this socket missed because it read too slowly.
+         *
+         *     Client messages: `{"type":"subscribe","interval":1–60,"metrics":["cpu_percent",…]}` (on the account-wide stream also `"instances":[up to 100 ids]`).
+         *
+         *     Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, 1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, "Live metrics".
+         */
+        get: operations["getMetricsStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1404,6 +1478,37 @@ export interface components {
              * @description ISO 8601 UTC
              */
             updated_at: string;
+        };
+        /** MetricsHistory */
+        MetricsHistory: {
+            instance_id: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            start: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            end: string;
+            /** @description Seconds between points as answered */
+            step: number;
+            /** @enum {string} */
+            aggregate: "avg" | "min" | "max";
+            /**
+             * @description `raw`: 10-second samples (kept 24 h); `rollup`: 5-minute avg/min/max (kept 30 days)
+             * @enum {string}
+             */
+            resolution: "raw" | "rollup";
+            series: {
+                /** @enum {string} */
+                metric: "cpu_percent" | "memory_used_bytes" | "memory_total_bytes" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent";
+                /** @enum {string} */
+                unit: "percent" | "bytes" | "bytes_per_second";
+                /** @description In time order; a step without samples has no point (a gap, never a zero) */
+                points: (string | number)[][];
+            }[];
         };
     };
     responses: never;
@@ -17512,6 +17617,641 @@ export interface operations {
                     "X-RateLimit-Reset"?: number;
                     /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
                     "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getInstancesByIdMetrics: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601; default: one hour before `end` */
+                start?: string;
+                /** @description ISO 8601; default: now */
+                end?: string;
+                /** @description Seconds between points, a multiple of 10; default and minimum: 10 when `start` is within the last 24 h, else 300. At most 11,000 points over the range. */
+                step?: number;
+                /** @description Comma-separated, from: cpu_percent, memory_used_bytes, memory_total_bytes, disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps, gpu_percent (gpu_percent on GPU types); default: all the instance has */
+                metrics?: string;
+                /** @description How samples within one step combine; default avg */
+                aggregate?: "avg" | "min" | "max";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["MetricsHistory"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getInstancesByIdMetricsStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the WebSocket stream */
+            101: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description A plain GET (no upgrade): where and how to connect */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @enum {string} */
+                            protocol: "websocket";
+                            /** @description Where to connect: this URL with wss:// */
+                            url: string;
+                            instance_id?: string;
+                            /** @description The instance status now */
+                            status?: string;
+                            message: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getMetricsStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the WebSocket stream */
+            101: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description A plain GET (no upgrade): where and how to connect */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @enum {string} */
+                            protocol: "websocket";
+                            /** @description Where to connect: this URL with wss:// */
+                            url: string;
+                            instance_id?: string;
+                            /** @description The instance status now */
+                            status?: string;
+                            message: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
