@@ -13,6 +13,7 @@ import createClient, {
 import { Agent, Request as UndiciRequest, fetch as undiciFetch } from 'undici';
 import { apiErrorFrom, NimbusError, NotFoundError, ResourceFailedError, WaitTimeoutError } from './errors.js';
 import type { components, paths } from './generated/v1.js';
+import { pinnedConnector } from './pinning.js';
 import { type RetryOptions, retryingFetch } from './retry.js';
 
 export const DEFAULT_BASE_URL = 'https://localhost:8443';
@@ -27,6 +28,12 @@ export interface NimbusOptions {
    * named by NIMBUS_CA_FILE, else none.
    */
   ca?: string | Buffer;
+  /**
+   * SHA-256 fingerprint of the one server certificate to accept (hex, colons optional), instead of
+   * verifying a chain: how a client trusts a self-signed server it was shown once, as SSH pins host keys.
+   * Default: NIMBUS_TLS_FINGERPRINT, else none. Takes precedence over `ca`.
+   */
+  fingerprint?: string;
   /** Retries of 429 and 503 (see retry.ts). */
   retry?: RetryOptions;
 }
@@ -81,6 +88,8 @@ export interface WaitOptions {
   timeoutMs?: number;
   /** Time between reads in milliseconds (default 1000). */
   intervalMs?: number;
+  /** Told each time the resource has been read (a progress display shows its status). */
+  onPoll?: (resource: WaitableResource) => void;
 }
 
 /** Each page asks for the most the API gives (100) unless the caller's query sets `limit`. */
@@ -103,7 +112,10 @@ export class Nimbus {
     this.baseUrl = (options.baseUrl ?? process.env.NIMBUS_URL ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
     const caFile = process.env.NIMBUS_CA_FILE;
     const ca = options.ca ?? (caFile ? readFileSync(caFile) : undefined);
-    this.agent = new Agent(ca === undefined ? {} : { connect: { ca } });
+    const fingerprint = options.fingerprint ?? process.env.NIMBUS_TLS_FINGERPRINT;
+    this.agent = new Agent(
+      fingerprint ? { connect: pinnedConnector(fingerprint) } : ca === undefined ? {} : { connect: { ca } },
+    );
     const agent = this.agent;
     // undici's own fetch and Request, so the dispatcher (and its CA) is the one this client made.
     const send = (request: Request) =>
@@ -188,7 +200,7 @@ export class Nimbus {
   async waitFor(
     resource: WaitableResource | string,
     status: string,
-    { timeoutMs = 300_000, intervalMs = 1000 }: WaitOptions = {},
+    { timeoutMs = 300_000, intervalMs = 1000, onPoll }: WaitOptions = {},
   ): Promise<WaitableResource | null> {
     const id = typeof resource === 'string' ? resource : resource.id;
     const path = RESOURCE_PATHS.find(([prefix]) => id.startsWith(prefix))?.[1];
@@ -203,6 +215,7 @@ export class Nimbus {
           data: WaitableResource;
         };
         last = body.data;
+        onPoll?.(last);
       } catch (error) {
         // Gone, and that was the wish: only a 404 that names this very resource counts, not a missing route.
         if (status === 'deleted' && error instanceof NotFoundError && error.details?.id === id) return last;

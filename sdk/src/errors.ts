@@ -27,9 +27,12 @@ export class NimbusApiError extends NimbusError {
   readonly requestId: string | null;
   readonly details: Record<string, unknown> | null;
   readonly retryAfter: number | null;
+  /** The envelope's `error.message` alone (`message` adds the code and request id). */
+  readonly apiMessage: string;
 
   constructor(fields: ApiErrorFields) {
     super(fields.requestId ? `${fields.message} (${fields.code}, ${fields.requestId})` : fields.message);
+    this.apiMessage = fields.message;
     this.status = fields.status;
     this.code = fields.code;
     this.requestId = fields.requestId;

@@ -36,4 +36,5 @@ export {
   WaitTimeoutError,
 } from './errors.js';
 export type { components, operations, paths } from './generated/v1.js';
+export { CertificateMismatchError, normalizeFingerprint } from './pinning.js';
 export { type RetryInfo, type RetryOptions, retryDelay, retryPolicy } from './retry.js';

@@ -1,18 +1,14 @@
-/** `bin/nimbus`: serve | admin … | help. Exit codes: 0 ok, 1 the command failed, 2 wrong usage. */
+/**
+ * `bin/nimbus`: serve | admin … | version here; every other command (login, instances, …) is the client
+ * CLI of src/cli/client. Each is loaded only when asked for, so the client does not load the server's
+ * code and the server does not load the client's. Exit codes: 0 ok, 1 the command failed, 2 wrong usage
+ * (the client adds 3 authentication, 4 not found, 5 timeout).
+ */
 import { readFileSync } from 'node:fs';
-import { ConfigError, loadConfig } from '../config.js';
-import { DomainError } from '../services/errors.js';
-import { runAdmin, UsageError } from './admin.js';
-
-const USAGE = `Usage: nimbus <command>
-
-Commands:
-  serve            run the API server (configuration: NIMBUS_* environment variables, see README)
-  admin <command>  operator commands; "nimbus admin help" lists them
-  version          print the version`;
 
 async function serve(): Promise<void> {
   // Loaded here so that operator commands do not pay for the HTTP stack.
+  const { loadConfig } = await import('../config.js');
   const { startServer } = await import('../main.js');
   const server = await startServer(loadConfig());
   let stopping = false;
@@ -33,33 +29,14 @@ async function serve(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
+/** The operator commands, with their failures as usage (2) or the domain error's JSON (1). */
+async function admin(args: string[]): Promise<number> {
+  const { ConfigError, loadConfig } = await import('../config.js');
+  const { DomainError } = await import('../services/errors.js');
+  const { runAdmin, UsageError } = await import('./admin.js');
   try {
-    switch (command) {
-      case 'serve':
-        await serve();
-        return 0;
-      case 'admin':
-        await runAdmin(rest, loadConfig(), { out: (line) => process.stdout.write(`${line}\n`) });
-        return 0;
-      case 'version':
-      case '--version': {
-        const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-          version: string;
-        };
-        process.stdout.write(`${pkg.version}\n`);
-        return 0;
-      }
-      case undefined:
-      case 'help':
-      case '--help':
-        process.stdout.write(`${USAGE}\n`);
-        return command === undefined ? 2 : 0;
-      default:
-        process.stderr.write(`Unknown command "${command}"\n\n${USAGE}\n`);
-        return 2;
-    }
+    await runAdmin(args, loadConfig(), { out: (line) => process.stdout.write(`${line}\n`) });
+    return 0;
   } catch (error) {
     if (
       error instanceof UsageError ||
@@ -79,5 +56,36 @@ export async function main(argv: string[]): Promise<number> {
       return 1;
     }
     throw error;
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve': {
+      const { ConfigError } = await import('../config.js');
+      try {
+        await serve();
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        process.stderr.write(`${error.message}\n`);
+        return 2;
+      }
+      return 0;
+    }
+    case 'admin':
+      return admin(rest);
+    case 'version':
+    case '--version': {
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        version: string;
+      };
+      process.stdout.write(`${pkg.version}\n`);
+      return 0;
+    }
+    default: {
+      const { runClient } = await import('./client/program.js');
+      return runClient(argv);
+    }
   }
 }

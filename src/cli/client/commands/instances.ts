@@ -1,0 +1,325 @@
+/** `nimbus instances …`: create (every field of the instance record), list, get, update, the actions, network. */
+import { readFileSync } from 'node:fs';
+import { Command, Option } from 'commander';
+import { UsageError } from '../exit-codes.js';
+import type { Column } from '../output.js';
+import { type Session, withSession } from '../session.js';
+import { type WaitFlags, waitOptions } from '../wait.js';
+import {
+  collect,
+  defined,
+  example,
+  finishAction,
+  type Image,
+  type InstanceType,
+  type ListFlags,
+  listOptions,
+  parseTags,
+  printItem,
+  type Region,
+  resolveId,
+  runList,
+} from './shared.js';
+import { expandHome, isKeyFile, sshKeyIdForFile } from './ssh-key-files.js';
+
+export const INSTANCE_COLUMNS: Column[] = [
+  { header: 'ID', value: (i) => i.id },
+  { header: 'NAME', value: (i) => i.name },
+  { header: 'STATUS', value: (i) => i.status },
+  { header: 'TYPE', value: (i) => i.instance_type },
+  { header: 'REGION', value: (i) => i.region },
+  { header: 'PUBLIC IP', value: (i) => i.public_ip },
+  { header: 'IMAGE', value: (i) => i.image, wide: true },
+  { header: 'PRIVATE IP', value: (i) => i.private_ip, wide: true },
+  { header: 'HOSTNAME', value: (i) => i.hostname, wide: true },
+  { header: 'TAGS', value: (i) => i.tags, wide: true },
+  { header: 'CREATED', value: (i) => i.created_at, wide: true },
+];
+
+const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'];
+const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
+
+/** `daily:7` as {frequency: 'daily', retention: 7}. */
+export function parseBackupSchedule(value: string): {
+  frequency: 'hourly' | 'daily' | 'weekly';
+  retention: number;
+} {
+  const match = /^(hourly|daily|weekly):(\d+)$/.exec(value);
+  if (!match)
+    throw new UsageError(`--backup ${value}: expected hourly|daily|weekly:<retention 1-90>, e.g. daily:7`);
+  return { frequency: match[1] as 'hourly' | 'daily' | 'weekly', retention: Number(match[2]) };
+}
+
+function userData(options: { userData?: string; userDataFile?: string }): string | undefined {
+  if (options.userData !== undefined && options.userDataFile !== undefined) {
+    throw new UsageError('Give --user-data or --user-data-file, not both');
+  }
+  if (options.userDataFile !== undefined) return readFileSync(expandHome(options.userDataFile), 'utf8');
+  return options.userData;
+}
+
+/** SSH keys by id, by name, or as public-key files (uploaded when the account does not have them yet). */
+async function sshKeys(session: Session, references: string[] | undefined): Promise<string[] | undefined> {
+  if (references === undefined) return undefined;
+  const ids: string[] = [];
+  for (const reference of references) {
+    ids.push(isKeyFile(reference) ? await sshKeyIdForFile(session, reference) : reference);
+  }
+  return ids;
+}
+
+interface CreateFlags extends WaitFlags {
+  type: string;
+  region: string;
+  image: string;
+  sshKey?: string[];
+  tag?: string[];
+  userData?: string;
+  userDataFile?: string;
+  encryptionKey?: string;
+  firewallPreset?: string;
+  monitoring: boolean;
+  backup?: string;
+  idempotencyKey?: string;
+}
+
+function createCommand(): Command {
+  const command = new Command('create')
+    .description('create an instance (answered at once as starting; --wait follows it to running)')
+    .argument('<name>', 'instance name')
+    .requiredOption('--type <instance-type>', 'instance type (nimbus catalog types)')
+    .requiredOption('--region <region>', 'region (nimbus catalog regions)')
+    .requiredOption('--image <image>', 'OS image (nimbus catalog images)')
+    .option('--ssh-key <key>', 'SSH key id, name or public-key file (repeatable)', collect)
+    .option('--tag <key=value>', 'tag (repeatable)', collect)
+    .option('--user-data <text>', 'user data for the instance (at most 16 KiB)')
+    .option('--user-data-file <file>', 'user data read from a file')
+    .option('--encryption-key <id>', 'custom encryption key id for the disks')
+    .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS))
+    .option('--no-monitoring', 'turn monitoring off')
+    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
+    .option(
+      '--idempotency-key <key>',
+      'make the create safe to repeat: the same key never makes a second instance',
+    );
+  for (const option of waitOptions('running')) command.addOption(option);
+  example(
+    command,
+    'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
+    'nimbus instances create db-1 --type memory-4x --region eu-central-1 --image debian-12 --tag env=prod --backup daily:7 -o json',
+  );
+  return command.action(
+    withSession<CreateFlags>(async (session, [name], flags) => {
+      const body = {
+        name: name!,
+        instance_type: flags.type as InstanceType,
+        region: flags.region as Region,
+        image: flags.image as Image,
+        ...defined({
+          ssh_keys: await sshKeys(session, flags.sshKey),
+          tags: parseTags(flags.tag),
+          user_data: userData(flags),
+          encryption_key_id: flags.encryptionKey,
+          firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
+          backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+        }),
+        // Sent only when turned off, so the server's default stays the one place that decides.
+        ...(flags.monitoring ? {} : { monitoring: false }),
+      };
+      const headers = flags.idempotencyKey ? { 'idempotency-key': flags.idempotencyKey } : undefined;
+      const { data } = await session.nimbus.post('/v1/instances', { body, ...(headers ? { headers } : {}) });
+      await finishAction(session, data, 'running', flags);
+    }),
+  );
+}
+
+function listCommand(): Command {
+  const command = new Command('list')
+    .alias('ls')
+    .description('list instances (newest first)')
+    .addOption(
+      new Option('--status <status>', 'only this status').choices([
+        'starting',
+        'running',
+        'stopping',
+        'stopped',
+        'deleting',
+        'error',
+      ]),
+    )
+    .option('--region <region>', 'only this region')
+    .option('--name <name>', 'only this name')
+    .option('--tag <key:value>', 'only instances with this tag');
+  listOptions(command, ['created_at', 'name', 'status', 'instance_type']);
+  example(
+    command,
+    'nimbus instances list',
+    'nimbus instances list --status running --all -o json',
+    'nimbus instances list -o wide --tag env:prod',
+  );
+  return command.action(
+    withSession<ListFlags & { status?: string; region?: string; name?: string; tag?: string }>(
+      async (session, _args, flags) => {
+        const query = { status: flags.status, region: flags.region, name: flags.name, tag: flags.tag };
+        await runList(session, '/v1/instances', { query }, INSTANCE_COLUMNS, flags);
+      },
+    ),
+  );
+}
+
+function getCommand(): Command {
+  const command = new Command('get')
+    .description('show one instance, every field')
+    .argument('<instance>', 'id or name');
+  example(command, 'nimbus instances get web-1', 'nimbus instances get ins_0123 -o json');
+  return command.action(
+    withSession(async (session, [reference]) => {
+      const id = await resolveId(session, reference!, INSTANCE);
+      const { data } = await session.nimbus.get('/v1/instances/{id}', { params: { path: { id } } });
+      printItem(session, data);
+    }),
+  );
+}
+
+interface UpdateFlags {
+  name?: string;
+  tag?: string[];
+  monitoring?: boolean;
+  backup?: string | false;
+  firewallPreset?: string;
+}
+
+function updateCommand(): Command {
+  const command = new Command('update')
+    .description('change name, tags (replacing them all), monitoring, backup schedule or firewall preset')
+    .argument('<instance>', 'id or name')
+    .option('--name <name>', 'new name')
+    .option('--tag <key=value>', 'the tags it should have (repeatable; replaces the current tags)', collect)
+    .option('--monitoring', 'turn monitoring on')
+    .option('--no-monitoring', 'turn monitoring off')
+    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
+    .option('--no-backup', 'remove the backup schedule')
+    .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS));
+  example(
+    command,
+    'nimbus instances update web-1 --name web-01 --tag env=prod --tag team=web',
+    'nimbus instances update web-1 --no-backup',
+  );
+  return command.action(
+    withSession<UpdateFlags>(async (session, [reference], flags) => {
+      const body = defined({
+        name: flags.name,
+        tags: parseTags(flags.tag),
+        monitoring: flags.monitoring,
+        backup_schedule:
+          flags.backup === undefined
+            ? undefined
+            : flags.backup === false
+              ? null
+              : parseBackupSchedule(flags.backup),
+        firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
+      });
+      if (Object.keys(body).length === 0)
+        throw new UsageError('Nothing to update: give at least one option (see --help)');
+      const id = await resolveId(session, reference!, INSTANCE);
+      const { data } = await session.nimbus.patch('/v1/instances/{id}', { params: { path: { id } }, body });
+      printItem(session, data);
+    }),
+  );
+}
+
+/** start, stop, restart, resize and delete: one POST (or DELETE), then optionally --wait. */
+function actionCommand(
+  name: 'start' | 'stop' | 'restart' | 'resize' | 'delete',
+  description: string,
+  target: string,
+  examples: string[],
+  configure: (command: Command) => void = () => {},
+): Command {
+  const command = new Command(name).description(description).argument('<instance>', 'id or name');
+  configure(command);
+  for (const option of waitOptions(target)) command.addOption(option);
+  example(command, ...examples);
+  return command.action(
+    withSession<WaitFlags & { force?: boolean; type?: string }>(async (session, [reference], flags) => {
+      const id = await resolveId(session, reference!, INSTANCE);
+      const path = { params: { path: { id } } };
+      const nimbus = session.nimbus;
+      const { data } =
+        name === 'start'
+          ? await nimbus.post('/v1/instances/{id}/start', path)
+          : name === 'stop'
+            ? await nimbus.post('/v1/instances/{id}/stop', {
+                ...path,
+                body: flags.force ? { force: true } : {},
+              })
+            : name === 'restart'
+              ? await nimbus.post('/v1/instances/{id}/restart', path)
+              : name === 'resize'
+                ? await nimbus.post('/v1/instances/{id}/resize', {
+                    ...path,
+                    body: { instance_type: flags.type as InstanceType },
+                  })
+                : await nimbus.delete('/v1/instances/{id}', path);
+      // A stopped instance is resized in place and stays stopped; a running one comes back running.
+      const goal = name === 'resize' && data.status === 'stopped' ? 'stopped' : target;
+      await finishAction(session, data, goal, flags);
+    }),
+  );
+}
+
+function networkCommand(): Command {
+  const command = new Command('network')
+    .description("show an instance's addresses, DNS names and effective firewall rules")
+    .argument('<instance>', 'id or name');
+  example(command, 'nimbus instances network web-1 -o yaml');
+  return command.action(
+    withSession(async (session, [reference]) => {
+      const id = await resolveId(session, reference!, INSTANCE);
+      const { data } = await session.nimbus.get('/v1/instances/{id}/network', { params: { path: { id } } });
+      printItem(session, data);
+    }),
+  );
+}
+
+export function instancesCommand(): Command {
+  const group = new Command('instances').alias('instance').description('compute instances');
+  example(group, 'nimbus instances list', 'nimbus instances create --help');
+  return group
+    .addCommand(createCommand())
+    .addCommand(listCommand())
+    .addCommand(getCommand())
+    .addCommand(updateCommand())
+    .addCommand(
+      actionCommand('start', 'start a stopped instance', 'running', ['nimbus instances start web-1 --wait']),
+    )
+    .addCommand(
+      actionCommand(
+        'stop',
+        'stop an instance (--force: power off at once, the way out of a stuck one)',
+        'stopped',
+        ['nimbus instances stop web-1 --wait', 'nimbus instances stop web-1 --force'],
+        (command) => command.option('--force', 'power off at once, without a graceful shutdown'),
+      ),
+    )
+    .addCommand(
+      actionCommand('restart', 'restart an instance', 'running', [
+        'nimbus instances restart web-1 --wait --timeout 120',
+      ]),
+    )
+    .addCommand(
+      actionCommand(
+        'resize',
+        'change the instance type (a running instance restarts)',
+        'running',
+        ['nimbus instances resize web-1 --type compute-4x --wait'],
+        (command) => command.requiredOption('--type <instance-type>', 'the new instance type'),
+      ),
+    )
+    .addCommand(
+      actionCommand('delete', 'delete an instance and its root disk', 'deleted', [
+        'nimbus instances delete web-1 --wait',
+      ]),
+    )
+    .addCommand(networkCommand());
+}

@@ -1,0 +1,258 @@
+/** `nimbus volumes …`: block storage, attached to instances in the same region. */
+import { Command, Option } from 'commander';
+import { UsageError } from '../exit-codes.js';
+import type { Column } from '../output.js';
+import { withSession } from '../session.js';
+import { type WaitFlags, waitOptions } from '../wait.js';
+import { parseBackupSchedule } from './instances.js';
+import {
+  collect,
+  defined,
+  example,
+  finishAction,
+  integer,
+  type ListFlags,
+  listOptions,
+  parseTags,
+  printItem,
+  type Region,
+  resolveId,
+  runList,
+} from './shared.js';
+
+const COLUMNS: Column[] = [
+  { header: 'ID', value: (v) => v.id },
+  { header: 'NAME', value: (v) => v.name },
+  { header: 'STATUS', value: (v) => v.status },
+  { header: 'SIZE GB', value: (v) => v.size_gb },
+  { header: 'REGION', value: (v) => v.region },
+  { header: 'INSTANCE', value: (v) => v.instance_id },
+  { header: 'KIND', value: (v) => v.kind, wide: true },
+  { header: 'DEVICE', value: (v) => v.device_name, wide: true },
+  { header: 'FILESYSTEM', value: (v) => v.filesystem, wide: true },
+  { header: 'TAGS', value: (v) => v.tags, wide: true },
+  { header: 'CREATED', value: (v) => v.created_at, wide: true },
+];
+const VOLUME = { prefix: 'vol_', path: '/v1/volumes', noun: 'volume' } as const;
+const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
+const STATUSES = [
+  'creating',
+  'available',
+  'attaching',
+  'in-use',
+  'detaching',
+  'resizing',
+  'deleting',
+  'restoring',
+  'error',
+];
+
+export function volumesCommand(): Command {
+  const group = new Command('volumes').alias('volume').description('block storage volumes');
+  example(
+    group,
+    'nimbus volumes create data-1 --size 100 --region us-east-1 --instance web-1 --wait',
+    'nimbus volumes list',
+  );
+
+  const create = new Command('create')
+    .description('create a volume (optionally formatted and attached as soon as it exists)')
+    .argument('<name>', 'volume name')
+    .requiredOption('--size <gb>', 'size in GB', integer)
+    .requiredOption('--region <region>', 'region')
+    .addOption(new Option('--filesystem <fs>', 'format it').choices(['ext4', 'xfs']))
+    .option('--instance <instance>', 'attach to this instance (id or name) once created')
+    .option('--tag <key=value>', 'tag (repeatable)', collect)
+    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7');
+  for (const option of waitOptions('available (in-use with --instance)')) create.addOption(option);
+  example(
+    create,
+    'nimbus volumes create data-1 --size 100 --region us-east-1 --filesystem ext4 --instance web-1 --wait',
+  );
+  create.action(
+    withSession<
+      WaitFlags & {
+        size: number;
+        region: string;
+        filesystem?: string;
+        instance?: string;
+        tag?: string[];
+        backup?: string;
+      }
+    >(async (session, [name], flags) => {
+      const instanceId =
+        flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE);
+      const body = {
+        name: name!,
+        size_gb: flags.size,
+        region: flags.region as Region,
+        ...defined({
+          filesystem: flags.filesystem as 'ext4' | 'xfs' | undefined,
+          instance_id: instanceId,
+          tags: parseTags(flags.tag),
+          backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+        }),
+      };
+      const { data } = await session.nimbus.post('/v1/volumes', { body });
+      await finishAction(session, data, instanceId ? 'in-use' : 'available', flags);
+    }),
+  );
+
+  const list = listOptions(
+    new Command('list')
+      .alias('ls')
+      .description('list volumes')
+      .addOption(new Option('--status <status>', 'only this status').choices(STATUSES))
+      .option('--region <region>', 'only this region')
+      .addOption(
+        new Option('--kind <kind>', 'data volumes or instances’ root disks').choices(['data', 'root']),
+      )
+      .option('--instance <id>', 'only volumes attached to this instance')
+      .option('--name <name>', 'only this name')
+      .option('--tag <key:value>', 'only volumes with this tag'),
+    ['created_at', 'name', 'size_gb'],
+  );
+  example(list, 'nimbus volumes list --kind data', 'nimbus volumes list --instance ins_0123 -o json');
+  list.action(
+    withSession<
+      ListFlags & {
+        status?: string;
+        region?: string;
+        kind?: string;
+        instance?: string;
+        name?: string;
+        tag?: string;
+      }
+    >((session, _args, flags) =>
+      runList(
+        session,
+        '/v1/volumes',
+        {
+          query: {
+            status: flags.status,
+            region: flags.region,
+            kind: flags.kind,
+            instance_id: flags.instance,
+            name: flags.name,
+            tag: flags.tag,
+          },
+        },
+        COLUMNS,
+        flags,
+      ),
+    ),
+  );
+
+  const get = new Command('get').description('show one volume').argument('<volume>', 'id or name');
+  example(get, 'nimbus volumes get data-1');
+  get.action(
+    withSession(async (session, [reference]) => {
+      const id = await resolveId(session, reference!, VOLUME);
+      printItem(session, (await session.nimbus.get('/v1/volumes/{id}', { params: { path: { id } } })).data);
+    }),
+  );
+
+  const update = new Command('update')
+    .description('change name, tags (replacing them) or backup schedule')
+    .argument('<volume>', 'id or name')
+    .option('--name <name>', 'new name')
+    .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
+    .option('--backup <frequency:retention>', 'backup schedule, e.g. weekly:4')
+    .option('--no-backup', 'remove the backup schedule');
+  example(update, 'nimbus volumes update data-1 --backup weekly:4');
+  update.action(
+    withSession<{ name?: string; tag?: string[]; backup?: string | false }>(
+      async (session, [reference], flags) => {
+        const body = defined({
+          name: flags.name,
+          tags: parseTags(flags.tag),
+          backup_schedule:
+            flags.backup === undefined
+              ? undefined
+              : flags.backup === false
+                ? null
+                : parseBackupSchedule(flags.backup),
+        });
+        if (Object.keys(body).length === 0)
+          throw new UsageError('Nothing to update: give at least one option (see --help)');
+        const id = await resolveId(session, reference!, VOLUME);
+        printItem(
+          session,
+          (await session.nimbus.patch('/v1/volumes/{id}', { params: { path: { id } }, body })).data,
+        );
+      },
+    ),
+  );
+
+  const attach = new Command('attach')
+    .description('attach to an instance in the same region')
+    .argument('<volume>', 'id or name')
+    .requiredOption('--instance <instance>', 'instance id or name');
+  for (const option of waitOptions('in-use')) attach.addOption(option);
+  example(attach, 'nimbus volumes attach data-1 --instance web-1 --wait');
+  attach.action(
+    withSession<WaitFlags & { instance: string }>(async (session, [reference], flags) => {
+      const id = await resolveId(session, reference!, VOLUME);
+      const instanceId = await resolveId(session, flags.instance, INSTANCE);
+      const { data } = await session.nimbus.post('/v1/volumes/{id}/attach', {
+        params: { path: { id } },
+        body: { instance_id: instanceId },
+      });
+      await finishAction(session, data, 'in-use', flags);
+    }),
+  );
+
+  const detach = new Command('detach')
+    .description('detach from its instance')
+    .argument('<volume>', 'id or name');
+  for (const option of waitOptions('available')) detach.addOption(option);
+  example(detach, 'nimbus volumes detach data-1 --wait');
+  detach.action(
+    withSession<WaitFlags>(async (session, [reference], flags) => {
+      const id = await resolveId(session, reference!, VOLUME);
+      const { data } = await session.nimbus.post('/v1/volumes/{id}/detach', { params: { path: { id } } });
+      await finishAction(session, data, 'available', flags);
+    }),
+  );
+
+  const resize = new Command('resize')
+    .description('grow a volume (sizes only grow, up to 16384 GB)')
+    .argument('<volume>', 'id or name')
+    .requiredOption('--size <gb>', 'new size in GB', integer);
+  for (const option of waitOptions('done resizing')) resize.addOption(option);
+  example(resize, 'nimbus volumes resize data-1 --size 200 --wait');
+  resize.action(
+    withSession<WaitFlags & { size: number }>(async (session, [reference], flags) => {
+      const id = await resolveId(session, reference!, VOLUME);
+      const { data } = await session.nimbus.post('/v1/volumes/{id}/resize', {
+        params: { path: { id } },
+        body: { size_gb: flags.size },
+      });
+      await finishAction(session, data, data.instance_id ? 'in-use' : 'available', flags);
+    }),
+  );
+
+  const remove = new Command('delete')
+    .alias('rm')
+    .description('delete a detached volume')
+    .argument('<volume>', 'id or name');
+  for (const option of waitOptions('deleted')) remove.addOption(option);
+  example(remove, 'nimbus volumes delete data-1 --wait');
+  remove.action(
+    withSession<WaitFlags>(async (session, [reference], flags) => {
+      const id = await resolveId(session, reference!, VOLUME);
+      const { data } = await session.nimbus.delete('/v1/volumes/{id}', { params: { path: { id } } });
+      await finishAction(session, data, 'deleted', flags);
+    }),
+  );
+
+  return group
+    .addCommand(create)
+    .addCommand(list)
+    .addCommand(get)
+    .addCommand(update)
+    .addCommand(attach)
+    .addCommand(detach)
+    .addCommand(resize)
+    .addCommand(remove);
+}

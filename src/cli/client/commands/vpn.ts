@@ -1,0 +1,248 @@
+/** `nimbus vpn …`: WireGuard gateways into the account's private network, their peers and client files. */
+import { Command, Option } from 'commander';
+import { UsageError } from '../exit-codes.js';
+import { type Column, printMessage } from '../output.js';
+import { withSession } from '../session.js';
+import { type WaitFlags, waitOptions } from '../wait.js';
+import {
+  collect,
+  defined,
+  example,
+  finishAction,
+  type ListFlags,
+  listOptions,
+  printItem,
+  type Region,
+  runList,
+} from './shared.js';
+import {
+  readPrivateKeyFile,
+  wireguardPublicKey,
+  withPrivateKey,
+  writeSecretFile,
+} from './wireguard-files.js';
+
+const COLUMNS: Column[] = [
+  { header: 'ID', value: (v) => v.id },
+  { header: 'NAME', value: (v) => v.name },
+  { header: 'STATUS', value: (v) => v.status },
+  { header: 'REGION', value: (v) => v.region },
+  { header: 'ENDPOINT', value: (v) => v.endpoint },
+  { header: 'TUNNEL', value: (v) => v.tunnel_cidr },
+  { header: 'ALLOWED', value: (v) => v.allowed_cidrs, wide: true },
+  { header: 'SERVER KEY', value: (v) => v.server_public_key, wide: true },
+  { header: 'CREATED', value: (v) => v.created_at, wide: true },
+];
+const PEER_COLUMNS: Column[] = [
+  { header: 'ID', value: (p) => p.id },
+  { header: 'NAME', value: (p) => p.name },
+  { header: 'ADDRESS', value: (p) => p.address },
+  { header: 'PUBLIC KEY', value: (p) => p.public_key },
+  { header: 'CREATED', value: (p) => p.created_at, wide: true },
+];
+
+function peersCommand(): Command {
+  const group = new Command('peers').description("a VPN's peers (the machines that connect to it)");
+  example(group, 'nimbus vpn peers add vpn_0123 laptop --private-key-file client.key --config-file wg0.conf');
+
+  const add = new Command('add')
+    .description('add a peer and write its wg-quick file')
+    .argument('<vpn>', 'VPN id')
+    .argument('<name>', 'peer name')
+    .option(
+      '--private-key-file <file>',
+      'your WireGuard private key (wg genkey); only its public key is sent',
+    )
+    .option(
+      '--public-key <key>',
+      'the peer’s public key (the file then has a placeholder for the private key)',
+    )
+    .option('--config-file <file>', 'write the wg-quick file here (mode 0600)');
+  example(
+    add,
+    'umask 077 && wg genkey > client.key && nimbus vpn peers add vpn_0123 laptop --private-key-file client.key --config-file wg0.conf',
+    'nimbus vpn peers add vpn_0123 phone --config-file phone.conf   # the server makes the key pair',
+  );
+  add.action(
+    withSession<{ privateKeyFile?: string; publicKey?: string; configFile?: string }>(
+      async (session, [vpnId, name], flags) => {
+        if (flags.privateKeyFile !== undefined && flags.publicKey !== undefined) {
+          throw new UsageError('--private-key-file or --public-key, not both');
+        }
+        const privateKey =
+          flags.privateKeyFile === undefined ? undefined : readPrivateKeyFile(flags.privateKeyFile);
+        const publicKey = privateKey === undefined ? flags.publicKey : wireguardPublicKey(privateKey);
+        const { data } = await session.nimbus.post('/v1/vpn/{id}/peers', {
+          params: { path: { id: vpnId! } },
+          body: { name: name!, ...defined({ public_key: publicKey }) },
+        });
+        // Every added peer comes with its file (the schema marks it optional only for other answers).
+        const file = data.config ?? '';
+        const config = privateKey === undefined ? file : withPrivateKey(file, privateKey);
+        if (flags.configFile !== undefined) {
+          writeSecretFile(flags.configFile, config);
+          process.stderr.write(
+            `Wrote ${flags.configFile}: wg-quick up ./${flags.configFile.split('/').pop()}\n`,
+          );
+        }
+        // The file and any generated private key are not printed to a table: they went to the file.
+        const { config: _config, private_key: _key, ...peer } = data;
+        printItem(session, session.humanOutput && flags.configFile !== undefined ? peer : data);
+      },
+    ),
+  );
+
+  const list = listOptions(
+    new Command('list').alias('ls').description('list peers').argument('<vpn>', 'VPN id'),
+    ['created_at', 'name'],
+  );
+  example(list, 'nimbus vpn peers list vpn_0123');
+  list.action(
+    withSession<ListFlags>((session, [vpnId], flags) =>
+      runList(session, '/v1/vpn/{id}/peers', { path: { id: vpnId! } }, PEER_COLUMNS, flags),
+    ),
+  );
+
+  const remove = new Command('remove')
+    .alias('rm')
+    .description('remove a peer')
+    .argument('<vpn>', 'VPN id')
+    .argument('<peer>', 'peer id');
+  example(remove, 'nimbus vpn peers remove vpn_0123 vpp_0456');
+  remove.action(
+    withSession(async (session, [vpnId, peerId]) => {
+      await session.nimbus.delete('/v1/vpn/{id}/peers/{peer_id}', {
+        params: { path: { id: vpnId!, peer_id: peerId! } },
+      });
+      printMessage(`Removed peer ${peerId}`, session.out);
+    }),
+  );
+
+  const config = new Command('config')
+    .description("a peer's wg-quick file again, with the current routes")
+    .argument('<vpn>', 'VPN id')
+    .argument('<peer>', 'peer id')
+    .option('--private-key-file <file>', 'fill in your private key from this file')
+    .option('--config-file <file>', 'write it here (mode 0600) instead of stdout');
+  example(
+    config,
+    'nimbus vpn peers config vpn_0123 vpp_0456 --private-key-file client.key --config-file wg0.conf',
+  );
+  config.action(
+    withSession<{ privateKeyFile?: string; configFile?: string }>(async (session, [vpnId, peerId], flags) => {
+      const { data } = await session.nimbus.get('/v1/vpn/{id}/peers/{peer_id}/config', {
+        params: { path: { id: vpnId!, peer_id: peerId! } },
+      });
+      const text =
+        flags.privateKeyFile === undefined
+          ? data.config
+          : withPrivateKey(data.config, readPrivateKeyFile(flags.privateKeyFile));
+      if (flags.configFile !== undefined) writeSecretFile(flags.configFile, text);
+      else if (session.humanOutput) process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+      else printItem(session, { ...data, config: text });
+    }),
+  );
+  return group.addCommand(add).addCommand(list).addCommand(remove).addCommand(config);
+}
+
+export function vpnCommand(): Command {
+  const group = new Command('vpn')
+    .alias('vpns')
+    .description('WireGuard VPN gateways into the private network');
+  example(group, 'nimbus vpn create office --region us-east-1 --wait', 'nimbus vpn peers add --help');
+
+  const create = new Command('create')
+    .description('create a VPN gateway')
+    .argument('<name>', 'VPN name')
+    .requiredOption('--region <region>', 'region')
+    .option('--tunnel-cidr <cidr>', 'addresses for peers inside the tunnel (default chosen by the server)')
+    .option(
+      '--allowed-cidr <cidr>',
+      'network peers may reach (repeatable; default: the private network)',
+      collect,
+    );
+  for (const option of waitOptions('active')) create.addOption(option);
+  example(create, 'nimbus vpn create office --region us-east-1 --wait');
+  create.action(
+    withSession<WaitFlags & { region: string; tunnelCidr?: string; allowedCidr?: string[] }>(
+      async (session, [name], flags) => {
+        const body = {
+          name: name!,
+          region: flags.region as Region,
+          ...defined({ tunnel_cidr: flags.tunnelCidr, allowed_cidrs: flags.allowedCidr }),
+        };
+        const { data } = await session.nimbus.post('/v1/vpn', { body });
+        await finishAction(session, data, 'active', flags);
+      },
+    ),
+  );
+
+  const list = listOptions(
+    new Command('list')
+      .alias('ls')
+      .description('list VPNs')
+      .addOption(
+        new Option('--status <status>', 'only this status').choices([
+          'provisioning',
+          'active',
+          'deleting',
+          'error',
+        ]),
+      )
+      .option('--region <region>', 'only this region'),
+    ['created_at', 'name'],
+  );
+  example(list, 'nimbus vpn list');
+  list.action(
+    withSession<ListFlags & { status?: string; region?: string }>((session, _args, flags) =>
+      runList(session, '/v1/vpn', { query: { status: flags.status, region: flags.region } }, COLUMNS, flags),
+    ),
+  );
+
+  const get = new Command('get').description('show one VPN').argument('<id>', 'VPN id (vpn_…)');
+  example(get, 'nimbus vpn get vpn_0123');
+  get.action(
+    withSession(async (session, [id]) => {
+      printItem(session, (await session.nimbus.get('/v1/vpn/{id}', { params: { path: { id: id! } } })).data);
+    }),
+  );
+
+  const update = new Command('update')
+    .description('rename, or change the networks peers may reach')
+    .argument('<id>', 'VPN id')
+    .option('--name <name>', 'new name')
+    .option('--allowed-cidr <cidr>', 'the networks peers may reach (repeatable; replaces them)', collect);
+  example(update, 'nimbus vpn update vpn_0123 --allowed-cidr 10.0.0.0/16');
+  update.action(
+    withSession<{ name?: string; allowedCidr?: string[] }>(async (session, [id], flags) => {
+      const body = defined({ name: flags.name, allowed_cidrs: flags.allowedCidr });
+      if (Object.keys(body).length === 0)
+        throw new UsageError('Nothing to update: give --name or --allowed-cidr');
+      printItem(
+        session,
+        (await session.nimbus.patch('/v1/vpn/{id}', { params: { path: { id: id! } }, body })).data,
+      );
+    }),
+  );
+
+  const remove = new Command('delete')
+    .alias('rm')
+    .description('delete a VPN and its peers')
+    .argument('<id>', 'VPN id');
+  for (const option of waitOptions('deleted')) remove.addOption(option);
+  example(remove, 'nimbus vpn delete vpn_0123 --wait');
+  remove.action(
+    withSession<WaitFlags>(async (session, [id], flags) => {
+      const { data } = await session.nimbus.delete('/v1/vpn/{id}', { params: { path: { id: id! } } });
+      await finishAction(session, data, 'deleted', flags);
+    }),
+  );
+
+  return group
+    .addCommand(create)
+    .addCommand(list)
+    .addCommand(get)
+    .addCommand(update)
+    .addCommand(remove)
+    .addCommand(peersCommand());
+}

@@ -1,0 +1,51 @@
+/**
+ * Exit codes of the client commands, one per class of failure, so a script can tell "try again later"
+ * from "fix the command" without reading stderr. Everything the CLI prints about a failure goes to stderr
+ * as one line (see errors.ts).
+ */
+import {
+  AuthenticationError,
+  CertificateMismatchError,
+  NimbusApiError,
+  NotFoundError,
+  PermissionDeniedError,
+  WaitTimeoutError,
+} from '@nimbus/sdk';
+import { isUntrustedCertificate } from './failure.js';
+
+export const EXIT = {
+  ok: 0,
+  /** The API refused the request (validation, conflict, quota, rate limit after retries…) or failed. */
+  apiError: 1,
+  /** The command line itself is wrong (unknown command or option, missing argument, bad value). */
+  usage: 2,
+  /** No key, an unknown or revoked key, a key without the permission, or an untrusted server. */
+  auth: 3,
+  /** The resource does not exist (or belongs to another account). */
+  notFound: 4,
+  /** `--wait` gave up before the resource reached its status. */
+  timeout: 5,
+} as const;
+
+/** A mistake in how the command was called, found by the CLI itself (commander finds the rest). */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** No credentials, or a server the user did not trust: exits with EXIT.auth. */
+export class NotLoggedInError extends Error {
+  override name = 'NotLoggedInError';
+}
+
+export function exitCodeFor(error: unknown): number {
+  if (error instanceof UsageError) return EXIT.usage;
+  if (error instanceof NotLoggedInError || error instanceof CertificateMismatchError) return EXIT.auth;
+  if (isUntrustedCertificate(error)) return EXIT.auth;
+  if (error instanceof AuthenticationError) return EXIT.auth;
+  // 403 is both "forbidden" (the key lacks a permission: an auth problem) and "quota_exceeded" (not one).
+  if (error instanceof PermissionDeniedError && error.code === 'forbidden') return EXIT.auth;
+  if (error instanceof NotFoundError) return EXIT.notFound;
+  if (error instanceof WaitTimeoutError) return EXIT.timeout;
+  if (error instanceof NimbusApiError) return EXIT.apiError;
+  return EXIT.apiError;
+}
