@@ -39,6 +39,7 @@ import {
   blocksBetween,
   type MonitoredInstance,
   monitoredInstances,
+  monitoredInstancesById,
   pruneBlocks,
   type StoredBlock,
   unsealedBefore,
@@ -118,16 +119,35 @@ export class MetricsCollector {
     this.lastTickMs = tickMs;
     const at = new Date(tickMs);
     let after = '';
+    const sampled = new Set<string>();
     for (;;) {
       const page = await monitoredInstances(this.store.db, after, PAGE);
       if (page.length === 0) break;
       await this.collectPage(page, at);
+      for (const instance of page) sampled.add(instance.id);
       after = (page.at(-1) as MonitoredInstance).id;
       if (page.length < PAGE) break;
     }
+    await this.collectLastSamples(sampled, at);
     await this.sealPastHours(tickMs);
     await this.prune(tickMs);
     return new Date(tickMs + interval);
+  }
+
+  /**
+   * A machine that stopped since the previous collection gets one more sample — zero, as the driver
+   * reports a machine that is not running — so the series ends with the stop, then has no more points.
+   */
+  private async collectLastSamples(sampled: Set<string>, at: Date): Promise<void> {
+    const stopped = [...this.latest.values()]
+      .filter((entry) => !sampled.has(entry.instanceId) && !isZero(entry.sample))
+      .map((entry) => entry.instanceId);
+    for (let i = 0; i < stopped.length; i += PAGE) {
+      const ids = stopped.slice(i, i + PAGE);
+      const found = await monitoredInstancesById(this.store.db, ids);
+      for (const id of ids) if (!found.some((instance) => instance.id === id)) this.latest.delete(id);
+      if (found.length > 0) await this.collectPage(found, at);
+    }
   }
 
   private async collectPage(page: MonitoredInstance[], at: Date): Promise<void> {
@@ -253,9 +273,14 @@ export class MetricsCollector {
 
   /** Raw blocks whose whole hour is older than 24 h, rollup blocks whose whole day is older than 30 days. */
   private async prune(tickMs: number): Promise<void> {
-    await pruneBlocks(this.store.db, 'raw', iso(tickMs - RAW.retentionMs - RAW.blockMs));
-    await pruneBlocks(this.store.db, 'rollup', iso(tickMs - ROLLUP.retentionMs - ROLLUP.blockMs));
+    await pruneBlocks(this.store.db, 'raw', iso(blockStartOf(RAW, tickMs - RAW.retentionMs)));
+    await pruneBlocks(this.store.db, 'rollup', iso(blockStartOf(ROLLUP, tickMs - ROLLUP.retentionMs)));
   }
+}
+
+/** A sample of a machine that is not running (the driver reports zeros). */
+function isZero(sample: MetricSample): boolean {
+  return sample.cpu_percent === 0 && sample.memory_used_bytes === 0;
 }
 
 function iso(ms: number): string {

@@ -131,6 +131,21 @@ export interface MonitoredInstance {
   tags: Record<string, string>;
 }
 
+/** These instances, whatever their status, when monitoring is on (the collector's last zero samples). */
+export async function monitoredInstancesById(
+  db: Executor,
+  ids: readonly string[],
+): Promise<MonitoredInstance[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom('instances')
+    .select(['id', 'account_id', 'status', 'region', 'instance_type', 'image', 'tags'])
+    .where('monitoring', '=', 1)
+    .where('id', 'in', ids)
+    .execute();
+  return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
+}
+
 /**
  * Instances with monitoring on whose machine may be up (running, or stopping: its last samples fall to
  * zero), after `afterId` in id order, `limit` at a time.
