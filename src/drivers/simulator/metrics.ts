@@ -4,7 +4,7 @@
  *
  * Shape of a machine's day: a baseline load of its own (5–60% CPU), a daily rhythm peaking in the
  * afternoon (its phase shifted per machine by up to ±3 h), slow wander (interpolated between random
- * knots five minutes apart), a little jitter per 10-second sample, and now and then a spike (in about
+ * knots five minutes apart), a little jitter per second, and now and then a spike (in about
  * one quarter-hour of sixteen, 1–3 minutes of up to 45 extra points). Memory follows load slowly; disk
  * and network rates follow it with wander of their own. GPU types run their GPUs harder than their
  * CPUs. A machine that is not running reports zero (the collector then stops asking once it is stopped).
@@ -13,7 +13,8 @@
 import { createHash } from 'node:crypto';
 import type { MachineSpec, MetricSample } from '../driver.js';
 
-const SAMPLE_MS = 10_000;
+/** Samples change every second (live streams may ask that often); the collector asks every 10 s. */
+const SAMPLE_MS = 1_000;
 const DAY_MS = 86_400_000;
 const KNOT_MS = 300_000;
 const SPIKE_WINDOW_MS = 900_000;

@@ -171,15 +171,15 @@ describe('SimulatedDriver', () => {
     clock.advance(8_000);
     const at = new Date(clock.now().getTime() + 3_000);
     const sample = await driver.sampleMetrics(cpu, at);
-    expect(sample.timestamp).toBe(new Date(Math.floor(at.getTime() / 10_000) * 10_000).toISOString());
+    expect(sample.timestamp).toBe(new Date(Math.floor(at.getTime() / 1_000) * 1_000).toISOString());
     expect(sample.cpu_percent).toBeGreaterThan(0);
     expect(sample.cpu_percent).toBeLessThanOrEqual(100);
     expect(sample.memory_used_bytes).toBeLessThanOrEqual(4 * 1024 ** 3);
     expect(sample).not.toHaveProperty('gpu_percent');
     // The same question always gets the same answer (any replica, any time it is asked).
     expect(await driver.sampleMetrics(cpu, at)).toEqual(sample);
-    // Another 10-second bucket is another sample.
-    expect(await driver.sampleMetrics(cpu, new Date(at.getTime() + 10_000))).not.toEqual(sample);
+    // Another second is another sample.
+    expect(await driver.sampleMetrics(cpu, new Date(at.getTime() + 1_000))).not.toEqual(sample);
     const gpuSample = await driver.sampleMetrics(gpu, at);
     expect(gpuSample.gpu_percent).toBeGreaterThan(0);
   });
