@@ -62,6 +62,8 @@ export interface RunOptions {
   /** Written to the command's stdin, which is then closed. */
   input?: string;
   timeoutMs?: number;
+  /** Told of stderr as it arrives (everything so far), for tests that act while the command runs. */
+  onStderr?: (soFar: string) => void;
 }
 
 /** The environment of a user's shell: PATH and the like, without any NIMBUS_* of the test runner. */
@@ -91,6 +93,7 @@ export function runNimbus(args: string[], options: RunOptions = {}): Promise<Cli
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
+      options.onStderr?.(stderr);
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
     child.once('error', reject);
