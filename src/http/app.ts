@@ -1,8 +1,8 @@
 /**
  * buildApp assembles the Fastify application without listening, so tests can `inject` and main.ts can
  * attach it to real HTTPS/HTTP servers. Order matters: cross-cutting plugins, then the OpenAPI
- * generator (it must see every route), then routes. The /v1 scope adds the guard and idempotency
- * hooks; health checks and /docs sit outside it and need no key.
+ * generator (it must see every route), then routes. Each version scope (/v1, /v2) adds the guard and
+ * idempotency hooks; health checks and /docs sit outside them and need no key.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import websocket from '@fastify/websocket';
@@ -17,12 +17,13 @@ import { newId } from '../domain/ids.js';
 import type { Services } from '../services/index.js';
 import { clientErrorHandler, frameworkErrorHandler } from './early-errors.js';
 import { registerJsonParser } from './json-body.js';
+import { cursorLists } from './list-versions.js';
 import { registerOpenApi } from './openapi.js';
 import { errorsPlugin, notFoundHandler } from './plugins/errors.js';
 import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
-import { PARSER_MAX_HEADER_BYTES, transportPlugin } from './plugins/transport.js';
+import { PARSER_MAX_HEADER_BYTES, SUPPORTED_VERSIONS, transportPlugin } from './plugins/transport.js';
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
@@ -93,37 +94,49 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });
-  await app.withTypeProvider<TypeBoxTypeProvider>().register(
-    async (v1) => {
-      await v1.register(guardPlugin, {
-        apiKeys: deps.services.apiKeys,
-        rateLimits: deps.services.rateLimits,
-      });
-      await v1.register(idempotencyPlugin, { idempotency: deps.services.idempotency });
-      v1.setNotFoundHandler(notFoundHandler(app.knownRoutes));
-      v1.get(
-        '/openapi.json',
-        {
-          schema: { tags: ['operations'], summary: 'This OpenAPI document', hide: true },
-          config: { public: true },
-        },
-        async () => app.swagger(),
-      );
-      await v1.register(accountRoutes, deps.services);
-      await v1.register(apiKeyRoutes, deps.services);
-      await v1.register(catalogRoutes);
-      await v1.register(instanceRoutes, deps.services);
-      await v1.register(networkRoutes, deps.services);
-      await v1.register(firewallRuleRoutes, deps.services);
-      await v1.register(volumeRoutes, deps.services);
-      await v1.register(vpnRoutes, deps.services);
-      await v1.register(snapshotRoutes, deps.services);
-      await v1.register(sshKeyRoutes, deps.services);
-      await v1.register(eventRoutes, deps.services);
-      await v1.register(webhookRoutes, deps.services);
-      await v1.register(metricRoutes, deps.services);
-    },
-    { prefix: '/v1' },
-  );
+  // /v1 and /v2 serve the same routes; /v2 adds the previews (list-versions.ts: cursor pagination).
+  for (const version of SUPPORTED_VERSIONS) {
+    await app.withTypeProvider<TypeBoxTypeProvider>().register(
+      async (scope) => {
+        await scope.register(guardPlugin, {
+          apiKeys: deps.services.apiKeys,
+          rateLimits: deps.services.rateLimits,
+        });
+        await scope.register(idempotencyPlugin, { idempotency: deps.services.idempotency });
+        scope.setNotFoundHandler(notFoundHandler(app.knownRoutes));
+        if (version === 'v1') {
+          scope.get(
+            '/openapi.json',
+            {
+              schema: { tags: ['operations'], summary: 'This OpenAPI document', hide: true },
+              config: { public: true },
+            },
+            async () => app.swagger(),
+          );
+        } else {
+          cursorLists(scope, deps.services.cursors);
+        }
+        await registerResourceRoutes(scope, deps.services);
+      },
+      { prefix: `/${version}` },
+    );
+  }
   return app;
+}
+
+/** The resource routes, the same in every API version. */
+async function registerResourceRoutes(scope: FastifyInstance, services: Services): Promise<void> {
+  await scope.register(accountRoutes, services);
+  await scope.register(apiKeyRoutes, services);
+  await scope.register(catalogRoutes);
+  await scope.register(instanceRoutes, services);
+  await scope.register(networkRoutes, services);
+  await scope.register(firewallRuleRoutes, services);
+  await scope.register(volumeRoutes, services);
+  await scope.register(vpnRoutes, services);
+  await scope.register(snapshotRoutes, services);
+  await scope.register(sshKeyRoutes, services);
+  await scope.register(eventRoutes, services);
+  await scope.register(webhookRoutes, services);
+  await scope.register(metricRoutes, services);
 }

@@ -1,6 +1,6 @@
 /** Builders of the SPEC.md response envelopes, so every handler answers in the same shape. */
 import type { FastifyRequest } from 'fastify';
-import type { Page } from '../domain/pagination.js';
+import type { Page, Pagination } from '../domain/pagination.js';
 import { isoTimeNow } from '../wall-time.js';
 
 function metadata(request: FastifyRequest) {
@@ -11,11 +11,15 @@ export function ok<T>(request: FastifyRequest, data: T) {
   return { success: true as const, data, metadata: metadata(request) };
 }
 
+/**
+ * A list answer. Typed with numbered pagination, as the route schemas are written for /v1: on /v2 the
+ * store's keyset pagination is replaced by signed cursors before serialisation (list-versions.ts).
+ */
 export function okList<T>(request: FastifyRequest, page: Page<T>) {
   return {
     success: true as const,
     data: page.items,
-    pagination: page.pagination,
+    pagination: page.pagination as Pagination,
     metadata: metadata(request),
   };
 }

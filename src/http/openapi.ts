@@ -127,12 +127,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 
 /**
  * `GET /v1/account/api-keys/:id` → `getAccountApiKeysById`: the method, then the path without its
- * version prefix, in camel case. test/openapi.test.ts checks they stay unique (a /v2 would need its own).
+ * version prefix, in camel case. /v1 keeps the unprefixed names it always had; a later version keeps its
+ * prefix (`GET /v2/instances` → `getV2Instances`), so test/openapi.test.ts finds them unique.
  */
 export function operationIdFor(method: string, url: string): string {
   const words = url
     .split('/')
-    .filter((segment) => segment !== '' && !/^v\d+$/.test(segment))
+    .filter((segment) => segment !== '' && segment !== 'v1')
     .flatMap((segment) =>
       segment.startsWith(':') ? ['by', segment.slice(1)] : segment.split(/[^A-Za-z0-9]+/),
     )

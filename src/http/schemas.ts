@@ -5,6 +5,7 @@
  */
 import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import type { RouteOptions } from 'fastify';
+import { MAX_CURSOR_LENGTH } from '../domain/cursors.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
 import { MAX_NAME_LENGTH, PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 
@@ -40,6 +41,26 @@ export const PaginationSchema = Type.Object({
   total_pages: Type.Integer(),
   has_next: Type.Boolean(),
   has_prev: Type.Boolean(),
+});
+
+/** The pagination of a /v2 list (list-versions.ts): cursors instead of page numbers and counts. */
+export const CursorPaginationSchema = Type.Object({
+  limit: Type.Integer(),
+  next_cursor: Type.Union([Type.String(), Type.Null()], {
+    description: 'Pass as `cursor` for the page after this one; null on the last page',
+  }),
+  prev_cursor: Type.Union([Type.String(), Type.Null()], {
+    description: 'Pass as `cursor` for the page before this one; null on the first page',
+  }),
+});
+
+/** The `cursor` query parameter of a /v2 list. */
+export const CursorParameter = Type.String({
+  minLength: 1,
+  maxLength: MAX_CURSOR_LENGTH,
+  description:
+    'An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters ' +
+    '(400 otherwise). Leave out for the first page.',
 });
 
 export function Envelope<T extends TSchema>(data: T) {

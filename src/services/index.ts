@@ -1,5 +1,6 @@
 /** Builds every service over one store; main.ts (the server) and the admin CLI both start here. */
 import type { Clock } from '../domain/clock.js';
+import { CursorSigner } from '../domain/cursors.js';
 import type { ComputeDriver } from '../drivers/driver.js';
 import type { Broadcaster } from '../events/broadcast.js';
 import { WebhookSender } from '../events/webhook-sender.js';
@@ -71,6 +72,8 @@ export interface ServiceDeps {
 
 export interface Services {
   accounts: AccountService;
+  /** Seals and opens the /v2 list cursors, with a key derived from the master key (same on every replica). */
+  cursors: CursorSigner;
   apiKeys: ApiKeyService;
   quotas: QuotaService;
   rateLimits: RateLimitService;
@@ -173,6 +176,7 @@ export function createServices(deps: ServiceDeps): Services {
     metricsErrors,
   );
   return {
+    cursors: new CursorSigner(deps.secretBox.deriveKey('list-cursors')),
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,
     quotas,

@@ -6,7 +6,7 @@
  * The master key is 32 random bytes: `NIMBUS_SECRET_KEY` (base64) when set — replicas sharing a
  * database must share it — or else `<data dir>/master.key`, made on first start with mode 0600.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -34,6 +34,14 @@ export class SecretBox {
       }
     }
     return SecretBox.fromKey(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64'));
+  }
+
+  /**
+   * A key for one other purpose (e.g. signing list cursors), derived with HKDF-SHA256 so that it is the
+   * same on every replica sharing the master key and reveals nothing about it.
+   */
+  deriveKey(purpose: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), `nimbus:${purpose}`, 32));
   }
 
   seal(plaintext: string, boundTo: string): string {

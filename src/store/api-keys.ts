@@ -56,6 +56,8 @@ export async function listApiKeys(
   const page = await fetchPage(
     db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId),
     request,
+    // A key never used has no last_used_at: it sorts as the oldest use.
+    { nullableSorts: ['last_used_at'] },
   );
   return { items: page.items.map(fromRow), pagination: page.pagination };
 }

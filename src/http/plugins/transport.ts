@@ -20,7 +20,7 @@ declare module 'fastify' {
   }
 }
 
-export const SUPPORTED_VERSIONS = ['v1'] as const;
+export const SUPPORTED_VERSIONS = ['v1', 'v2'] as const;
 const DEPRECATION_NOTICE_MONTHS = 12;
 export const HSTS = 'max-age=31536000';
 
