@@ -1078,6 +1078,1040 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get account info
+         * @description The account the API key belongs to: name, e-mail addresses, plan and status. It is read from the key's verified snapshot, so it costs no store query.
+         */
+        get: operations["getV2Account"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update account (name, email, company, billing_email; the plan is changed by the operator)
+         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. An e-mail address another account uses is a 409.
+         */
+        patch: operations["patchV2Account"];
+        trace?: never;
+    };
+    "/v2/account/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get quotas
+         * @description Every quota of the account with its limit (the plan's, or the operator's override) and how much is used.
+         */
+        get: operations["getV2AccountQuota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/account/rate-limit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get rate-limit status (does not count against the limit)
+         * @description The hourly window and the burst bucket as they stand, without spending a request from either.
+         */
+        get: operations["getV2AccountRateLimit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/account/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description The account's keys, without their values (`prefix` tells them apart), newest first.
+         */
+        get: operations["getV2AccountApiKeys"];
+        put?: never;
+        /**
+         * Create API key (the key is shown once, in this response)
+         * @description Makes a key with the given permissions (by default those of the key making the request; a key can only grant what it holds) and an optional expiry. The `key` value is in this answer only: the server keeps its SHA-256. Replaying the request with the same Idempotency-Key returns the record without `key`.
+         */
+        post: operations["postV2AccountApiKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/account/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get API key
+         * @description One key of the account, without its value.
+         */
+        get: operations["getV2AccountApiKeysById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete (revoke) API key
+         * @description Revokes the key at once on this server and, through Redis, on the others (at the latest after `NIMBUS_AUTH_CACHE_SECONDS`). A key may delete itself.
+         */
+        delete: operations["deleteV2AccountApiKeysById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instance-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List instance types with their specifications and hourly prices
+         * @description Every instance type, cheapest first unless sorted otherwise, with the regions that offer it. GPU types are offered only in us-east-1 and us-west-2.
+         */
+        get: operations["getV2InstanceTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/regions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List regions
+         * @description The regions instances can be created in, and whether each offers GPU types.
+         */
+        get: operations["getV2Regions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List OS images
+         * @description The operating-system images instances boot from, and which of them GPU types accept.
+         */
+        get: operations["getV2Images"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List instances
+         * @description Newest first unless sorted otherwise; filters by status, region, exact name and tags (`tag=key:value`, repeated to require several) combine. `user_data` is left out of lists.
+         */
+        get: operations["getV2Instances"];
+        put?: never;
+        /**
+         * Create instance (answers 202 with the instance starting; poll until running)
+         * @description Reserves the addresses and the root volume and boots the instance: the answer says `starting`; poll `GET /v1/instances/{id}` until `running`. Checks the type, region and image against the catalogue (GPU types only in GPU regions, with Ubuntu or CUDA images), the quotas (403 `quota_exceeded`) and the region's capacity (503 `insufficient_capacity`). A past-due account gets 402.
+         */
+        post: operations["postV2Instances"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get instance
+         * @description One instance with every field, `user_data` included; poll it to follow a change of status.
+         */
+        get: operations["getV2InstancesById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete instance (202, deleting; then 404)
+         * @description Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, and the instance is 404 once it is gone.
+         */
+        delete: operations["deleteV2InstancesById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset)
+         * @description Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing the simulator fault tag lets a hung change finish.
+         */
+        patch: operations["patchV2InstancesById"];
+        trace?: never;
+    };
+    "/v2/instances/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop an instance; {"force": true} powers it off at once
+         * @description A graceful shutdown from `running` (answer `stopping`). With `{"force": true}` from `starting`, `running` or `stopping` it is immediate (answer `stopped`): the way out of a stuck instance. Other statuses are a 409 naming the allowed ones.
+         */
+        post: operations["postV2InstancesByIdStop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a stopped instance
+         * @description Boots a `stopped` instance, or retries one in `error` (answer `starting`). A past-due account gets 402.
+         */
+        post: operations["postV2InstancesByIdStart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restart a running instance
+         * @description Goes `stopping`, then `starting`, then `running`; only from `running` (409 otherwise).
+         */
+        post: operations["postV2InstancesByIdRestart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the instance type (a running instance restarts: 30–60 s of downtime)
+         * @description From `running`: stops, changes the type and boots again. From `stopped`: changes the type and stays stopped. The same type, or one with a smaller root disk, is a 400; more vCPUs or GPUs than the quota allows a 403.
+         */
+        post: operations["postV2InstancesByIdResize"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/network": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get network info: addresses, DNS names, firewall rules
+         * @description The instance's public and private IPv4 addresses, MAC address, DNS names, private network, firewall preset, and the firewall rules that decide its traffic in evaluation order: your rules that select it, then its preset, then the defaults. Traffic on the private network is free.
+         */
+        get: operations["getV2InstancesByIdNetwork"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/network/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Check whether the firewall lets a packet through
+         * @description Evaluates one packet against the instance's firewall ("can 198.51.100.7 reach port 5432?") and answers the verdict and the rule that decided it.
+         */
+        get: operations["getV2InstancesByIdNetworkCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/firewall/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List firewall rules
+         * @description The account's firewall rules, newest first. `instance_id` keeps the rules that select that instance (404 when it is not yours).
+         */
+        get: operations["getV2FirewallRules"];
+        put?: never;
+        /**
+         * Create firewall rule
+         * @description A rule allows or denies inbound or outbound traffic by protocol, port range and remote CIDR blocks, for the instances its targets select in one region. Lower priorities are evaluated first; the first match decides. Counts against the `firewall_rules` quota (403 `quota_exceeded`). A target instance of another account is 404.
+         */
+        post: operations["postV2FirewallRules"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/firewall/rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get firewall rule
+         * @description One firewall rule of the account.
+         */
+        get: operations["getV2FirewallRulesById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete firewall rule
+         * @description Takes effect at once for every instance the rule selected.
+         */
+        delete: operations["deleteV2FirewallRulesById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update firewall rule
+         * @description Changes the given fields; the region is fixed. A new direction moves the rule to the other address list (anywhere unless given); a change to icmp or all drops the ports. `targets` replaces the targets.
+         */
+        patch: operations["patchV2FirewallRulesById"];
+        trace?: never;
+    };
+    "/v2/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List volumes (data volumes and the root volumes of instances)
+         * @description Newest first unless sorted otherwise (`created_at`, `name`, `size_gb`); filters by status, region, kind (`data`, `root`), instance_id, exact name and tags (`tag=key:value`, repeated) combine.
+         */
+        get: operations["getV2Volumes"];
+        put?: never;
+        /**
+         * Create volume (202 creating; poll until available, or in-use with instance_id)
+         * @description Allocates the disk (and formats it with `filesystem`): the answer says `creating`. With `instance_id` the volume attaches to that instance (same region, else 400) as soon as it is available; its device is chosen at once. Quotas `volumes` and `volume_storage_gb` (403); at most 16 data volumes per instance and an instance being deleted are 409; an instance of another account is 404; a past-due account gets 402.
+         */
+        post: operations["postV2Volumes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/volumes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get volume
+         * @description One volume; poll it to follow a change of status.
+         */
+        get: operations["getV2VolumesById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete volume (202, deleting; then 404)
+         * @description From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); a root volume is a 409 (it goes with its instance).
+         */
+        delete: operations["deleteV2VolumesById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update volume (name, tags, backup_schedule)
+         * @description Changes the name, tags or backup schedule (`{frequency: hourly|daily|weekly, retention: 1–90}` or null; data volumes only) in any status but `deleting` (409 then); any other field is a 400.
+         */
+        patch: operations["patchV2VolumesById"];
+        trace?: never;
+    };
+    "/v2/volumes/{id}/attach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attach to an instance (202 attaching; then in-use)
+         * @description From `available`, to an instance of the same region (else 400 naming both regions) that is not being deleted (409). The device (`/dev/vdb`…) is the lowest free one and is kept while attached; at most 16 data volumes per instance (409). A volume attached or attaching elsewhere is a 409 naming that instance; an instance of another account is 404 (`details.field: instance_id`).
+         */
+        post: operations["postV2VolumesByIdAttach"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/volumes/{id}/detach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Detach from its instance (202 detaching; then available)
+         * @description From `in-use` (or `error` while on an instance). A root volume cannot be detached (409); its device is free for the next attach once detached.
+         */
+        post: operations["postV2VolumesByIdDetach"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/volumes/{id}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Grow a volume (202 resizing; attached volumes grow online)
+         * @description From `available` or `in-use`; back there when done. A size not larger than the current one is a 400; the growth counts against `volume_storage_gb` (403). A root volume is a 409: resize its instance.
+         */
+        post: operations["postV2VolumesByIdResize"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/vpn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List VPNs
+         * @description Newest first unless sorted otherwise (`created_at`, `name`); filters status and region combine.
+         */
+        get: operations["getV2Vpn"];
+        put?: never;
+        /**
+         * Create VPN (202 provisioning; poll until active)
+         * @description A WireGuard gateway into the account's private network of one region, on a public IPv4 of the region's pool and UDP port 51820. Quota `vpns` (403); a past-due account gets 402; an exhausted address pool is 503.
+         */
+        post: operations["postV2Vpn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/vpn/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get VPN
+         * @description One VPN; poll it to follow a change of status.
+         */
+        get: operations["getV2VpnById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete VPN (202 deleting; then 404)
+         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
+         */
+        delete: operations["deleteV2VpnById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update VPN (name, allowed_cidrs)
+         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
+         */
+        patch: operations["patchV2VpnById"];
+        trace?: never;
+    };
+    "/v2/vpn/{id}/peers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a VPN's peers
+         * @description Newest first unless sorted otherwise (`created_at`, `name`).
+         */
+        get: operations["getV2VpnByIdPeers"];
+        put?: never;
+        /**
+         * Add peer (with your public key, or a generated key pair shown once)
+         * @description The peer gets the lowest free address of the tunnel network. With `public_key` nothing secret leaves the server and `config` has a placeholder for your private key; without it the server generates a pair and this answer alone carries `private_key` and a complete `config` (kept nowhere). A key already on the VPN, a full tunnel network or a VPN being deleted are 409.
+         */
+        post: operations["postV2VpnByIdPeers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/vpn/{id}/peers/{peer_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get peer
+         * @description One peer of the VPN (never its private key).
+         */
+        get: operations["getV2VpnByIdPeersByPeer_id"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove peer
+         * @description The gateway stops accepting its key; its address is free for a later peer. A VPN being deleted is a 409.
+         */
+        delete: operations["deleteV2VpnByIdPeersByPeer_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/vpn/{id}/peers/{peer_id}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a peer's wg-quick file (without its private key)
+         * @description The client configuration with the current routes; where the private key goes it has a placeholder: the server never keeps a peer private key (a generated one is shown only when the peer is added).
+         */
+        get: operations["getV2VpnByIdPeersByPeer_idConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List snapshots
+         * @description Newest first unless sorted otherwise (`created_at`, `name`, `size_gb`); filters by status, kind, source_volume_id, source_instance_id and region combine.
+         */
+        get: operations["getV2Snapshots"];
+        put?: never;
+        /**
+         * Create snapshot (202 creating; then available or failed)
+         * @description Copies a volume (`volume_id`, data or root) or the root volume of an instance (`instance_id`, running or stopped); name exactly one. The source must be `available` or `in-use` (409 otherwise). Quota `snapshots` (403); a past-due account gets 402; a source of another account is 404 naming the field. The snapshot outlives its source.
+         */
+        post: operations["postV2Snapshots"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get snapshot
+         * @description One snapshot; poll it to follow `creating` to `available` or `failed`.
+         */
+        get: operations["getV2SnapshotsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete snapshot (202 deleting; then 404)
+         * @description From `available` or `failed`; a snapshot still being made, or being restored from, is a 409.
+         */
+        delete: operations["deleteV2SnapshotsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update snapshot (name, tags)
+         * @description In any status but `deleting` (409 then); any other field is a 400.
+         */
+        patch: operations["patchV2SnapshotsById"];
+        trace?: never;
+    };
+    "/v2/snapshots/{id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         */
+        post: operations["postV2SnapshotsByIdRestore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/ssh-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List SSH keys
+         * @description The account's SSH keys, newest first; `name` finds one by its exact name.
+         */
+        get: operations["getV2SshKeys"];
+        put?: never;
+        /**
+         * Upload SSH public key
+         * @description Stores an OpenSSH public key (ed25519, RSA of 2048 bits or more, ECDSA) under a name, for instance creation to install. The name and the key (by fingerprint) are each unique in the account (409 otherwise).
+         */
+        post: operations["postV2SshKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/ssh-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get SSH key
+         * @description One SSH key of the account.
+         */
+        get: operations["getV2SshKeysById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete SSH key (instances created with it keep it)
+         * @description Allowed while instances created with the key exist: they keep the key they booted with. New instances can no longer name it.
+         */
+        delete: operations["deleteV2SshKeysById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events (newest first)
+         * @description The account's event log, in the order the events were written: every state change of its resources, filtered by type (or a family such as `instance.*`), resource and time.
+         */
+        get: operations["getV2Events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get event
+         * @description One event of the account, as webhook deliveries carry it (without the signature).
+         */
+        get: operations["getV2EventsById"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/events/types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List event types
+         * @description The event catalogue: every type Nimbus writes, what it means, and the JSON Schema of its `data`. Webhook subscriptions and event filters take these names.
+         */
+        get: operations["getV2EventsTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook subscriptions
+         * @description The account's subscriptions, newest first. Secrets are never shown.
+         */
+        get: operations["getV2Webhooks"];
+        put?: never;
+        /**
+         * Create webhook subscription
+         * @description Subscribes an https URL to events. Each delivery is a POST of `{id, type, timestamp, data, signature}`, signed with the secret (docs/api.md, "Webhooks"). Without `secret`, one is generated and shown once.
+         */
+        post: operations["postV2Webhooks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get webhook subscription
+         * @description One subscription of the account.
+         */
+        get: operations["getV2WebhooksById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete webhook subscription
+         * @description The subscription and its delivery log are removed; pending deliveries are not sent.
+         */
+        delete: operations["deleteV2WebhooksById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update webhook subscription
+         * @description Changes the URL, the events, the description or `enabled`. Enabling a subscription Nimbus disabled makes it active again. The secret changes only by rotation.
+         */
+        patch: operations["patchV2WebhooksById"];
+        trace?: never;
+    };
+    "/v2/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate webhook secret
+         * @description Sets a new secret (given, or generated and shown once). For `overlap_seconds` (default one day) deliveries carry signatures by both secrets: comma-separated in X-Nimbus-Signature, space-separated in webhook-signature; the body field is signed with the new one.
+         */
+        post: operations["postV2WebhooksByIdRotateSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test delivery
+         * @description Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the delivery after that attempt. A failed test is retried like any delivery.
+         */
+        post: operations["postV2WebhooksByIdTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List deliveries
+         * @description The subscription's delivery log, newest first: each with its attempts, the last answer and the next attempt.
+         */
+        get: operations["getV2WebhooksByIdDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks/{id}/deliveries/{delivery_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get delivery
+         * @description One delivery of the subscription.
+         */
+        get: operations["getV2WebhooksByIdDeliveriesByDelivery_id"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/webhooks/{id}/deliveries/{delivery_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver
+         * @description Sends the same event to the subscription again as a new delivery (its `redelivery_of` names the original), due at once; the original stays in the log as it was.
+         */
+        post: operations["postV2WebhooksByIdDeliveriesByDelivery_idRedeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get metrics
+         * @description CPU, memory, disk, network (and GPU) history of an instance: one series per metric, `[timestamp, value]` points bucketed to `step` with `aggregate`. Ranges starting within the last 24 h come from 10-second samples, earlier ones from 5-minute rollups (kept 30 days). End before start, a range over 30 days, a step that is not a multiple of 10 or gives more than 11,000 points, and a metric the instance does not have are 400 with `details`.
+         */
+        get: operations["getV2InstancesByIdMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/instances/{id}/metrics/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream metrics over WebSocket
+         * @description Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or `X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the first message within 5 s. The stream counts as one request against the rate limit; an account holds at most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS).
+         *
+         *     Server messages (JSON text): `{"type":"ready","interval":5,"instances":[…],"statuses":{…}}` once admitted; `{"type":"metrics","instance_id","timestamp",cpu_percent,…}` every `interval` seconds while the instance runs; `{"type":"status","instance_id","status","event","timestamp"}` on every transition (from any replica); `{"type":"subscribed",…}` after a subscribe; `{"type":"error","code","message","details"}` before a close. A message may carry `dropped`: samples this socket missed because it read too slowly.
+         *
+         *     Client messages: `{"type":"subscribe","interval":1–60,"metrics":["cpu_percent",…]}` (on the account-wide stream also `"instances":[up to 100 ids]`).
+         *
+         *     Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, 1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, "Live metrics".
+         */
+        get: operations["getV2InstancesByIdMetricsStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/metrics/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream metrics of several instances over WebSocket
+         * @description The account-wide stream: the same protocol as `/v1/instances/{id}/metrics/stream`, watching the instances named by a subscribe message (`"instances": [up to 100 ids]`, each of this account or 4404); messages carry `instance_id`. Until the first subscribe it watches none.
+         *
+         *     Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or `X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the first message within 5 s. The stream counts as one request against the rate limit; an account holds at most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS).
+         *
+         *     Server messages (JSON text): `{"type":"ready","interval":5,"instances":[…],"statuses":{…}}` once admitted; `{"type":"metrics","instance_id","timestamp",cpu_percent,…}` every `interval` seconds while the instance runs; `{"type":"status","instance_id","status","event","timestamp"}` on every transition (from any replica); `{"type":"subscribed",…}` after a subscribe; `{"type":"error","code","message","details"}` before a close. A message may carry `dropped`: samples this socket missed because it read too slowly.
+         *
+         *     Client messages: `{"type":"subscribe","interval":1–60,"metrics":["cpu_percent",…]}` (on the account-wide stream also `"instances":[up to 100 ids]`).
+         *
+         *     Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, 1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, "Live metrics".
+         */
+        get: operations["getV2MetricsStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -18091,6 +19125,16561 @@ export interface operations {
         };
     };
     getMetricsStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the WebSocket stream */
+            101: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description A plain GET (no upgrade): where and how to connect */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @enum {string} */
+                            protocol: "websocket";
+                            /** @description Where to connect: this URL with wss:// */
+                            url: string;
+                            instance_id?: string;
+                            /** @description The instance status now */
+                            status?: string;
+                            message: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Account: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Account"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2Account: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 printable characters, without control or invisible formatting characters and without white space at either end (docs/api.md, Names) */
+                    name?: string;
+                    /** @description E-mail address */
+                    email?: string;
+                    company?: string | null;
+                    billing_email?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The account as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Account"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AccountQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One entry per quota */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @enum {string} */
+                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks";
+                            limit: number;
+                            used: number;
+                        }[];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AccountRateLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rate-limit budget of the account */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @description Requests allowed per hour */
+                            limit: number;
+                            /** @description Requests left in the current hour window */
+                            remaining: number;
+                            /** @description Unix time (seconds) at which the window ends */
+                            reset: number;
+                            /** @description Largest number of requests that may arrive at once */
+                            burst: number;
+                            /** @description Requests that may be sent at once right now */
+                            burst_remaining: number;
+                            window_seconds: number;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AccountApiKeys: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name" | "last_used_at";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of keys */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["ApiKey"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2AccountApiKeys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "ci-deploy",
+                 *       "permissions": [
+                 *         "instances:write",
+                 *         "account:read"
+                 *       ],
+                 *       "expires_at": "2030-01-01T00:00:00Z"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1 to 100 printable characters, without control or invisible formatting characters and without white space at either end (docs/api.md, Names) */
+                    name: string;
+                    /** @description Defaults to the permissions of the key making the request */
+                    permissions?: ("*" | "instances:read" | "instances:write" | "volumes:read" | "volumes:write" | "snapshots:read" | "snapshots:write" | "networking:read" | "networking:write" | "monitoring:read" | "monitoring:write" | "billing:read" | "billing:write" | "account:read" | "account:write" | "webhooks:read" | "webhooks:write")[];
+                    /** Format: date-time */
+                    expires_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The new key, with its value */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** CreatedApiKey */
+                        data: {
+                            id: string;
+                            name: string;
+                            /** @description The first characters of the key, to tell keys apart */
+                            prefix: string;
+                            permissions: string[];
+                            expires_at: string | null;
+                            last_used_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            created_at: string;
+                            /** @description The API key, shown in the first answer and never again: a replayed answer (Idempotent-Replayed: true) does not carry it */
+                            key?: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AccountApiKeysById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["ApiKey"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2AccountApiKeysById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["ApiKey"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstanceTypes: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "name" | "price_per_hour" | "vcpus" | "memory_gb";
+                order?: "asc" | "desc";
+                family?: "compute" | "memory" | "storage" | "gpu";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of instance types */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            name: string;
+                            /** @enum {string} */
+                            family: "compute" | "memory" | "storage" | "gpu";
+                            vcpus: number;
+                            memory_gb: number;
+                            storage_gb: number;
+                            iops: number | null;
+                            gpu: {
+                                count: number;
+                                model: string;
+                                memory_gb: number;
+                            } | null;
+                            /** @description USD per hour while running */
+                            price_per_hour: number;
+                            /** @description Regions that offer this type */
+                            regions: string[];
+                        }[];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Regions: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "name";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of regions */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            name: string;
+                            description: string;
+                            gpu_available: boolean;
+                        }[];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Images: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "name";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of images */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            name: string;
+                            description: string;
+                            distribution: string;
+                            version: string;
+                            gpu_compatible: boolean;
+                        }[];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Instances: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name" | "status" | "instance_type";
+                order?: "asc" | "desc";
+                status?: "starting" | "running" | "stopping" | "stopped" | "deleting" | "error";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                name?: string;
+                /** @description key:value; repeat to require several tags */
+                tag?: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of instances */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Instances: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web-1",
+                 *       "instance_type": "compute-2x",
+                 *       "region": "us-east-1",
+                 *       "image": "ubuntu-24.04",
+                 *       "tags": {
+                 *         "env": "staging"
+                 *       },
+                 *       "firewall_preset": "web"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @enum {string} */
+                    instance_type: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @enum {string} */
+                    image: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
+                    /** @description SSH key ids or names */
+                    ssh_keys?: string[];
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                    /** @description Cloud-init user data, up to 16 KiB */
+                    user_data?: string;
+                    encryption_key_id?: string;
+                    /**
+                     * @default ssh-only
+                     * @enum {string}
+                     */
+                    firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
+                    /** @default true */
+                    monitoring?: boolean;
+                    backup_schedule?: {
+                        /** @enum {string} */
+                        frequency: "hourly" | "daily" | "weekly";
+                        retention: number;
+                    } | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstancesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2InstancesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2InstancesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                    monitoring?: boolean;
+                    backup_schedule?: {
+                        /** @enum {string} */
+                        frequency: "hourly" | "daily" | "weekly";
+                        retention: number;
+                    } | null;
+                    /**
+                     * @description The implicit inbound rules below your own (docs/api.md, Firewall)
+                     * @enum {string}
+                     */
+                    firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
+                };
+            };
+        };
+        responses: {
+            /** @description The instance as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2InstancesByIdStop: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description Power off at once, without a graceful shutdown: the way out of a stuck starting or stopping */
+                    force?: boolean;
+                } | null;
+            };
+        };
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2InstancesByIdStart: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2InstancesByIdRestart: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2InstancesByIdResize: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    instance_type: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the instance in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Instance"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstancesByIdNetwork: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The network information */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** InstanceNetwork */
+                        data: {
+                            instance_id: string;
+                            public_ip: string;
+                            private_ip: string;
+                            mac_address: string;
+                            hostname: string;
+                            internal_hostname: string;
+                            private_network: {
+                                region: string;
+                                cidr: string;
+                            };
+                            firewall_preset: string;
+                            /** @description Every rule that can decide the instance’s traffic, in evaluation order (first match wins) */
+                            firewall_rules: {
+                                /**
+                                 * @description Where the rule comes from: your firewall rules, the instance preset, or the default policy
+                                 * @enum {string}
+                                 */
+                                source: "rule" | "preset" | "default";
+                                /** @description The firewall rule id; null for presets and defaults */
+                                id: string | null;
+                                name: string;
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                action: "allow" | "deny";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp" | "all";
+                                ports: string | null;
+                                sources: string[];
+                                destinations: string[];
+                                /** @description null for presets and defaults */
+                                priority: number | null;
+                            }[];
+                            private_traffic_free: boolean;
+                            note: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstancesByIdNetworkCheck: {
+        parameters: {
+            query: {
+                direction?: "inbound" | "outbound";
+                protocol: "tcp" | "udp" | "icmp";
+                /** @description Required for tcp and udp; none for icmp */
+                port?: number;
+                /** @description The remote end: where an inbound packet comes from, where an outbound one goes (IPv4 or IPv6) */
+                address: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The verdict and the deciding rule */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** FirewallCheck */
+                        data: {
+                            instance_id: string;
+                            packet: {
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp";
+                                port: number | null;
+                                address: string;
+                            };
+                            /** @enum {string} */
+                            verdict: "allow" | "deny";
+                            /** EffectiveFirewallRule */
+                            matched_rule: {
+                                /**
+                                 * @description Where the rule comes from: your firewall rules, the instance preset, or the default policy
+                                 * @enum {string}
+                                 */
+                                source: "rule" | "preset" | "default";
+                                /** @description The firewall rule id; null for presets and defaults */
+                                id: string | null;
+                                name: string;
+                                /** @enum {string} */
+                                direction: "inbound" | "outbound";
+                                /** @enum {string} */
+                                action: "allow" | "deny";
+                                /** @enum {string} */
+                                protocol: "tcp" | "udp" | "icmp" | "all";
+                                ports: string | null;
+                                sources: string[];
+                                destinations: string[];
+                                /** @description null for presets and defaults */
+                                priority: number | null;
+                            };
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2FirewallRules: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "priority" | "created_at" | "name";
+                order?: "asc" | "desc";
+                direction?: "inbound" | "outbound";
+                protocol?: "tcp" | "udp" | "icmp" | "all";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                enabled?: boolean;
+                /** @description Rules whose targets select this instance now (by id, by its current tags, or all of its region) */
+                instance_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of firewall rules */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2FirewallRules: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "postgres-from-office",
+                 *       "direction": "inbound",
+                 *       "action": "allow",
+                 *       "protocol": "tcp",
+                 *       "ports": "5432",
+                 *       "sources": [
+                 *         "198.51.100.0/24",
+                 *         "2001:db8::/32"
+                 *       ],
+                 *       "priority": 100,
+                 *       "targets": {
+                 *         "tags": {
+                 *           "role": "db"
+                 *         }
+                 *       },
+                 *       "region": "us-east-1"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description Up to 500 printable characters */
+                    description?: string;
+                    /** @enum {string} */
+                    direction: "inbound" | "outbound";
+                    /** @enum {string} */
+                    action: "allow" | "deny";
+                    /** @enum {string} */
+                    protocol: "tcp" | "udp" | "icmp" | "all";
+                    ports?: string | null;
+                    /** @description Inbound rules: where packets come from (default anywhere): IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    sources?: string[];
+                    /** @description Outbound rules: where packets go (default anywhere): IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    destinations?: string[];
+                    /**
+                     * @description 1–65535; lower is evaluated first
+                     * @default 1000
+                     */
+                    priority?: number;
+                    /** @description Instances the rule applies to: those named in instance_ids, and those carrying every tag in tags; empty means every instance of the account in the region */
+                    targets?: {
+                        instance_ids?: string[];
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @default true */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The rule as stored (addresses in canonical form) */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2FirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The firewall rule */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2FirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2FirewallRulesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Up to 500 printable characters */
+                    description?: string;
+                    /** @enum {string} */
+                    direction?: "inbound" | "outbound";
+                    /** @enum {string} */
+                    action?: "allow" | "deny";
+                    /** @enum {string} */
+                    protocol?: "tcp" | "udp" | "icmp" | "all";
+                    ports?: string | null;
+                    /** @description Inbound rules: where packets come from: IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    sources?: string[];
+                    /** @description Outbound rules: where packets go: IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero */
+                    destinations?: string[];
+                    /** @description 1–65535; lower is evaluated first */
+                    priority?: number;
+                    /** @description Instances the rule applies to: those named in instance_ids, and those carrying every tag in tags; empty means every instance of the account in the region */
+                    targets?: {
+                        instance_ids?: string[];
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The rule as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FirewallRule"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Volumes: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name" | "size_gb";
+                order?: "asc" | "desc";
+                status?: "creating" | "available" | "attaching" | "in-use" | "detaching" | "resizing" | "deleting" | "restoring" | "error";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                kind?: "data" | "root";
+                instance_id?: string;
+                name?: string;
+                /** @description key:value; repeat to require several tags */
+                tag?: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of volumes */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Volumes: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "data-1",
+                 *       "size_gb": 100,
+                 *       "region": "us-east-1",
+                 *       "filesystem": "ext4"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description 1–16384 GB */
+                    size_gb: number;
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /**
+                     * @description Formatted with this on create; absent: raw
+                     * @enum {string}
+                     */
+                    filesystem?: "ext4" | "xfs";
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                    /** @description Attach to this instance (same region) once created */
+                    instance_id?: string;
+                    backup_schedule?: {
+                        /** @enum {string} */
+                        frequency: "hourly" | "daily" | "weekly";
+                        retention: number;
+                    } | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the volume in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2VolumesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2VolumesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the volume in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2VolumesById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                    backup_schedule?: {
+                        /** @enum {string} */
+                        frequency: "hourly" | "daily" | "weekly";
+                        retention: number;
+                    } | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The volume as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2VolumesByIdAttach: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description An instance of this account */
+                    instance_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the volume in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2VolumesByIdDetach: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the volume in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2VolumesByIdResize: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "size_gb": 200
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The new size: larger than the current one */
+                    size_gb: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the volume in its new, transitional status */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Volume"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Vpn: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+                status?: "provisioning" | "active" | "deleting" | "error";
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of VPNs */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Vpn: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "office",
+                 *       "region": "us-east-1",
+                 *       "tunnel_cidr": "100.96.0.0/24"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @enum {string} */
+                    region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @description Client network, /16–/29 in 10/8, 172.16/12, 192.168/16 or 100.64/10, clear of the region's private network (default 100.96.0.0/24) */
+                    tunnel_cidr?: string;
+                    /** @description Blocks routed to clients besides the private network (0.0.0.0/0: everything); none may cut into the tunnel network */
+                    allowed_cidrs?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the VPN, provisioning */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2VpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The VPN */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2VpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the VPN, deleting */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2VpnById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Blocks routed to clients besides the private network (0.0.0.0/0: everything); none may cut into the tunnel network */
+                    allowed_cidrs?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The VPN as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Vpn"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2VpnByIdPeers: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of peers */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2VpnByIdPeers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "laptop",
+                 *       "public_key": "bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA="
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description Your public key (`wg genkey | wg pubkey`); absent: the server generates a pair */
+                    public_key?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The peer, with its wg-quick file */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** CreatedVpnPeer */
+                        data: {
+                            id: string;
+                            vpn_id: string;
+                            name: string;
+                            /** @description The client's WireGuard public key */
+                            public_key: string;
+                            /** @description The client's tunnel address, held until the peer is removed */
+                            address: string;
+                            /** @description true when the server generated the key pair */
+                            key_generated: boolean;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            created_at: string;
+                            /** @description The client's wg-quick file; with a generated key it holds the private key (this answer only), otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true). */
+                            config?: string;
+                            /** @description A generated private key, shown in this answer and never again (not stored; not in a replayed answer) */
+                            private_key?: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2VpnByIdPeersByPeer_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The peer */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2VpnByIdPeersByPeer_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The peer removed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["VpnPeer"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2VpnByIdPeersByPeer_idConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                peer_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The configuration file */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** VpnPeerConfig */
+                        data: {
+                            peer_id: string;
+                            vpn_id: string;
+                            /** @enum {boolean} */
+                            private_key_included: false;
+                            /** @description The wg-quick file with a placeholder where the private key goes */
+                            config: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Snapshots: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name" | "size_gb";
+                order?: "asc" | "desc";
+                status?: "creating" | "available" | "failed" | "deleting";
+                kind?: "manual" | "scheduled";
+                source_volume_id?: string;
+                source_instance_id?: string;
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of snapshots */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Snapshot"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Snapshots: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "data-1-before-upgrade",
+                 *       "volume_id": "vol_01jd3q5w4r8z2m0000000000ab"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name: string;
+                    /** @description The volume to copy (a data volume or a root volume) */
+                    volume_id?: string;
+                    /** @description Copy the root volume of this instance (running or stopped) */
+                    instance_id?: string;
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the snapshot, creating */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Snapshot"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2SnapshotsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Snapshot"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2SnapshotsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the snapshot, deleting */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Snapshot"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2SnapshotsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1–64 characters: letters, digits, . _ - */
+                    name?: string;
+                    /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The snapshot as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Snapshot"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2SnapshotsByIdRestore: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "data-1-restored",
+                 *       "size_gb": 200
+                 *     }
+                 */
+                "application/json": {
+                    /** @description A new volume: its name */
+                    name?: string;
+                    /** @description A new volume: its size, at least the snapshot's (default: the snapshot's) */
+                    size_gb?: number;
+                    /**
+                     * @description A new volume: must be the snapshot's region (the default)
+                     * @enum {string}
+                     */
+                    region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                    /** @description A new volume: its tags */
+                    tags?: {
+                        [key: string]: string;
+                    };
+                    /** @description Write over this detached data volume (same region, at least as large) */
+                    target_volume_id?: string;
+                    /** @description Root snapshots: write over the root disk of this stopped instance (same region) */
+                    instance_id?: string;
+                    /** @description Root snapshots: a new instance booted from it (the instance create body; `region` is the snapshot's, `image` defaults to the source instance's); its type's disk must hold the snapshot */
+                    instance?: {
+                        /** @description 1–64 characters: letters, digits, . _ - */
+                        name: string;
+                        /** @enum {string} */
+                        instance_type: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                        /** @description SSH key ids or names */
+                        ssh_keys?: string[];
+                        /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                        /** @description Cloud-init user data, up to 16 KiB */
+                        user_data?: string;
+                        encryption_key_id?: string;
+                        /**
+                         * @default ssh-only
+                         * @enum {string}
+                         */
+                        firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
+                        /** @default true */
+                        monitoring?: boolean;
+                        backup_schedule?: {
+                            /** @enum {string} */
+                            frequency: "hourly" | "daily" | "weekly";
+                            retention: number;
+                        } | null;
+                        /** @enum {string} */
+                        region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                        /** @enum {string} */
+                        image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the snapshot and the volume being written */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** SnapshotRestore */
+                        data: {
+                            snapshot: components["schemas"]["Snapshot"];
+                            volume: components["schemas"]["Volume"];
+                            instance_id: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            402: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2SshKeys: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+                /** @description Exact name */
+                name?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of SSH keys */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["SshKey"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2SshKeys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "alice-laptop",
+                 *       "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhbBjiuIdqgI9uRYRvgAaMRfgbHbbEEzCypHIqF0FIr alice@laptop"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Letters, digits, ".", "_" and "-"; unique in the account */
+                    name: string;
+                    /** @description The contents of a .pub file. Types: ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256, ecdsa-sha2-nistp384, ecdsa-sha2-nistp521; RSA keys of at least 2048 bits */
+                    public_key: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The stored key with its fingerprint */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["SshKey"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2SshKeysById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The SSH key */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["SshKey"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2SshKeysById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The SSH key as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["SshKey"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Events: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at";
+                order?: "asc" | "desc";
+                /** @description An event type (instance.created), or a family of them (instance.*) */
+                type?: string;
+                resource_id?: string;
+                /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
+                since?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of events */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Event"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2EventsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Event"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2EventsTypes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every event type */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["EventType"][];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Webhooks: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at";
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of subscriptions */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Webhook"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Webhooks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/nimbus",
+                 *       "events": [
+                 *         "instance.*"
+                 *       ],
+                 *       "description": "Instance changes to the deploy bot"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description An https:// URL without credentials, whose host is not on a loopback, private, link-local or metadata address */
+                    url: string;
+                    /** @description Event types (`instance.created`), families (`instance.*`) or `*` for every event */
+                    events: string[];
+                    /** @description At least 16 printable ASCII characters; generated (and shown once) when omitted */
+                    secret?: string;
+                    /** @description What the subscription is for */
+                    description?: string;
+                    /** @default true */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The subscription (with the secret when generated) */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookWithSecret"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2WebhooksById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Webhook"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2WebhooksById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Webhook"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2WebhooksById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An https:// URL without credentials, whose host is not on a loopback, private, link-local or metadata address */
+                    url?: string;
+                    /** @description Event types (`instance.created`), families (`instance.*`) or `*` for every event */
+                    events?: string[];
+                    description?: string | null;
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The subscription as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Webhook"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2WebhooksByIdRotateSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description At least 16 printable ASCII characters; generated (and shown once) when omitted */
+                    secret?: string;
+                    /** @description How long the previous secret keeps signing beside the new one (default 86400) */
+                    overlap_seconds?: number;
+                } | null;
+            };
+        };
+        responses: {
+            /** @description The subscription, with the new secret when generated */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookWithSecret"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2WebhooksByIdTest: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test delivery after its first attempt */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2WebhooksByIdDeliveries: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at";
+                order?: "asc" | "desc";
+                status?: "pending" | "succeeded" | "failed";
+                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2WebhooksByIdDeliveriesByDelivery_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2WebhooksByIdDeliveriesByDelivery_idRedeliver: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery, pending */
+            202: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstancesByIdMetrics: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601; default: one hour before `end` */
+                start?: string;
+                /** @description ISO 8601; default: now */
+                end?: string;
+                /** @description Seconds between points, a multiple of 10; default and minimum: 10 when `start` is within the last 24 h, else 300. At most 11,000 points over the range. */
+                step?: number;
+                /** @description Comma-separated, from: cpu_percent, memory_used_bytes, memory_total_bytes, disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps, gpu_percent (gpu_percent on GPU types); default: all the instance has */
+                metrics?: string;
+                /** @description How samples within one step combine; default avg */
+                aggregate?: "avg" | "min" | "max";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["MetricsHistory"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2InstancesByIdMetricsStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: the WebSocket stream */
+            101: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description A plain GET (no upgrade): where and how to connect */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            /** @enum {string} */
+                            protocol: "websocket";
+                            /** @description Where to connect: this URL with wss:// */
+                            url: string;
+                            instance_id?: string;
+                            /** @description The instance status now */
+                            status?: string;
+                            message: string;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2MetricsStream: {
         parameters: {
             query?: never;
             header?: never;
