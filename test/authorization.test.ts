@@ -329,6 +329,23 @@ const ENDPOINTS: Endpoint[] = [
   },
   {
     method: 'GET',
+    path: '/v1/instances/{id}/metrics',
+    permission: 'monitoring:read',
+    ok: 200,
+    resource: instanceIn('starting'),
+  },
+  // The streams' WebSocket side (close codes 4401/4403/4404) is covered in metrics-streams.test.ts; a
+  // plain GET goes through the guard like any read.
+  {
+    method: 'GET',
+    path: '/v1/instances/{id}/metrics/stream',
+    permission: 'monitoring:read',
+    ok: 200,
+    resource: instanceIn('starting'),
+  },
+  { method: 'GET', path: '/v1/metrics/stream', permission: 'monitoring:read', ok: 200 },
+  {
+    method: 'GET',
     path: '/v1/instances/{id}/network/check',
     query: '?protocol=tcp&port=22&address=198.51.100.7',
     permission: 'networking:read',

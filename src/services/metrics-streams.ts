@@ -74,6 +74,8 @@ interface Watched {
   spec: MachineSpec;
   available: MetricName[];
   status: string;
+  /** When `status` was read (ISO): notices of events before it are no news. */
+  readAt: string;
 }
 
 class ProtocolError extends Error {
@@ -263,7 +265,7 @@ export class StreamSession {
         },
       );
     }
-    let watched = this.watched;
+    let watched = new Map(this.watched);
     if (!('instanceId' in this.scope) && message.instances !== undefined) {
       const ids = message.instances;
       if (
@@ -441,6 +443,7 @@ export class MetricsStreams {
       spec: machineSpec(instance),
       available: metricsOf(instanceTypeNamed(instance.instance_type)),
       status: instance.status,
+      readAt: new Date(this.clock.nowMs()).toISOString(),
     };
   }
 
@@ -542,7 +545,8 @@ export class MetricsStreams {
     for (const session of this.byInstance.get(notice.instance_id) ?? []) {
       if (session.principal?.accountId !== notice.account_id) continue;
       const watched = session.watched.get(notice.instance_id);
-      if (watched) watched.status = notice.status;
+      if (!watched || notice.timestamp < watched.readAt) continue;
+      watched.status = notice.status;
       session.deliver(
         {
           type: 'status',
