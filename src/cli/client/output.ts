@@ -66,26 +66,30 @@ export function cellText(value: unknown): string {
 }
 
 /**
- * Column widths that fit `width`: the widest column gives up one character at a time until the table
- * fits or every column is down to its header (or 8 characters). Narrow columns (ids, statuses) keep their
- * full text; long names and addresses are shortened with "…".
+ * Column widths that fit `width`, giving up as little as possible: the widest column loses one character
+ * at a time until the table fits. First only down to each column's header (or 8 characters), the first
+ * column (the id, or the field name: what users copy into the next command) untouched, so long names and
+ * addresses are shortened with "…" before anything else; if that is not enough, every column but the first
+ * goes down to 4, and last the first one too.
  */
-export function fitWidths(
-  natural: number[],
-  minimums: number[],
-  width: number | null,
-  gap: number,
-): number[] {
+export function fitWidths(natural: number[], headers: string[], width: number | null, gap: number): number[] {
   const widths = [...natural];
   if (width === null) return widths;
+  const floors: ((i: number) => number)[] = [
+    (i) => (i === 0 ? natural[i]! : Math.min(natural[i]!, Math.max(headers[i]!.length, 8))),
+    (i) => (i === 0 ? natural[i]! : Math.min(natural[i]!, 4)),
+    (i) => Math.min(natural[i]!, 4),
+  ];
   const total = () => widths.reduce((sum, w) => sum + w, 0) + gap * (widths.length - 1);
-  while (total() > width) {
-    let widest = -1;
-    for (let i = 0; i < widths.length; i++) {
-      if (widths[i]! > minimums[i]! && (widest === -1 || widths[i]! > widths[widest]!)) widest = i;
+  for (const floor of floors) {
+    while (total() > width) {
+      let widest = -1;
+      for (let i = 0; i < widths.length; i++) {
+        if (widths[i]! > floor(i) && (widest === -1 || widths[i]! > widths[widest]!)) widest = i;
+      }
+      if (widest === -1) break;
+      widths[widest]! -= 1;
     }
-    if (widest === -1) break;
-    widths[widest]! -= 1;
   }
   return widths;
 }
@@ -94,8 +98,7 @@ const GAP = 3;
 
 export function renderTable(headers: string[], rows: string[][], settings: OutputSettings): string {
   const natural = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => row[i]!.length)));
-  const minimums = headers.map((header, i) => Math.min(natural[i]!, Math.max(header.length, 8)));
-  const widths = fitWidths(natural, minimums, settings.width, GAP);
+  const widths = fitWidths(natural, headers, settings.width, GAP);
   const table = new Table({
     chars: {
       top: '',
