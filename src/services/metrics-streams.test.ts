@@ -1,0 +1,131 @@
+/**
+ * The stream service's memory bound and liveness, with a socket that never drains: however long a client
+ * stops reading, what the server holds for it stays under the send bound, the samples it missed are
+ * counted, and the count arrives with the next message once it reads again. A peer that stops answering
+ * pings is dropped.
+ */
+import { describe, expect, it } from 'vitest';
+import { instanceTypeNamed } from '../domain/catalog.js';
+import { ManualClock } from '../domain/clock.js';
+import type { ComputeDriver, MachineSpec } from '../drivers/driver.js';
+import { simulatedSample } from '../drivers/simulator/metrics.js';
+import { LocalBroadcaster } from '../events/broadcast.js';
+import type { Store } from '../store/db.js';
+import type { ApiKeyService } from './api-keys.js';
+import { MetricsStreams, type StreamSocket } from './metrics-streams.js';
+import type { Principal } from './principal.js';
+import type { RateLimitService } from './rate-limits.js';
+
+/** A socket whose peer never reads: everything sent stays buffered until `drain()`. */
+class StuckSocket implements StreamSocket {
+  buffered = 0;
+  sent: string[] = [];
+  pings = 0;
+  terminated = false;
+  closedWith: number | null = null;
+  send(text: string): void {
+    this.sent.push(text);
+    this.buffered += Buffer.byteLength(text);
+  }
+  bufferedAmount(): number {
+    return this.buffered;
+  }
+  close(code: number): void {
+    this.closedWith = code;
+  }
+  ping(): void {
+    this.pings += 1;
+  }
+  terminate(): void {
+    this.terminated = true;
+  }
+  drain(): void {
+    this.buffered = 0;
+  }
+}
+
+const principal = {
+  accountId: 'acct_1',
+  permissions: ['*'],
+  accountStatus: 'active',
+} as unknown as Principal;
+
+function hub(clock: ManualClock) {
+  const driver = {
+    sampleMetrics: async (spec: MachineSpec, at: Date) => simulatedSample(spec, at, true),
+  } as unknown as ComputeDriver;
+  return new MetricsStreams(
+    {} as Store,
+    clock,
+    driver,
+    { authenticate: async () => principal } as unknown as ApiKeyService,
+    { decide: async () => ({ allowed: true }) } as unknown as RateLimitService,
+    new LocalBroadcaster(),
+    { maxStreamsPerAccount: 10 },
+  );
+}
+
+/** An account-wide stream watching `count` running instances at 1 s. */
+async function watching(streams: MetricsStreams, socket: StreamSocket, count: number) {
+  const session = streams.open(socket, { account: true }, 'nmb_key', '127.0.0.1');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  for (let i = 0; i < count; i++) {
+    const spec: MachineSpec = {
+      id: `ins_${i}`,
+      instanceType: instanceTypeNamed('gpu-1x'),
+      image: 'ubuntu-22.04-cuda',
+      region: 'us-east-1',
+      userData: null,
+      tags: {},
+    };
+    session.watched.set(spec.id, { spec, available: [], status: 'running', readAt: '' });
+  }
+  session.intervalS = 1;
+  streams.attach(session);
+  return session;
+}
+
+describe('metric streams', () => {
+  it('a client that never reads costs a bounded buffer; missed samples are counted and reported', async () => {
+    const clock = new ManualClock(new Date('2026-03-02T12:00:00Z'));
+    const streams = hub(clock);
+    const socket = new StuckSocket();
+    await watching(streams, socket, 100);
+    let peak = 0;
+    for (let second = 0; second < 600; second++) {
+      clock.advance(1_000);
+      await streams.tick();
+      peak = Math.max(peak, socket.buffered);
+    }
+    const largest = Math.max(...socket.sent.map((m) => Buffer.byteLength(m)));
+    // 600 s × 100 instances were due; the socket holds at most the bound plus one message.
+    expect(peak).toBeLessThanOrEqual(64 * 1024 + largest);
+    const delivered = socket.sent.filter((m) => JSON.parse(m).type === 'metrics').length;
+    expect(delivered).toBeLessThan(600);
+    socket.drain();
+    clock.advance(1_000);
+    await streams.tick();
+    const next = JSON.parse(socket.sent.at(-100) as string);
+    expect(next.type).toBe('metrics');
+    expect(next.dropped).toBe(600 * 100 - delivered);
+    // Once reported, the count starts again.
+    expect(JSON.parse(socket.sent.at(-99) as string)).not.toHaveProperty('dropped');
+  });
+
+  it('pings every socket; one that has not answered the previous ping is dropped', async () => {
+    const clock = new ManualClock();
+    const streams = hub(clock);
+    const answering = new StuckSocket();
+    const silent = new StuckSocket();
+    const live = await watching(streams, answering, 1);
+    await watching(streams, silent, 1);
+    const pingAll = () => (streams as unknown as { pingAll(): void }).pingAll();
+    pingAll();
+    expect([answering.pings, silent.pings]).toEqual([1, 1]);
+    live.pong();
+    pingAll();
+    expect(answering.terminated).toBe(false);
+    expect(silent.terminated).toBe(true);
+    expect(streams.openStreams).toBe(1);
+  });
+});

@@ -1,0 +1,53 @@
+/**
+ * Status messages across replicas: two servers on one PostgreSQL database sharing Redis. Replica B runs
+ * no jobs at all (its runner is stopped), so the transitions, the outbox and the status relay all happen
+ * on replica A; a stream on B sees them only through the Redis broadcaster. (Two servers in the test
+ * process, as test/webhook-replicas.test.ts runs them: each has its own store pool, Redis connections,
+ * broadcaster and job runner.)
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL } from './helpers/backends.js';
+import { account } from './helpers/common.js';
+import { act, createRunning } from './helpers/instances.js';
+import { openStream } from './helpers/metrics-stream.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+
+describe.runIf(HAVE_POSTGRES && HAVE_REDIS)('metric stream status across replicas (postgres + redis)', () => {
+  const replicas: TestServer[] = [];
+  let dropDatabase: (() => Promise<void>) | null = null;
+
+  beforeAll(async () => {
+    const database = await createPostgresDatabase();
+    dropDatabase = database.drop;
+    const env = { NIMBUS_REDIS_URL: REDIS_URL, NIMBUS_METRICS_INTERVAL_SECONDS: '1' };
+    replicas.push(await startTestServer({ databaseUrl: database.url, env }));
+    replicas.push(await startTestServer({ databaseUrl: database.url, env }));
+    await replicas[1]?.running.backends.jobs.stop();
+  });
+  afterAll(async () => {
+    for (const replica of replicas) await replica.close();
+    if (dropDatabase) await dropDatabase();
+  });
+
+  it('a stream on replica B gets the transitions replica A makes', async () => {
+    const [a, b] = replicas as [TestServer, TestServer];
+    const { key } = await account(a);
+    const id = (await createRunning(a, key)).id;
+    const client = openStream(b, `/v1/instances/${id}/metrics/stream`, { key });
+    expect(await client.next('ready')).toMatchObject({ statuses: { [id]: 'running' } });
+    client.send({ type: 'subscribe', interval: 1 });
+    await client.next('subscribed');
+    // B samples the machine itself (the simulator answers any replica alike).
+    expect((await client.next('metrics')).instance_id).toBe(id);
+    expect((await act(a, key, id, 'stop')).status).toBe(202);
+    const stopped = await client.next('status', 15_000);
+    expect(stopped).toMatchObject({ instance_id: id, status: 'stopped', event: 'instance.stopped' });
+    expect((await act(a, key, id, 'start')).status).toBe(202);
+    expect(await client.next('status', 15_000)).toMatchObject({
+      status: 'running',
+      event: 'instance.started',
+    });
+    client.close();
+    await client.closed;
+  });
+});
