@@ -29,7 +29,6 @@ export function openStream(
   if (options.key) headers.authorization = `Bearer ${options.key}`;
   const socket = new WebSocket(`wss://127.0.0.1:${server.running.httpsPort}${path}`, {
     ca: readFileSync(server.running.certFile),
-    servername: 'localhost',
     headers,
   });
   const received: StreamMessage[] = [];
