@@ -36,5 +36,19 @@ export {
   WaitTimeoutError,
 } from './errors.js';
 export type { components, operations, paths } from './generated/v1.js';
+export {
+  type MetricsMessage,
+  type MetricsStream,
+  MetricsStreamClosedError,
+  type MetricsStreamOptions,
+  openMetricsStream,
+  type ReadyMessage,
+  STREAM_CLOSE_CODES,
+  type StatusMessage,
+  type StreamMetricName,
+  streamUrl,
+  type WebSocketConstructor,
+  type WebSocketLike,
+} from './metrics-stream.js';
 export { CertificateMismatchError, normalizeFingerprint } from './pinning.js';
 export { type RetryInfo, type RetryOptions, retryDelay, retryPolicy } from './retry.js';
