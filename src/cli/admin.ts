@@ -22,7 +22,9 @@ Commands:
   set-rate-limit --account ID --per-hour N --burst N
                                                   override an account's rate limit
   set-account-status --account ID --status active|past_due|suspended
-  list-accounts                                   list every account`;
+  list-accounts                                   list every account
+  recount (--account ID | --all)                  count the maintained quota usage afresh and repair the
+                                                  counters; shows what each counter held and the count`;
 
 export interface Output {
   out(line: string): void;
@@ -69,6 +71,7 @@ export async function runAdmin(
       'per-hour': { type: 'string' },
       burst: { type: 'string' },
       status: { type: 'string' },
+      all: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -151,6 +154,27 @@ export async function runAdmin(
           { accounts: all },
           all.map((a) => `${a.id}  ${a.plan.padEnd(12)} ${a.status.padEnd(9)} ${a.email}`).join('\n') ||
             'No accounts',
+        );
+        return;
+      }
+      case 'recount': {
+        if (values.all === (values.account !== undefined))
+          throw new UsageError('recount takes --account ID or --all');
+        const ids = values.all ? (await accounts.list()).map((a) => a.id) : [required(values, 'account')];
+        const results = [];
+        for (const accountId of ids) {
+          results.push({ account_id: accountId, quotas: await backends.services.quotas.recount(accountId) });
+        }
+        const drifted = results.flatMap((r) =>
+          r.quotas
+            .filter((q) => q.counter !== q.counted)
+            .map((q) => `${r.account_id} ${q.name}: ${q.counter} → ${q.counted}`),
+        );
+        print(
+          { accounts: results },
+          drifted.length > 0
+            ? `Repaired ${drifted.length} counter(s):\n${drifted.join('\n')}`
+            : `${ids.length} account(s) recounted: every counter was right`,
         );
         return;
       }

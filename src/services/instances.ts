@@ -6,7 +6,7 @@
  * transaction. The reconciler (instance-reconciler.ts) then drives the machine through the driver. So a
  * request answers at once (202) and survives a crash right after.
  */
-import { lowestFree, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domain/addresses.js';
+import { macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domain/addresses.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../domain/catalog.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
@@ -17,8 +17,10 @@ import type { Page, PageRequest } from '../domain/pagination.js';
 import { newRootVolume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
 import { lockAccount } from '../store/accounts.js';
+import { replenishAddresses, takeAddress } from '../store/addresses.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
+import { publicAddressScope } from '../store/public-ips.js';
 import type { Executor } from '../store/schema.js';
 import { findVolume, insertVolume } from '../store/volumes.js';
 import type { BackupScheduleBook } from './backup-schedules.js';
@@ -130,6 +132,8 @@ export class InstanceService {
     checkUserData(input.user_data);
     this.checkTags(input.tags);
     const accountId = principal.accountId;
+    const scopes = this.addressScopes(accountId, input.region);
+    if (scopes.public) await replenishAddresses(this.store.db, scopes.public);
     const instance = await this.lifecycle.create(INSTANCE_KIND, 'instance.created', async (trx) => {
       await lockAccount(trx, accountId);
       const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
@@ -137,7 +141,6 @@ export class InstanceService {
       await this.quotas.ensureRoom(trx, accountId, 'instances', 1);
       await this.quotas.ensureRoom(trx, accountId, 'vcpus', type.vcpus);
       await this.quotas.ensureRoom(trx, accountId, 'gpus', gpusOf(type));
-      await instances.lockRegion(trx, input.region);
       await this.reserveGpus(trx, input.region, gpusOf(type));
       const now = this.clock.now();
       const at = now.toISOString();
@@ -288,7 +291,6 @@ export class InstanceService {
       if (vcpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'vcpus', vcpuDelta);
       if (gpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'gpus', gpuDelta);
       if (gpuDelta > 0) {
-        await instances.lockRegion(trx, instance.region);
         await this.reserveGpus(trx, instance.region, gpuDelta);
       } else if (gpuDelta < 0) {
         await instances.releaseGpus(trx, instance.region, -gpuDelta);
@@ -407,9 +409,18 @@ export class InstanceService {
     }
   }
 
-  private async allocateAddresses(trx: Executor, accountId: string, region: string) {
+  /** The region's public pool (null when none is configured) and the account's private network there. */
+  private addressScopes(accountId: string, region: string) {
     const pool = this.options.publicIpPools[region];
-    const publicIp = pool ? lowestFree(parseCidr(pool), await instances.publicIpsInUse(trx, region)) : null;
+    return {
+      public: pool ? publicAddressScope(region, parseCidr(pool)) : null,
+      private: instances.privateAddressScope(accountId, region, privateNetworkOf(region)),
+    };
+  }
+
+  private async allocateAddresses(trx: Executor, accountId: string, region: string) {
+    const scopes = this.addressScopes(accountId, region);
+    const publicIp = scopes.public ? await takeAddress(trx, scopes.public) : null;
     if (!publicIp) {
       throw new ServiceUnavailable(`${region} has no public IPv4 address left; try another region or later`, {
         reason: 'insufficient_capacity',
@@ -417,10 +428,7 @@ export class InstanceService {
         resource: 'public_ipv4',
       });
     }
-    const privateIp = lowestFree(
-      privateNetworkOf(region),
-      await instances.privateIpsInUse(trx, accountId, region),
-    );
+    const privateIp = await takeAddress(trx, scopes.private);
     if (!privateIp) {
       throw new Conflict(`Your private network in ${region} has no free address left`, { region });
     }

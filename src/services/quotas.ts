@@ -3,12 +3,19 @@
  * account uses now. Each resource registers how to count its usage; unbuilt resources count 0.
  * `ensureRoom` must run inside the transaction that creates the resource, after the account row is
  * locked, so concurrent creates cannot both pass the last free slot.
+ *
+ * The quotas that were sums over every row (instances, vCPUs, GPUs, volumes, volume GB, snapshots) are
+ * read from counters the store keeps in each write's transaction (store/usage.ts), so a check costs the
+ * same at a million instances as at ten; their registered counts are the full recount that
+ * `admin recount` compares with and repairs from.
  */
 import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
-import { findAccount, quotaOverrides } from '../store/accounts.js';
+import { COUNTED_QUOTAS, isCountedQuota } from '../domain/usage.js';
+import { findAccount, lockAccount, quotaOverrides } from '../store/accounts.js';
 import { countApiKeys } from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
+import { lockUsage, setUsage, usageOf } from '../store/usage.js';
 import { NotFound, QuotaExceeded } from './errors.js';
 
 export type UsageCounter = (db: Executor, accountId: string) => Promise<number>;
@@ -17,6 +24,13 @@ export interface QuotaView {
   name: QuotaName;
   limit: number;
   used: number;
+}
+
+/** One maintained counter as `admin recount` found it. */
+export interface Recount {
+  name: QuotaName;
+  counter: number;
+  counted: number;
 }
 
 export class QuotaService {
@@ -41,6 +55,30 @@ export class QuotaService {
   }
 
   used(db: Executor, accountId: string, name: QuotaName): Promise<number> {
+    if (isCountedQuota(name)) return usageOf(db, accountId, name);
+    return this.count(db, accountId, name);
+  }
+
+  /**
+   * Counts the maintained quotas afresh and writes the counts over the counters, reporting both.
+   * The counters are held first, so writers that change rows meanwhile wait and then apply their change
+   * to the recounted value instead of being lost or counted twice.
+   */
+  async recount(accountId: string): Promise<Recount[]> {
+    return this.store.db.transaction().execute(async (trx) => {
+      await lockAccount(trx, accountId);
+      const counters = await lockUsage(trx, accountId, COUNTED_QUOTAS);
+      const found: Recount[] = [];
+      for (const name of COUNTED_QUOTAS) {
+        const counted = await this.count(trx, accountId, name);
+        found.push({ name, counter: counters.get(name) ?? 0, counted });
+        await setUsage(trx, accountId, name, counted);
+      }
+      return found;
+    });
+  }
+
+  private count(db: Executor, accountId: string, name: QuotaName): Promise<number> {
     const counter = this.counters.get(name);
     return counter ? counter(db, accountId) : Promise.resolve(0);
   }

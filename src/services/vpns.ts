@@ -13,7 +13,7 @@
  * Lock order: the account, then the VPN (peers are written while their VPN is held).
  */
 
-import { lowestFree, parseCidr } from '../domain/addresses.js';
+import { parseCidr } from '../domain/addresses.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
 import { microsToUsd } from '../domain/money.js';
@@ -37,8 +37,9 @@ import {
 } from '../domain/vpns.js';
 import { generateKeyPair, isWireGuardKey, renderClientConfig } from '../domain/wireguard.js';
 import { lockAccount } from '../store/accounts.js';
+import { takeAddress } from '../store/addresses.js';
 import type { Store } from '../store/db.js';
-import { publicIpsInUse } from '../store/public-ips.js';
+import { publicAddressScope } from '../store/public-ips.js';
 import type { Executor } from '../store/schema.js';
 import * as vpns from '../store/vpns.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
@@ -347,7 +348,7 @@ export class VpnService {
   /** The gateway's public address: the lowest free one of the region's pool, instances' counted. */
   private async allocateEndpoint(trx: Executor, region: string): Promise<string> {
     const pool = this.publicIpPools[region];
-    const ip = pool ? lowestFree(parseCidr(pool), await publicIpsInUse(trx, region)) : null;
+    const ip = pool ? await takeAddress(trx, publicAddressScope(region, parseCidr(pool))) : null;
     if (!ip) {
       throw new ServiceUnavailable(`${region} has no public IPv4 address left; try another region or later`, {
         reason: 'insufficient_capacity',

@@ -1,19 +1,24 @@
 /**
  * Instances and what hangs off them: tags (mirrored into instance_tags for filtering), the maintained
- * per-account counts that lists use for total_items, and the addresses in use. Every write that changes
- * an instance's status goes through `updateInstance`, which guards on the version the caller read and
- * keeps the counts in step, in the caller's transaction.
+ * per-account counts that lists use for total_items, the account's quota usage (store/usage.ts), and the
+ * addresses they hold (store/addresses.ts). Every write goes through `insertInstance`, `updateInstance`
+ * (guarded on the version the caller read) or `deleteInstance`, which keep the counts and usage in step
+ * and give the addresses back, in the caller's transaction.
  *
  * Callers see `Instance` records (domain/instances.ts); the JSON text and 0/1 integers the columns hold
  * stay in this module (`fromRow`, `toColumns`).
  */
 import { type ExpressionBuilder, sql } from 'kysely';
+import type { Cidr } from '../domain/addresses.js';
 import type { InstanceOperation, InstanceStatus } from '../domain/instance-states.js';
 import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { instanceUsage, usageDelta } from '../domain/usage.js';
+import { type AddressScope, privateScopeKey, publicScopeKey, returnAddress } from './addresses.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Database, Executor, InstanceRow, InstancesTable } from './schema.js';
+import { adjustUsage } from './usage.js';
 
 export type { InstanceChanges } from '../domain/instances.js';
 
@@ -89,6 +94,7 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
   await db.insertInto('instances').values(row).execute();
   await writeTags(db, instance, instance.tags);
   await adjustCount(db, instance.account_id, instance.region, instance.status, 1);
+  await adjustUsage(db, instance.account_id, usageDelta(null, instanceUsage(instance)));
 }
 
 export async function findInstance(db: Executor, id: string): Promise<Instance | undefined> {
@@ -149,6 +155,9 @@ export async function updateInstance(
     await adjustCount(db, current.account_id, current.region, current.status, -1);
     await adjustCount(db, current.account_id, current.region, updated.status, 1);
   }
+  if (updated.instance_type !== current.instance_type) {
+    await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), instanceUsage(updated)));
+  }
   return updated;
 }
 
@@ -162,6 +171,9 @@ export async function deleteInstance(db: Executor, current: Instance): Promise<b
     .executeTakeFirst();
   if (deleted.numDeletedRows === 0n) return false;
   await adjustCount(db, current.account_id, current.region, current.status, -1);
+  await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), null));
+  await returnAddress(db, publicScopeKey(current.region), current.public_ip);
+  await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);
   return true;
 }
 
@@ -222,7 +234,7 @@ export async function countAccountInstances(db: Executor, accountId: string): Pr
   return (await countedTotal(db, accountId, {})) ?? 0;
 }
 
-/** How many instances of each type the account has; vCPU and GPU quotas are summed from it. */
+/** How many instances of each type the account has: a full count, for `admin recount`. */
 export async function countByType(db: Executor, accountId: string): Promise<Map<string, number>> {
   const rows = await db
     .selectFrom('instances')
@@ -233,27 +245,21 @@ export async function countByType(db: Executor, accountId: string): Promise<Map<
   return new Map(rows.map((row) => [row.instance_type, Number(row.count)]));
 }
 
-/** Every public address of the region, VPN gateways' included (see store/public-ips.ts). */
-export { publicIpsInUse } from './public-ips.js';
-
-export async function privateIpsInUse(db: Executor, accountId: string, region: string): Promise<string[]> {
-  const rows = await db
-    .selectFrom('instances')
-    .select('private_ip')
-    .where('account_id', '=', accountId)
-    .where('region', '=', region)
-    .execute();
-  return rows.map((row) => row.private_ip);
-}
-
-/**
- * Serialises address and capacity allocation in a region across accounts. PostgreSQL takes a
- * transaction-scoped advisory lock; SQLite already runs one write transaction at a time.
- */
-export async function lockRegion(db: Executor, region: string): Promise<void> {
-  if (isPostgres(db)) {
-    await sql`select pg_advisory_xact_lock(hashtext(${`nimbus.region:${region}`}))`.execute(db);
-  }
+/** The account's private network in a region, as an address scope of its instances' addresses. */
+export function privateAddressScope(accountId: string, region: string, block: Cidr): AddressScope {
+  return {
+    key: privateScopeKey(accountId, region),
+    block,
+    inUse: async (db) =>
+      (
+        await db
+          .selectFrom('instances')
+          .select('private_ip')
+          .where('account_id', '=', accountId)
+          .where('region', '=', region)
+          .execute()
+      ).map((row) => row.private_ip),
+  };
 }
 
 /** Takes `gpus` from the region's capacity; false when that would pass `capacity`. */

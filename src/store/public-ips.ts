@@ -1,19 +1,18 @@
 /**
  * Public IPv4 addresses of a region: instances hold most of them, VPN gateways the rest, and no address is
- * ever held twice. Whoever allocates reads both tables through `publicIpsInUse` inside the transaction that
- * then writes the chosen address. On PostgreSQL that read first takes a transaction-scoped advisory lock
- * per region, so two allocations in one region (an instance's and a gateway's, of any accounts) take
- * turns instead of both picking the same free address; SQLite runs one write transaction at a time anyway.
- * The unique constraints of each table stay as the last guard.
+ * ever held twice. Both take them from one address scope per region (store/addresses.ts), which reads the
+ * addresses both tables hold only when it is set up; the unique constraints of each table stay as the
+ * last guard.
  */
-import { sql } from 'kysely';
-import { isPostgres } from './dialect.js';
+import type { Cidr } from '../domain/addresses.js';
+import { type AddressScope, publicScopeKey } from './addresses.js';
 import type { Executor } from './schema.js';
 
+export function publicAddressScope(region: string, block: Cidr): AddressScope {
+  return { key: publicScopeKey(region), block, inUse: (db) => publicIpsInUse(db, region) };
+}
+
 export async function publicIpsInUse(db: Executor, region: string): Promise<string[]> {
-  if (isPostgres(db)) {
-    await sql`select pg_advisory_xact_lock(hashtext(${`nimbus:public-ip:${region}`}))`.execute(db);
-  }
   const rows = await db
     .selectFrom('instances')
     .select('public_ip as ip')

@@ -125,6 +125,26 @@ export interface InstanceCountsTable {
   count: number;
 }
 
+/** Maintained quota usage per account (store/usage.ts); a missing row is zero. */
+export interface AccountUsageTable {
+  account_id: string;
+  name: string;
+  used: number;
+}
+
+/** An address scope's pool and the first address of it never handed out (store/addresses.ts). */
+export interface AddressPoolsTable {
+  scope: string;
+  cidr: string;
+  next_ip: number;
+}
+
+/** Addresses below their scope's `next_ip` that nobody holds. */
+export interface FreeAddressesTable {
+  scope: string;
+  ip: number;
+}
+
 /** GPUs held per region by instances of every account, checked against the region's capacity. */
 export interface RegionGpuUsageTable {
   region: string;
@@ -350,6 +370,9 @@ export interface Database {
   instance_tags: InstanceTagsTable;
   instance_counts: InstanceCountsTable;
   region_gpu_usage: RegionGpuUsageTable;
+  account_usage: AccountUsageTable;
+  address_pools: AddressPoolsTable;
+  free_addresses: FreeAddressesTable;
   volumes: VolumesTable;
   volume_tags: VolumeTagsTable;
   snapshots: SnapshotsTable;

@@ -5,9 +5,11 @@
 import type { Page, PageRequest } from '../domain/pagination.js';
 import type { SnapshotStatus } from '../domain/snapshot-states.js';
 import type { Snapshot, SnapshotChanges, SnapshotKind, SnapshotSort } from '../domain/snapshots.js';
+import { snapshotUsage, usageDelta } from '../domain/usage.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Executor, SnapshotRow, SnapshotsTable } from './schema.js';
+import { adjustUsage } from './usage.js';
 
 function fromRow(row: SnapshotRow): Snapshot {
   return {
@@ -28,6 +30,7 @@ export async function insertSnapshot(db: Executor, snapshot: Snapshot): Promise<
     .insertInto('snapshots')
     .values({ ...snapshot, tags: JSON.stringify(snapshot.tags) })
     .execute();
+  await adjustUsage(db, snapshot.account_id, usageDelta(null, snapshotUsage()));
 }
 
 export async function findSnapshot(db: Executor, id: string): Promise<Snapshot | undefined> {
@@ -83,7 +86,9 @@ export async function deleteSnapshot(db: Executor, current: Snapshot): Promise<b
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .executeTakeFirst();
-  return deleted.numDeletedRows > 0n;
+  if (deleted.numDeletedRows === 0n) return false;
+  await adjustUsage(db, current.account_id, usageDelta(snapshotUsage(), null));
+  return true;
 }
 
 /** The scheduled snapshots of a source (every status), newest first; retention reads these. */

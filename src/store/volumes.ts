@@ -7,6 +7,7 @@
 import type { ExpressionBuilder } from 'kysely';
 import type { BackupSchedule } from '../domain/instances.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { usageDelta, volumeUsage } from '../domain/usage.js';
 import type { VolumeStatus } from '../domain/volume-states.js';
 import type {
   Filesystem,
@@ -19,6 +20,7 @@ import type {
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Database, Executor, VolumeRow, VolumesTable } from './schema.js';
+import { adjustUsage } from './usage.js';
 
 function fromRow(row: VolumeRow): Volume {
   return {
@@ -69,6 +71,7 @@ export async function insertVolume(db: Executor, volume: Volume): Promise<void> 
     })
     .execute();
   await writeTags(db, volume, volume.tags);
+  await adjustUsage(db, volume.account_id, usageDelta(null, volumeUsage(volume)));
 }
 
 export async function findVolume(db: Executor, id: string): Promise<Volume | undefined> {
@@ -121,6 +124,7 @@ export async function updateVolume(
   if (!row) return undefined;
   const updated = fromRow(row);
   if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
+  await adjustUsage(db, current.account_id, usageDelta(volumeUsage(current), volumeUsage(updated)));
   return updated;
 }
 
@@ -132,7 +136,9 @@ export async function deleteVolume(db: Executor, current: Volume): Promise<boole
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .executeTakeFirst();
-  return deleted.numDeletedRows > 0n;
+  if (deleted.numDeletedRows === 0n) return false;
+  await adjustUsage(db, current.account_id, usageDelta(volumeUsage(current), null));
+  return true;
 }
 
 export async function deleteRootVolume(db: Executor, instanceId: string): Promise<void> {

@@ -7,6 +7,7 @@
 import type { Page, PageRequest } from '../domain/pagination.js';
 import type { VpnStatus } from '../domain/vpn-states.js';
 import type { PeerSort, Vpn, VpnChanges, VpnPeer, VpnSort } from '../domain/vpns.js';
+import { publicScopeKey, returnAddress } from './addresses.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Executor, VpnPeerRow, VpnRow, VpnsTable } from './schema.js';
@@ -82,6 +83,7 @@ export async function deleteVpn(db: Executor, current: Vpn): Promise<boolean> {
     .executeTakeFirst();
   if (deleted.numDeletedRows === 0n) return false;
   await db.deleteFrom('vpn_peers').where('vpn_id', '=', current.id).execute();
+  await returnAddress(db, publicScopeKey(current.region), current.endpoint_ip);
   return true;
 }
 

@@ -1,0 +1,180 @@
+/**
+ * Address allocation by index probes. A scope (a region's public pool, which instances and VPN gateways
+ * share; an account's private network in a region) keeps `next_ip`, the first address of its block never
+ * handed out, and `free_addresses`, the ones below it that nobody holds. Every address of the block below
+ * `next_ip` is either held by a row (an instance's, a gateway's) or free, so "the lowest free address" is
+ * the lowest free row, or `next_ip` when there is none: what the old scan of every address in use found,
+ * at the cost of one index probe.
+ *
+ * A scope is set up on its first allocation from the rows in use then (the pool is configuration, known
+ * only at run time), and again if its pool is configured differently since.
+ *
+ * Concurrency. SQLite runs one write transaction at a time. On PostgreSQL, creates in one region run in
+ * parallel: a free address is taken with `FOR UPDATE SKIP LOCKED` (an address another transaction is
+ * taking is skipped, and is free again if that transaction rolls back); before a create's transaction
+ * `replenishAddresses` frees the next chunk of the block when none is free, in a short transaction of
+ * its own. Only when a create still finds nothing free does it move `next_ip` itself, holding the pool
+ * row until it commits. The unique constraints on the holders' address columns stay as the last guard.
+ */
+import { type Kysely, sql } from 'kysely';
+import { type Cidr, intToIp, ipToInt } from '../domain/addresses.js';
+import { isPostgres } from './dialect.js';
+import type { Database, Executor } from './schema.js';
+
+export interface AddressScope {
+  key: string;
+  block: Cidr;
+  /** The scope's addresses held now; read only when the scope is set up. */
+  inUse: (db: Executor) => Promise<string[]>;
+}
+
+export const publicScopeKey = (region: string) => `public:${region}`;
+export const privateScopeKey = (accountId: string, region: string) => `private:${accountId}:${region}`;
+
+/** Addresses a PostgreSQL replenishment frees at once, so concurrent creates rarely wait on the pool. */
+const POSTGRES_CHUNK = 64;
+
+/** The lowest free address of the scope, taken in the caller's transaction; null when the block is full. */
+export async function takeAddress(trx: Executor, scope: AddressScope): Promise<string | null> {
+  await ensureScope(trx, scope);
+  const free = await takeLowestFree(trx, scope, isPostgres(trx));
+  if (free !== null) return intToIp(free);
+  const next = await handOutNext(trx, scope);
+  return next === null ? null : intToIp(next);
+}
+
+/**
+ * PostgreSQL, before a create's transaction: when the scope has no free address, frees the next chunk of
+ * its block in a short transaction of its own, so the creates that follow take addresses with SKIP LOCKED
+ * instead of queueing on the pool row (which `handOutNext` holds until its transaction ends). Called
+ * outside any transaction: a create holding a connection while it waits for a second one could starve
+ * the pool. Nothing to do on SQLite, or for a scope not set up yet.
+ */
+export async function replenishAddresses(root: Kysely<Database>, scope: AddressScope): Promise<void> {
+  if (!isPostgres(root)) return;
+  const free = await root
+    .selectFrom('free_addresses')
+    .select('ip')
+    .where('scope', '=', scope.key)
+    .where('ip', '>=', scope.block.first)
+    .where('ip', '<=', scope.block.last)
+    .limit(1)
+    .executeTakeFirst();
+  if (free) return;
+  await root.transaction().execute(async (apart) => {
+    const pool = await apart
+      .selectFrom('address_pools')
+      .select(['cidr', 'next_ip'])
+      .where('scope', '=', scope.key)
+      .forUpdate()
+      .executeTakeFirst();
+    if (pool?.cidr !== scope.block.cidr) return;
+    const start = Number(pool.next_ip);
+    const end = Math.min(start + POSTGRES_CHUNK, scope.block.last + 1);
+    if (end <= start) return;
+    await apart.updateTable('address_pools').set({ next_ip: end }).where('scope', '=', scope.key).execute();
+    await apart
+      .insertInto('free_addresses')
+      .values(Array.from({ length: end - start }, (_, i) => ({ scope: scope.key, ip: start + i })))
+      .execute();
+  });
+}
+
+/** Gives an address back to its scope (its holder's row is being deleted in this transaction). */
+export async function returnAddress(db: Executor, scopeKey: string, ip: string): Promise<void> {
+  const value = ipToInt(ip);
+  const pool = await db
+    .selectFrom('address_pools')
+    .select('next_ip')
+    .where('scope', '=', scopeKey)
+    .executeTakeFirst();
+  // Not set up yet (its set-up will see the row gone), or above what was handed out from this pool.
+  if (!pool || value >= Number(pool.next_ip)) return;
+  await db
+    .insertInto('free_addresses')
+    .values({ scope: scopeKey, ip: value })
+    .onConflict((oc) => oc.columns(['scope', 'ip']).doNothing())
+    .execute();
+}
+
+/** Sets the scope up from the rows in use unless it is already, for this pool; true if it did now. */
+async function ensureScope(trx: Executor, scope: AddressScope): Promise<boolean> {
+  const pool = await trx
+    .selectFrom('address_pools')
+    .select('cidr')
+    .where('scope', '=', scope.key)
+    .executeTakeFirst();
+  if (pool?.cidr === scope.block.cidr) return false;
+  if (isPostgres(trx)) {
+    // Two first allocations at once must not both set the scope up.
+    await sql`select pg_advisory_xact_lock(hashtext(${`nimbus:address-scope:${scope.key}`}))`.execute(trx);
+    const again = await trx
+      .selectFrom('address_pools')
+      .select('cidr')
+      .where('scope', '=', scope.key)
+      .executeTakeFirst();
+    if (again?.cidr === scope.block.cidr) return false;
+  }
+  const { first, last } = scope.block;
+  const held = new Set(
+    (await scope.inUse(trx)).map(ipToInt).filter((value) => value >= first && value <= last),
+  );
+  const next = held.size === 0 ? first : Math.max(...held) + 1;
+  const free: number[] = [];
+  for (let value = first; value < next; value++) if (!held.has(value)) free.push(value);
+
+  await trx.deleteFrom('free_addresses').where('scope', '=', scope.key).execute();
+  for (let i = 0; i < free.length; i += 500) {
+    await trx
+      .insertInto('free_addresses')
+      .values(free.slice(i, i + 500).map((ip) => ({ scope: scope.key, ip })))
+      .execute();
+  }
+  await trx
+    .insertInto('address_pools')
+    .values({ scope: scope.key, cidr: scope.block.cidr, next_ip: next })
+    .onConflict((oc) => oc.column('scope').doUpdateSet({ cidr: scope.block.cidr, next_ip: next }))
+    .execute();
+  return true;
+}
+
+async function takeLowestFree(trx: Executor, scope: AddressScope, postgres: boolean): Promise<number | null> {
+  const { key, block } = scope;
+  if (postgres) {
+    const taken = await sql<{ ip: string }>`
+      delete from free_addresses
+      where scope = ${key} and ip = (
+        select ip from free_addresses
+        where scope = ${key} and ip between ${block.first} and ${block.last}
+        order by ip limit 1
+        for update skip locked
+      )
+      returning ip`.execute(trx);
+    const row = taken.rows[0];
+    return row ? Number(row.ip) : null;
+  }
+  const lowest = await trx
+    .selectFrom('free_addresses')
+    .select('ip')
+    .where('scope', '=', key)
+    .where('ip', '>=', block.first)
+    .where('ip', '<=', block.last)
+    .orderBy('ip')
+    .limit(1)
+    .executeTakeFirst();
+  if (!lowest) return null;
+  await trx.deleteFrom('free_addresses').where('scope', '=', key).where('ip', '=', lowest.ip).execute();
+  return Number(lowest.ip);
+}
+
+/** Moves next_ip one on, in the caller's transaction; the address it was, or null past the block. */
+async function handOutNext(trx: Executor, scope: AddressScope): Promise<number | null> {
+  const moved = await trx
+    .updateTable('address_pools')
+    .set({ next_ip: sql<number>`next_ip + 1` })
+    .where('scope', '=', scope.key)
+    .where('next_ip', '<=', scope.block.last)
+    .returning('next_ip')
+    .executeTakeFirst();
+  return moved ? Number(moved.next_ip) - 1 : null;
+}

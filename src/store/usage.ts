@@ -1,0 +1,66 @@
+/**
+ * Per-account usage counters (account_usage): the instances, volumes and snapshots stores apply each
+ * write's `usageDelta` here, in the writer's transaction, so a quota check reads one row instead of
+ * counting or summing the account's rows. A missing row is zero.
+ */
+import { sql } from 'kysely';
+import type { CountedQuota, Usage } from '../domain/usage.js';
+import { isPostgres } from './dialect.js';
+import type { Executor } from './schema.js';
+
+export async function adjustUsage(db: Executor, accountId: string, delta: Usage): Promise<void> {
+  for (const [name, change] of Object.entries(delta)) {
+    if (!change) continue;
+    await db
+      .insertInto('account_usage')
+      .values({ account_id: accountId, name, used: change })
+      .onConflict((oc) =>
+        oc.columns(['account_id', 'name']).doUpdateSet({ used: sql<number>`account_usage.used + ${change}` }),
+      )
+      .execute();
+  }
+}
+
+export async function usageOf(db: Executor, accountId: string, name: CountedQuota): Promise<number> {
+  const row = await db
+    .selectFrom('account_usage')
+    .select('used')
+    .where('account_id', '=', accountId)
+    .where('name', '=', name)
+    .executeTakeFirst();
+  return Number(row?.used ?? 0);
+}
+
+/**
+ * Holds the account's counters until the transaction ends (creating missing ones at zero so they can be
+ * held too); their values before. On SQLite the one writer already holds everything.
+ */
+export async function lockUsage(
+  db: Executor,
+  accountId: string,
+  names: readonly CountedQuota[],
+): Promise<Map<string, number>> {
+  await db
+    .insertInto('account_usage')
+    .values(names.map((name) => ({ account_id: accountId, name, used: 0 })))
+    .onConflict((oc) => oc.columns(['account_id', 'name']).doNothing())
+    .execute();
+  let query = db.selectFrom('account_usage').select(['name', 'used']).where('account_id', '=', accountId);
+  if (isPostgres(db)) query = query.forUpdate();
+  const rows = await query.execute();
+  return new Map(rows.map((row) => [row.name, Number(row.used)]));
+}
+
+/** Overwrites a counter with a full count (`admin recount`). */
+export async function setUsage(
+  db: Executor,
+  accountId: string,
+  name: CountedQuota,
+  used: number,
+): Promise<void> {
+  await db
+    .insertInto('account_usage')
+    .values({ account_id: accountId, name, used })
+    .onConflict((oc) => oc.columns(['account_id', 'name']).doUpdateSet({ used }))
+    .execute();
+}
