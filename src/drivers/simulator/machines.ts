@@ -4,6 +4,7 @@
  * store/migrations/) knows nothing of them, and a store used with another driver never gets them.
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
+import { type SimCallsTable, simCallsMigration } from './calls.js';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
 import { simGatewaysMigration } from './gateways.js';
 import { type SimRestoresTable, type SimSnapshotsTable, simSnapshotsMigration } from './snapshots.js';
@@ -24,6 +25,7 @@ export type SimulatorTables = {
   sim_volumes: SimVolumesTable;
   sim_snapshots: SimSnapshotsTable;
   sim_restores: SimRestoresTable;
+  sim_calls: SimCallsTable;
 };
 
 export type SimMachineRow = Selectable<SimMachinesTable>;
@@ -57,6 +59,7 @@ const migrations: Record<string, Migration> = {
   '0002_sim_volumes': simVolumesMigration,
   '0003_sim_snapshots': simSnapshotsMigration,
   '0004_sim_gateways': simGatewaysMigration,
+  '0005_sim_calls': simCallsMigration,
 };
 
 /** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */

@@ -32,6 +32,7 @@ import type {
   VolumeSpec,
   VolumeState,
 } from '../driver.js';
+import { countCall, type MachineCall } from './calls.js';
 import { deleteDisk, findDisk, insertDisk, type SimVolumeRow, updateDisk } from './disks.js';
 import { SimulatedGateways } from './gateways.js';
 import {
@@ -149,6 +150,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async provision(spec: MachineSpec): Promise<void> {
+    await this.count(spec, 'provision');
     if (await findMachine(this.db, spec.id)) return;
     const now = this.clock.now().toISOString();
     await insertMachine(this.db, {
@@ -163,6 +165,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async start(spec: MachineSpec): Promise<void> {
+    await this.count(spec, 'start');
     const { row, state } = await this.current(spec);
     if (!row || (state.power !== 'off' && state.power !== 'failed')) return;
     const now = this.clock.now().toISOString();
@@ -170,6 +173,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async stop(spec: MachineSpec, options: { force: boolean }): Promise<void> {
+    await this.count(spec, 'stop');
     const { row, state } = await this.current(spec);
     if (!row || state.power === 'off') return;
     const now = this.clock.now().toISOString();
@@ -181,6 +185,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async reboot(spec: MachineSpec): Promise<void> {
+    await this.count(spec, 'reboot');
     const { row, state } = await this.current(spec);
     if (!row || state.power !== 'running') return;
     const now = this.clock.now().getTime();
@@ -192,6 +197,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async resize(spec: MachineSpec): Promise<void> {
+    await this.count(spec, 'resize');
     const { row, state } = await this.current(spec);
     if (!row) throw new Error(`simulator: machine ${spec.id} does not exist`);
     if (row.instance_type === spec.instanceType.name) return;
@@ -206,7 +212,13 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async destroy(spec: MachineSpec): Promise<void> {
+    await this.count(spec, 'destroy');
     await deleteMachine(this.db, spec.id);
+  }
+
+  /** Counted on every call, changing anything or not (calls.ts): how tests see a step run twice. */
+  private count(spec: MachineSpec, call: MachineCall): Promise<void> {
+    return countCall(this.db, spec.id, call);
   }
 
   async inspect(spec: MachineSpec): Promise<MachineState> {
