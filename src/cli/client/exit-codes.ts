@@ -37,9 +37,21 @@ export class NotLoggedInError extends Error {
   override name = 'NotLoggedInError';
 }
 
+/** The error and what caused it, outermost first (fetch wraps connection failures in "fetch failed"). */
+function* causeChain(error: unknown): Generator<unknown> {
+  for (
+    let current = error;
+    current !== undefined && current !== null;
+    current = (current as { cause?: unknown }).cause
+  ) {
+    yield current;
+  }
+}
+
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
-  if (error instanceof NotLoggedInError || error instanceof CertificateMismatchError) return EXIT.auth;
+  if (error instanceof NotLoggedInError) return EXIT.auth;
+  for (const cause of causeChain(error)) if (cause instanceof CertificateMismatchError) return EXIT.auth;
   if (isUntrustedCertificate(error)) return EXIT.auth;
   if (error instanceof AuthenticationError) return EXIT.auth;
   // 403 is both "forbidden" (the key lacks a permission: an auth problem) and "quota_exceeded" (not one).
