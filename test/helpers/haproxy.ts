@@ -3,7 +3,7 @@
  * TLS terminated at the balancer with the given certificate, requests forwarded over plain HTTP to each
  * replica's HTTP port with X-Forwarded-For and X-Forwarded-Proto: https (the replicas trust them through
  * NIMBUS_TRUST_PROXY=127.0.0.1). Round robin per request; a replica is taken out after one failed health
- * check (GET /healthz every 200 ms) and a request whose connection is refused is sent to another.
+ * check (GET /readyz every 200 ms) and a request whose connection is refused is sent to another.
  *
  * The configuration is generated on free ports and HAProxy runs in the foreground as a child process
  * (`-db`), so closing the helper stops it.
@@ -73,7 +73,7 @@ export function haproxyConfig(options: {
     // Behind the balancer the replicas speak plain HTTP, which Nimbus answers only when a trusted proxy
     // says the client used HTTPS: the health check says so too.
     '  option httpchk',
-    '  http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host localhost hdr X-Forwarded-Proto https',
+    '  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost hdr X-Forwarded-Proto https',
     '  http-check expect status 200',
     ...servers,
     '',
