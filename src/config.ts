@@ -52,6 +52,8 @@ const EnvSchema = Type.Object({
   NIMBUS_METRICS_INTERVAL_SECONDS: Type.Integer({ default: 10, minimum: 1, maximum: 10 }),
   /** Live metric streams an account may hold open at once (per server process). */
   NIMBUS_METRICS_MAX_STREAMS: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
+  /** Days from an invoice's issue to its due date; an open invoice past it makes the account past due. */
+  NIMBUS_INVOICE_DUE_DAYS: Type.Integer({ default: 14, minimum: 0, maximum: 365 }),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -84,6 +86,7 @@ export interface Config {
   /** The master key from the environment; null: the data dir's key file. */
   masterKey: Buffer | null;
   metrics: { intervalSeconds: number; maxStreamsPerAccount: number };
+  invoiceDueDays: number;
 }
 
 export class ConfigError extends Error {}
@@ -136,6 +139,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       intervalSeconds: raw.NIMBUS_METRICS_INTERVAL_SECONDS,
       maxStreamsPerAccount: raw.NIMBUS_METRICS_MAX_STREAMS,
     },
+    invoiceDueDays: raw.NIMBUS_INVOICE_DUE_DAYS,
   };
 }
 

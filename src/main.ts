@@ -169,6 +169,8 @@ export async function startServer(
       metadataPort = (metadata.server.address() as AddressInfo).port;
     }
 
+    // The billing period job closes months and marks overdue invoices; it must exist before jobs run.
+    await backends.services.billing.start();
     // Metric collection and the status relay are jobs too (once across replicas); streams are per process.
     await services.metricsCollector.start();
     await services.statusRelay.start();

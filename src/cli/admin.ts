@@ -24,7 +24,12 @@ Commands:
   set-account-status --account ID --status active|past_due|suspended
   list-accounts                                   list every account
   recount (--account ID | --all)                  count the maintained quota usage afresh and repair the
-                                                  counters; shows what each counter held and the count`;
+                                                  counters; shows what each counter held and the count
+  close-period [--at ISO-TIME]                    close every month that ended by then (default now):
+                                                  open its invoices; running it again changes nothing
+  invoice-pay --invoice ID                        mark an open invoice paid (a past-due account with no
+                                                  other overdue invoice becomes active)
+  invoice-void --invoice ID                       void an open invoice (the same for past due)`;
 
 export interface Output {
   out(line: string): void;
@@ -71,7 +76,9 @@ export async function runAdmin(
       'per-hour': { type: 'string' },
       burst: { type: 'string' },
       status: { type: 'string' },
+      invoice: { type: 'string' },
       all: { type: 'boolean', default: false },
+      at: { type: 'string' },
     },
     strict: true,
   });
@@ -154,6 +161,29 @@ export async function runAdmin(
           { accounts: all },
           all.map((a) => `${a.id}  ${a.plan.padEnd(12)} ${a.status.padEnd(9)} ${a.email}`).join('\n') ||
             'No accounts',
+        );
+        return;
+      }
+      case 'close-period': {
+        const at = values.at === undefined ? new Date() : new Date(String(values.at));
+        if (Number.isNaN(at.getTime())) throw new UsageError('--at must be an ISO 8601 time');
+        const { billing } = backends.services;
+        const result = await billing.closePeriods(values.at === undefined ? billing.now() : at);
+        print(
+          result,
+          result.periods.length > 0
+            ? `Closed ${result.periods.join(', ')}: ${result.invoices_opened} invoice(s) opened`
+            : 'No period left to close',
+        );
+        return;
+      }
+      case 'invoice-pay':
+      case 'invoice-void': {
+        const action = command === 'invoice-pay' ? 'pay' : 'void';
+        const invoice = await backends.services.billing.settle(required(values, 'invoice'), action);
+        print(
+          { invoice_id: invoice.id, status: invoice.status, account_id: invoice.account_id },
+          `Invoice ${invoice.id} is now ${invoice.status}`,
         );
         return;
       }

@@ -142,3 +142,17 @@ export function instanceTypeNamed(name: string): InstanceType {
   if (!found) throw new Error(`unknown instance type ${name}`);
   return found;
 }
+
+/**
+ * Prices of what is not an instance type (DESIGN.md §4 "Money"), in micro-USD. Storage is priced per
+ * GB-month, a month being 730 hours; a VPN gateway per hour while it exists (the same figure the VPN
+ * record shows as `price_per_hour`).
+ */
+export const STORAGE_PRICES = {
+  /** Root disks of instances (what a stopped instance pays) and data volumes. */
+  disk_gb_month_micros: 100_000,
+  snapshot_gb_month_micros: 50_000,
+} as const;
+export const VPN_PRICE_PER_HOUR_MICROS = 50_000;
+/** The hours in a billing month, for GB-month prices and estimates (DESIGN.md §4). */
+export const HOURS_PER_MONTH = 730;

@@ -28,6 +28,7 @@ import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
+import { billingRoutes } from './routes/billing.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { eventRoutes } from './routes/events.js';
 import { firewallRuleRoutes } from './routes/firewall-rules.js';
@@ -139,4 +140,5 @@ async function registerResourceRoutes(scope: FastifyInstance, services: Services
   await scope.register(eventRoutes, services);
   await scope.register(webhookRoutes, services);
   await scope.register(metricRoutes, services);
+  await scope.register(billingRoutes, services);
 }

@@ -51,6 +51,7 @@ const RESOURCE_LABELS = {
   vpn_peer: 'VPN peer',
   firewall_rule: 'Firewall rule',
   event: 'Event',
+  invoice: 'Invoice',
 } as const;
 export type ResourceKind = keyof typeof RESOURCE_LABELS;
 

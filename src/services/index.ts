@@ -11,6 +11,7 @@ import { findVolume } from '../store/volumes.js';
 import { AccountService } from './accounts.js';
 import { ApiKeyService } from './api-keys.js';
 import { BackupScheduleBook } from './backup-schedules.js';
+import { BillingService } from './billing.js';
 import { EventService } from './events.js';
 import { FirewallRuleService } from './firewall-rules.js';
 import { IdempotencyService } from './idempotency.js';
@@ -57,6 +58,8 @@ export interface ServiceDeps {
     statusPollMs: number;
     onError?: (error: unknown) => void;
   };
+  /** Days from an invoice's issue to its due date (default 14). */
+  invoiceDueDays?: number;
   webhooks: {
     allowPrivate: boolean;
     /** PEM of an extra CA trusted for receivers. */
@@ -92,6 +95,7 @@ export interface Services {
   metricsCollector: MetricsCollector;
   statusRelay: StatusRelay;
   metricStreams: MetricsStreams;
+  billing: BillingService;
 }
 
 export function createServices(deps: ServiceDeps): Services {
@@ -196,5 +200,8 @@ export function createServices(deps: ServiceDeps): Services {
     metricsCollector,
     statusRelay,
     metricStreams,
+    billing: new BillingService(deps.store, deps.clock, deps.jobs, apiKeys, {
+      dueDays: deps.invoiceDueDays ?? 14,
+    }),
   };
 }

@@ -2,6 +2,7 @@
  * Instances as a kind of the lifecycle core: the state table, how records are read and written, what
  * their events carry, and what goes with an instance when it is removed (its root volume, its GPUs).
  */
+import { instanceMeter } from '../domain/billing.js';
 import { instanceTypeNamed } from '../domain/catalog.js';
 import type { InstanceEventData } from '../domain/event-catalog.js';
 import {
@@ -45,6 +46,7 @@ export const INSTANCE_KIND: ResourceKind<
     name: instance.name,
     status: instance.status,
   }),
+  meter: (instance) => instanceMeter(instance, instanceTypeNamed(instance.instance_type)),
 };
 
 /** What the driver is told about the machine it runs for an instance. */

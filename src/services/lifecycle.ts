@@ -13,16 +13,21 @@
  * - the reconcile job (one per kind, registered with the job runner under the kind's name): it loads the
  *   record, asks the reconciler for one step, and applies what the step says — a guarded write, a write
  *   with its event, a removal with its event — so reconcilers decide and never write themselves.
+ * - metering: a kind that is billed says what a record pays in its state (`meter`); every write above that
+ *   changes it switches the record's metered interval in the same transaction (store/billing-meters.ts), so
+ *   billing reads a history that holds exactly what committed.
  *
  * Every answer a request gets is written before it is given (the job is in the same transaction), so a
  * crash right after a 202 loses nothing; every step is decided from what is found, so a job cut short is
  * simply run again.
  */
+import { type Meter, meterKey } from '../domain/billing.js';
 import type { Clock } from '../domain/clock.js';
 import type { EventData, EventType } from '../domain/event-catalog.js';
 import { isAllowed, type StateTable, statusAfter } from '../domain/lifecycle.js';
 import { recordEvent } from '../events/outbox.js';
 import type { JobHandler, JobRunner } from '../jobs/runner.js';
+import { switchMeter } from '../store/billing-meters.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { Conflict, type DomainError, NotFound, type ResourceKind as NotFoundResource } from './errors.js';
@@ -69,6 +74,8 @@ export interface ResourceKind<
    * volume attached elsewhere names its instance); undefined for the table's own 409.
    */
   refusal?(record: R, action: Action): DomainError | undefined;
+  /** What the record pays in its current state (domain/billing.ts); absent for kinds that are not billed. */
+  meter?(record: R): Meter | null;
 }
 
 export interface ActOptions {
@@ -147,6 +154,7 @@ export class Lifecycle {
     const record = await this.store.db.transaction().execute(async (trx) => {
       const record = await build(trx);
       await kind.insert(trx, record);
+      await this.meterChange(trx, kind, undefined, record);
       await this.recordKindEvent(trx, kind, record, { type: event });
       if (reconcile) await this.jobs.enqueue(trx, kind.table.kind, record.id);
       return record;
@@ -168,6 +176,7 @@ export class Lifecycle {
     E extends EventType,
   >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, event: E, record: R): Promise<R> {
     await kind.insert(trx, record);
+    await this.meterChange(trx, kind, undefined, record);
     await this.recordKindEvent(trx, kind, record, { type: event });
     if (kind.table.create.target !== undefined) await this.jobs.enqueue(trx, kind.table.kind, record.id);
     return record;
@@ -222,6 +231,7 @@ export class Lifecycle {
       } as Write<S, C>);
       // The record is held, so its version still matches; the guard stays, the rule every writer follows.
       if (!written) throw conflict(kind.table, action, current.status);
+      await this.meterChange(trx, kind, current, written);
       if (event) await this.recordKindEvent(trx, kind, written, event);
       const enqueue = reconcile ?? written.status !== current.status;
       if (enqueue) await this.jobs.enqueue(trx, kind.table.kind, id);
@@ -248,6 +258,7 @@ export class Lifecycle {
       updated_at: this.clock.now().toISOString(),
     });
     if (!written) return undefined;
+    await this.meterChange(trx, kind, current, written);
     if (options.event) await this.recordKindEvent(trx, kind, written, options.event);
     if (options.reconcile) await this.jobs.enqueue(trx, kind.table.kind, current.id);
     return written;
@@ -265,10 +276,11 @@ export class Lifecycle {
     related?: RelatedWrite,
   ): Promise<boolean> {
     const at = this.clock.now().toISOString();
-    if (!event && !related)
+    if (!event && !related && !this.changesMeter(kind, current, changes))
       return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
     const written = await this.store.db.transaction().execute(async (trx) => {
       const written = await kind.update(trx, current, { ...changes, updated_at: at });
+      if (written) await this.meterChange(trx, kind, current, written);
       if (written && event) await this.recordKindEvent(trx, kind, written, event);
       if (written && related) await related(trx);
       return written !== undefined;
@@ -285,9 +297,46 @@ export class Lifecycle {
   ): Promise<boolean> {
     return this.store.db.transaction().execute(async (trx) => {
       if (!(await kind.remove(trx, current))) return false;
+      await this.meterChange(trx, kind, current, undefined);
       await this.recordKindEvent(trx, kind, current, event);
       return true;
     });
+  }
+
+  /** Whether writing `changes` would change what the record pays (so the write needs a transaction). */
+  private changesMeter<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(kind: ResourceKind<S, A, R, C, E>, current: R, changes: Write<S, C>): boolean {
+    if (!kind.meter) return false;
+    return meterKey(kind.meter(current)) !== meterKey(kind.meter({ ...current, ...changes }));
+  }
+
+  /**
+   * Switches the record's metered interval when what it pays changed between `before` and `after`
+   * (undefined: not there), inside the transaction of the write; at the same instant as the write.
+   */
+  private async meterChange<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(
+    trx: Executor,
+    kind: ResourceKind<S, A, R, C, E>,
+    before: R | undefined,
+    after: R | undefined,
+  ): Promise<void> {
+    if (!kind.meter) return;
+    const previous = before ? kind.meter(before) : null;
+    const next = after ? kind.meter(after) : null;
+    if (meterKey(previous) === meterKey(next)) return;
+    const record = (after ?? before) as R;
+    await switchMeter(trx, record.id, next, new Date(after?.updated_at ?? this.clock.now().toISOString()));
   }
 
   private async recordKindEvent<

@@ -2,6 +2,7 @@
  * Snapshots as a kind of the lifecycle core: the state table, how records are read and written, and
  * what their events carry (the snapshot, its status and the ids it relates to).
  */
+import { snapshotMeter } from '../domain/billing.js';
 import type { SnapshotEventData } from '../domain/event-catalog.js';
 import {
   SNAPSHOT_STATES,
@@ -42,6 +43,7 @@ export const SNAPSHOT_KIND: ResourceKind<
     source_instance_id: snapshot.source_instance_id,
     size_gb: snapshot.size_gb,
   }),
+  meter: snapshotMeter,
 };
 
 /** What the driver is told about a snapshot; the source's tags carry the simulator's fault tag. */

@@ -3,6 +3,7 @@
  * events carry, and why an action is refused when the status alone does not say (a volume held by an
  * instance, a root volume).
  */
+import { volumeMeter } from '../domain/billing.js';
 import type { VolumeEventData } from '../domain/event-catalog.js';
 import {
   VOLUME_STATES,
@@ -39,6 +40,7 @@ export const VOLUME_KIND: ResourceKind<VolumeStatus, VolumeAction, Volume, Volum
     device_name: volume.device_name,
     kind: volume.kind,
   }),
+  meter: volumeMeter,
   refusal(volume, action) {
     if (volume.kind === 'root' && (action === 'detach' || action === 'delete' || action === 'attach')) {
       return rootVolumeConflict(volume, action);

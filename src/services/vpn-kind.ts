@@ -3,6 +3,7 @@
  * events carry; and the gateway a VPN asks the driver for (its configuration, with the private key opened
  * from its seal and every peer).
  */
+import { vpnMeter } from '../domain/billing.js';
 import type { EventData } from '../domain/event-catalog.js';
 import { VPN_STATES, type VpnAction, type VpnEventType, type VpnStatus } from '../domain/vpn-states.js';
 import { gatewayAddress, type Vpn, type VpnChanges } from '../domain/vpns.js';
@@ -30,6 +31,7 @@ export const VPN_KIND: ResourceKind<VpnStatus, VpnAction, Vpn, VpnChanges, VpnEv
     region: vpn.region,
     endpoint: `${vpn.endpoint_ip}:${vpn.endpoint_port}`,
   }),
+  meter: vpnMeter,
 };
 
 /** The associated data a VPN's private key is sealed with: a seal copied to another VPN does not open. */

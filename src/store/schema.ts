@@ -358,7 +358,7 @@ export interface MetricBlocksTable {
   updated_at: string;
 }
 
-export interface Database {
+export interface Database extends BillingTables {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
   api_keys: ApiKeysTable;
@@ -406,3 +406,73 @@ export type FirewallRuleRow = Selectable<FirewallRulesTable>;
 export type VolumeRow = Selectable<VolumesTable>;
 export type SnapshotRow = Selectable<SnapshotsTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
+
+/** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */
+export interface BillingTables {
+  meter_segments: MeterSegmentsTable;
+  invoices: InvoicesTable;
+  invoice_lines: InvoiceLinesTable;
+  billing_counters: BillingCountersTable;
+}
+
+/** One interval in which a resource paid one price; open while `end_s` is null. */
+export interface MeterSegmentsTable {
+  seq: Generated<number>;
+  account_id: string;
+  resource_id: string;
+  resource_type: string;
+  resource_name: string;
+  meter: string;
+  region: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit: string;
+  unit_price_micros: number;
+  started_at: string;
+  /** Epoch second of started_at (taken down): what billing counts from. */
+  start_s: number;
+  ended_at: string | null;
+  end_s: number | null;
+}
+
+export interface InvoicesTable {
+  id: string;
+  account_id: string;
+  /** Given when the invoice opens; never reused. Null while draft. */
+  number: number | null;
+  status: string;
+  period_start: string;
+  period_end: string;
+  /** Exact amount in 1/2,628,000 micro-USD, as decimal text (domain/billing.ts). */
+  subtotal: string;
+  total_cents: number;
+  issued_at: string | null;
+  due_at: string | null;
+  past_due_at: string | null;
+  paid_at: string | null;
+  voided_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InvoiceLinesTable {
+  invoice_id: string;
+  position: number;
+  resource_id: string | null;
+  resource_type: string;
+  meter: string;
+  description: string;
+  instance_type: string | null;
+  unit: string;
+  /** Seconds (hours) or GB-seconds (GB-months), decimal text. */
+  quantity_numerator: string;
+  unit_price_micros: number | null;
+  /** Exact amount, decimal text. */
+  amount: string;
+}
+
+export interface BillingCountersTable {
+  name: string;
+  value: number;
+}

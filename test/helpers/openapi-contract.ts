@@ -66,7 +66,13 @@ function load() {
   for (const [template, item] of Object.entries(document.paths)) {
     const source = template
       .split('/')
-      .map((segment) => (/^\{.+\}$/.test(segment) ? '([^/]+)' : segment.replace(/[.*+?^$()|[\]\\]/g, '\\$&')))
+      // A segment may hold a parameter and text after it (`{id}.pdf`).
+      .map((segment) =>
+        segment
+          .split(/(\{[^}]+\})/)
+          .map((part) => (/^\{.+\}$/.test(part) ? '([^/]+)' : part.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')))
+          .join(''),
+      )
       .join('/');
     for (const [method, operation] of Object.entries(item)) {
       operations.push({
@@ -80,7 +86,8 @@ function load() {
     }
   }
   // A static segment wins over a parameter, as in the router (/v1/events/types before /v1/events/{id}).
-  operations.sort((a, b) => a.params - b.params);
+  // Among as many parameters, more fixed text is more specific (/invoices/{id}.pdf before /invoices/{id}).
+  operations.sort((a, b) => a.params - b.params || b.template.length - a.template.length);
   const validators = new Map<string, ValidateFunction>();
   const pointer = (...segments: string[]) =>
     segments.map((segment) => segment.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
@@ -196,6 +203,14 @@ export function contractProblems(method: string, pathname: string, reply: Checke
           .slice(0, 5)
           .map((error) => `body${error.instancePath}: ${error.message ?? 'is invalid'}`),
       );
+    }
+  } else if (response.content && Object.keys(response.content).length > 0) {
+    // A download (PDF, CSV): the content type must be one the document names.
+    const type = String(reply.headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim();
+    if (!type || !(type in response.content)) {
+      problems.push(`content-type is ${type}, not one of ${Object.keys(response.content).join(', ')}`);
     }
   } else if (reply.text.length > 0) {
     problems.push('the document declares no body, but one was sent');

@@ -7,6 +7,7 @@ import * as snapshots from './0005_snapshots.js';
 import * as firewallRules from './0006_firewall_rules.js';
 import * as vpns from './0007_vpns.js';
 import * as metrics from './0008_metrics.js';
+import * as billing from './0009_billing.js';
 import * as writePath from './0010_write_path.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
@@ -19,6 +20,7 @@ const migrations: Record<string, Migration> = {
   '0006_firewall_rules': firewallRules,
   '0007_vpns': vpns,
   '0008_metrics': metrics,
+  '0009_billing': billing,
   '0010_write_path': writePath,
 };
 
