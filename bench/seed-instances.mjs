@@ -142,7 +142,11 @@ function sumBy(rows, column) {
  * Writes `count` instances for `accountId` into `<dataDir>/nimbus.db`. Returns how long it took, the
  * per-(region, status) counts written, and the verified total.
  */
-export async function seedInstances({ dataDir, accountId, count, log = () => {} }) {
+/**
+ * `monitoringShare`: the share of instances with monitoring on (0.9 by default, as users leave it on);
+ * a benchmark of something else sets 0 so the metrics collector does not sample the seeded fleet.
+ */
+export async function seedInstances({ dataDir, accountId, count, log = () => {}, monitoringShare = 0.9 }) {
   const started = performance.now();
   const { openStore, migrateToLatest } = await dist('store/db.js');
   const { newId } = await dist('domain/ids.js');
@@ -239,7 +243,7 @@ export async function seedInstances({ dataDir, accountId, count, log = () => {} 
           null,
           null,
           random() < 0.8 ? 'ssh-only' : 'web',
-          random() < 0.9 ? 1 : 0,
+          random() < monitoringShare ? 1 : 0,
           random() < 0.2 ? '{"frequency":"daily","retention":7}' : null,
           newId('volume', created),
           1 + Math.floor(random() * 5),
