@@ -113,50 +113,76 @@ export function mergeRollups(day: Block | null, rows: Map<number, Map<number, nu
   return block;
 }
 
-/** A series read out of blocks: points in time order as [epoch ms, value in quanta]. */
-export type QuantaPoints = [number, number][];
+/**
+ * A series read out of blocks, in time order: epoch ms and values in quanta as two parallel arrays (a
+ * day of 10 s points is 8,640 of them per series; two flat arrays cost the collector nothing to fill,
+ * where a pair per point is an allocation each).
+ */
+export interface QuantaSeries {
+  times: number[];
+  values: number[];
+}
 
-/** The points of one column of a block starting at `startMs`, inside [fromMs, toMs]. */
-export function columnPoints(
+export function emptySeries(): QuantaSeries {
+  return { times: [], values: [] };
+}
+
+/** Appends the points of one column of a block starting at `startMs` that fall inside [fromMs, toMs]. */
+export function appendColumn(
+  into: QuantaSeries,
   block: Block,
   columnId: number,
   startMs: number,
   stepMs: number,
   fromMs: number,
   toMs: number,
-): QuantaPoints {
+): void {
   const column = block.columns.find((c) => c.id === columnId);
-  if (!column) return [];
-  const points: QuantaPoints = [];
+  if (!column) return;
   for (let i = 0; i < block.present.length; i++) {
     const at = startMs + (block.present[i] as number) * stepMs;
-    if (at >= fromMs && at <= toMs) points.push([at, column.values[i] as number]);
+    if (at >= fromMs && at <= toMs) {
+      into.times.push(at);
+      into.values.push(column.values[i] as number);
+    }
   }
-  return points;
+}
+
+/** The series sorted by time (blocks read in two passes, day rollups then pending hours). */
+export function sortSeries(series: QuantaSeries): QuantaSeries {
+  const order = series.times
+    .map((_, i) => i)
+    .sort((a, b) => (series.times[a] as number) - (series.times[b] as number));
+  return {
+    times: order.map((i) => series.times[i] as number),
+    values: order.map((i) => series.values[i] as number),
+  };
 }
 
 /**
  * Points bucketed to `stepMs` (aligned to the epoch): one point per bucket that has any, at the bucket's
  * start, its value the bucket's avg, min or max. Buckets without points stay missing.
  */
-export function bucketPoints(points: QuantaPoints, stepMs: number, aggregate: Aggregate): QuantaPoints {
-  const out: QuantaPoints = [];
+export function bucketSeries(series: QuantaSeries, stepMs: number, aggregate: Aggregate): QuantaSeries {
+  const out = emptySeries();
+  const { times, values } = series;
   let i = 0;
-  while (i < points.length) {
-    const bucket = Math.floor((points[i] as [number, number])[0] / stepMs) * stepMs;
+  while (i < times.length) {
+    const bucket = Math.floor((times[i] as number) / stepMs) * stepMs;
     let sum = 0;
     let count = 0;
     let min = Number.POSITIVE_INFINITY;
     let max = Number.NEGATIVE_INFINITY;
-    while (i < points.length && (points[i] as [number, number])[0] < bucket + stepMs) {
-      const value = (points[i] as [number, number])[1];
+    while (i < times.length && (times[i] as number) < bucket + stepMs) {
+      const value = values[i] as number;
       sum += value;
       count++;
       if (value < min) min = value;
       if (value > max) max = value;
       i++;
     }
-    out.push([bucket, aggregate === 'avg' ? sum / count : aggregate === 'min' ? min : max]);
+    out.times.push(bucket);
+    out.values.push(aggregate === 'avg' ? sum / count : aggregate === 'min' ? min : max);
   }
   return out;
 }

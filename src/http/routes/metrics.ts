@@ -62,7 +62,8 @@ const Series = Type.Object({
   metric: MetricName,
   unit: StringEnum(['percent', 'bytes', 'bytes_per_second']),
   points: Type.Array(
-    Type.Array(Type.Union([Type.String(), Type.Number()]), {
+    // A type list rather than anyOf: the serialiser picks by typeof instead of validating each item.
+    Type.Array(Type.Unsafe<string | number>({ type: ['string', 'number'] }), {
       minItems: 2,
       maxItems: 2,
       description: '[timestamp (ISO 8601), value]',
