@@ -30,7 +30,7 @@ export const DEFAULT_ESTIMATE_HOURS = 730;
 
 const TYPES = new Map(INSTANCE_TYPES.map((type) => [type.name, type]));
 
-/** Prices one item; `field` prefixes the names in errors (`items[2].region`). */
+/** Prices one item; `field` prefixes the names in errors (`items.2.region`, as schema errors name them). */
 export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedItem {
   let type: InstanceType | undefined;
   if (item.instance_type !== undefined) {
@@ -86,6 +86,6 @@ export function estimatePlan(items: readonly EstimateItemRequest[]): {
   items: EstimatedItem[];
   total: bigint;
 } {
-  const priced = items.map((item, index) => estimateItem(item, `items[${index}].`));
+  const priced = items.map((item, index) => estimateItem(item, `items.${index}.`));
   return { items: priced, total: priced.reduce((sum, item) => sum + item.subtotal, 0n) };
 }
