@@ -90,6 +90,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
         : {}),
     },
     invoiceDueDays: config.invoiceDueDays,
+    alerts: config.alerts,
     webhooks: {
       allowPrivate: config.webhooks.allowPrivate,
       extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
@@ -116,6 +117,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     close: async () => {
       await jobs.stop();
       await services.deliveries.stop();
+      services.alertNotifier.close();
       await services.apiKeys.stop();
       await rateCounters.close();
       await broadcaster.close();

@@ -54,6 +54,14 @@ const EnvSchema = Type.Object({
   NIMBUS_METRICS_MAX_STREAMS: Type.Integer({ default: 100, minimum: 1, maximum: 100_000 }),
   /** Days from an invoice's issue to its due date; an open invoice past it makes the account past due. */
   NIMBUS_INVOICE_DUE_DAYS: Type.Integer({ default: 14, minimum: 0, maximum: 365 }),
+  /** SMTP relay for alert e-mail: smtp://host:port or smtps://user:pass@host:port; unset refuses e-mail channels. */
+  NIMBUS_SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://' })),
+  /** The sender of alert e-mail (default: Nimbus <alerts@NIMBUS_PUBLIC_DOMAIN>). */
+  NIMBUS_SMTP_FROM: Type.Optional(Type.String({ minLength: 3 })),
+  /** PEM file of an extra CA trusted for the SMTP relay's certificate. */
+  NIMBUS_SMTP_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  /** Where the console is, for links in alert messages (default: https://NIMBUS_HOST:NIMBUS_HTTPS_PORT/console). */
+  NIMBUS_CONSOLE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -87,6 +95,8 @@ export interface Config {
   masterKey: Buffer | null;
   metrics: { intervalSeconds: number; maxStreamsPerAccount: number };
   invoiceDueDays: number;
+  /** Alert notifications: the SMTP relay (null: e-mail channels are refused), sender, console links. */
+  alerts: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
 }
 
 export class ConfigError extends Error {}
@@ -140,6 +150,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxStreamsPerAccount: raw.NIMBUS_METRICS_MAX_STREAMS,
     },
     invoiceDueDays: raw.NIMBUS_INVOICE_DUE_DAYS,
+    alerts: {
+      smtpUrl: raw.NIMBUS_SMTP_URL ?? null,
+      smtpFrom: raw.NIMBUS_SMTP_FROM ?? `Nimbus <alerts@${raw.NIMBUS_PUBLIC_DOMAIN}>`,
+      smtpCaFile: raw.NIMBUS_SMTP_CA_FILE ? path.resolve(raw.NIMBUS_SMTP_CA_FILE) : null,
+      consoleUrl: (
+        raw.NIMBUS_CONSOLE_URL ?? `https://${raw.NIMBUS_HOST}:${raw.NIMBUS_HTTPS_PORT ?? 8443}/console`
+      ).replace(/\/+$/, ''),
+    },
   };
 }
 

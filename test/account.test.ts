@@ -20,6 +20,7 @@ const QUOTAS = {
     vpns: 1,
     api_keys: 10,
     webhooks: 5,
+    alerts: 10,
   },
   professional: {
     instances: 50,
@@ -32,6 +33,7 @@ const QUOTAS = {
     vpns: 10,
     api_keys: 50,
     webhooks: 25,
+    alerts: 100,
   },
   enterprise: {
     instances: 500,
@@ -44,6 +46,7 @@ const QUOTAS = {
     vpns: 100,
     api_keys: 200,
     webhooks: 100,
+    alerts: 1_000,
   },
 } as const;
 
@@ -226,12 +229,12 @@ describe.each(STORES)('account (%s)', (store) => {
     expect(billing.status).toBe(200);
   });
 
-  it('GET /v1/account/quota lists all ten quotas with the free plan limits and usage', async () => {
+  it('GET /v1/account/quota lists all eleven quotas with the free plan limits and usage', async () => {
     const account = await server.createAccount({ plan: 'free' });
     const reply = await server.request('GET', '/v1/account/quota', { key: account.key });
     expect(reply.status).toBe(200);
     const items = reply.body.data as QuotaItem[];
-    expect(items).toHaveLength(10);
+    expect(items).toHaveLength(11);
     for (const item of items) expect(Object.keys(item).sort()).toEqual(['limit', 'name', 'used']);
     const byName = Object.fromEntries(items.map((q) => [q.name, q]));
     for (const [name, limit] of Object.entries(QUOTAS.free)) {

@@ -96,6 +96,20 @@ const webhook: ResourceFactory = async (server, key) => {
   return reply.body.data.id as string;
 };
 
+/** An alert policy posting to a local port nothing listens on (its tests fail at once, locally). */
+const alertPolicy: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/alerts', {
+    key,
+    body: {
+      name: `fixture-${randomBytes(3).toString('hex')}`,
+      state: 'error',
+      channels: { chat: [{ url: 'https://127.0.0.1:1/matrix', format: 'generic' }] },
+    },
+  });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
+};
+
 /** A subscription and one delivery of it (a test delivery). */
 const delivery: ResourceFactory = async (server, key) => {
   const id = (await webhook(server, key)) as string;
@@ -344,6 +358,53 @@ const ENDPOINTS: Endpoint[] = [
     resource: instanceIn('starting'),
   },
   { method: 'GET', path: '/v1/metrics/stream', permission: 'monitoring:read', ok: 200 },
+  {
+    method: 'POST',
+    path: '/v1/alerts',
+    permission: 'monitoring:write',
+    ok: 201,
+    body: {
+      name: 'matrix',
+      metric: 'cpu_percent',
+      compare: 'above',
+      threshold: 90,
+      window: '5m',
+      channels: { chat: [{ url: 'https://127.0.0.1:1/matrix', format: 'slack' }] },
+    },
+  },
+  { method: 'GET', path: '/v1/alerts', permission: 'monitoring:read', ok: 200 },
+  { method: 'GET', path: '/v1/alerts/incidents', permission: 'monitoring:read', ok: 200 },
+  { method: 'GET', path: '/v1/alerts/{id}', permission: 'monitoring:read', ok: 200, resource: alertPolicy },
+  {
+    method: 'PATCH',
+    path: '/v1/alerts/{id}',
+    permission: 'monitoring:write',
+    ok: 200,
+    resource: alertPolicy,
+    body: { name: 'renamed' },
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/alerts/{id}',
+    permission: 'monitoring:write',
+    ok: 200,
+    resource: alertPolicy,
+  },
+  {
+    method: 'GET',
+    path: '/v1/alerts/{id}/incidents',
+    permission: 'monitoring:read',
+    ok: 200,
+    resource: alertPolicy,
+  },
+  {
+    method: 'POST',
+    path: '/v1/alerts/{id}/test',
+    permission: 'monitoring:write',
+    ok: 200,
+    resource: alertPolicy,
+    readPath: '/v1/alerts/{id}',
+  },
   {
     method: 'GET',
     path: '/v1/instances/{id}/network/check',
@@ -608,6 +669,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['instances', '1000'],
         ['vcpus', '10000'],
         ['webhooks', '1000'],
+        ['alerts', '1000'],
         ['volumes', '1000'],
         ['volume_storage_gb', '100000'],
         ['vpns', '1000'],

@@ -94,7 +94,29 @@ const WebhookEvent = Type.Object({
   webhook_id: id('The webhook subscription'),
   reason: Type.Optional(Type.String({ description: 'webhook.disabled: why' })),
 });
-const AlertEvent = Type.Object({ alert_id: id('The alert policy'), incident_id: id('The incident') });
+const nullableNumber = (description: string) => Type.Union([Type.Number(), Type.Null()], { description });
+const AlertEvent = Type.Object({
+  alert_id: id('The alert policy'),
+  incident_id: nullableId('The incident (null on a test notification)'),
+  name: Type.String({ description: 'The policy name' }),
+  instance_id: nullableId('The instance (null on a test notification)'),
+  instance_name: Type.Union([Type.String(), Type.Null()]),
+  metric: Type.Union([Type.String(), Type.Null()], { description: 'A metric policy: the metric watched' }),
+  compare: Type.Union([Type.String(), Type.Null()], { description: '`above` or `below`' }),
+  state: Type.Union([Type.String(), Type.Null()], { description: 'A state policy: `error` or `stuck`' }),
+  window: Type.Union([Type.String(), Type.Null()]),
+  value: nullableNumber('alert.firing: the window average that fired; alert.resolved: the last one'),
+  threshold: nullableNumber('The threshold (a stuck policy: the window in seconds)'),
+  started_at: Type.Union([Type.String(), Type.Null()]),
+  resolved_at: Type.Union([Type.String(), Type.Null()]),
+  resolution: Type.Union([Type.String(), Type.Null()], {
+    description: 'alert.resolved: recovered, instance_stopped, instance_deleted, no_longer_targeted…',
+  }),
+  console_url: Type.Union([Type.String(), Type.Null()], { description: 'The instance in the console' }),
+  test: Type.Optional(
+    Type.Boolean({ description: 'true on a test notification (POST /v1/alerts/{id}/test)' }),
+  ),
+});
 
 const ApiKeyCreated = Type.Object(
   { api_key_id: id('The API key'), name: Type.String(), permissions: Type.Array(Type.String()) },

@@ -13,6 +13,8 @@ export const ID_PREFIXES = {
   vpnPeer: 'vpnp',
   apiKey: 'key',
   webhook: 'whk',
+  alert: 'alr',
+  incident: 'inc',
   event: 'evt',
   delivery: 'dlv',
   invoice: 'inv',

@@ -28,6 +28,7 @@ export const QUOTA_NAMES = [
   'vpns',
   'api_keys',
   'webhooks',
+  'alerts',
 ] as const;
 export type QuotaName = (typeof QUOTA_NAMES)[number];
 
@@ -43,6 +44,7 @@ export const PLAN_QUOTAS: Record<Plan, Record<QuotaName, number>> = {
     vpns: 1,
     api_keys: 10,
     webhooks: 5,
+    alerts: 10,
   },
   professional: {
     instances: 50,
@@ -55,6 +57,7 @@ export const PLAN_QUOTAS: Record<Plan, Record<QuotaName, number>> = {
     vpns: 10,
     api_keys: 50,
     webhooks: 25,
+    alerts: 100,
   },
   enterprise: {
     instances: 500,
@@ -67,5 +70,6 @@ export const PLAN_QUOTAS: Record<Plan, Record<QuotaName, number>> = {
     vpns: 100,
     api_keys: 200,
     webhooks: 100,
+    alerts: 1_000,
   },
 };

@@ -27,6 +27,7 @@ import { PARSER_MAX_HEADER_BYTES, SUPPORTED_VERSIONS, transportPlugin } from './
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
+import { alertRoutes } from './routes/alerts.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { billingRoutes } from './routes/billing.js';
 import { catalogRoutes } from './routes/catalog.js';
@@ -141,4 +142,5 @@ async function registerResourceRoutes(scope: FastifyInstance, services: Services
   await scope.register(webhookRoutes, services);
   await scope.register(metricRoutes, services);
   await scope.register(billingRoutes, services);
+  await scope.register(alertRoutes, services);
 }

@@ -52,6 +52,8 @@ const RESOURCE_LABELS = {
   firewall_rule: 'Firewall rule',
   event: 'Event',
   invoice: 'Invoice',
+  alert: 'Alert policy',
+  incident: 'Incident',
 } as const;
 export type ResourceKind = keyof typeof RESOURCE_LABELS;
 

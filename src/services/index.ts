@@ -9,6 +9,10 @@ import type { Store } from '../store/db.js';
 import type { RateCounters } from '../store/rate-counters.js';
 import { findVolume } from '../store/volumes.js';
 import { AccountService } from './accounts.js';
+import { AlertEvaluator } from './alert-evaluator.js';
+import { IncidentWriter } from './alert-incidents.js';
+import { AlertNotifier } from './alert-notifier.js';
+import { AlertService } from './alerts.js';
 import { ApiKeyService } from './api-keys.js';
 import { BackupScheduleBook } from './backup-schedules.js';
 import { BillingService } from './billing.js';
@@ -71,6 +75,8 @@ export interface ServiceDeps {
   };
   /** Told of a scheduled snapshot that could not be made (its slot is skipped); the server logs it. */
   onScheduledSnapshotError?: (error: unknown, sourceId: string) => void;
+  /** Alert notifications (config.alerts); without it e-mail channels are refused and links point at localhost. */
+  alerts?: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
 }
 
 export interface Services {
@@ -96,6 +102,9 @@ export interface Services {
   statusRelay: StatusRelay;
   metricStreams: MetricsStreams;
   billing: BillingService;
+  alerts: AlertService;
+  alertEvaluator: AlertEvaluator;
+  alertNotifier: AlertNotifier;
 }
 
 export function createServices(deps: ServiceDeps): Services {
@@ -157,9 +166,36 @@ export function createServices(deps: ServiceDeps): Services {
     allowPrivate: deps.webhooks.allowPrivate,
   });
   const metricsErrors = deps.metrics.onError ?? (() => {});
+  const alertSettings = deps.alerts ?? {
+    smtpUrl: null,
+    smtpFrom: 'Nimbus <alerts@localhost>',
+    smtpCaFile: null,
+    consoleUrl: 'https://127.0.0.1:8443/console',
+  };
+  const incidents = new IncidentWriter(
+    deps.store,
+    deps.clock,
+    deps.jobs,
+    { jobs: () => deps.jobs.wake(), deliveries: () => deliveries.wake() },
+    alertSettings.consoleUrl,
+  );
+  const alertNotifier = new AlertNotifier(
+    deps.store,
+    deps.clock,
+    deps.jobs,
+    new WebhookSender({ allowPrivate: deps.webhooks.allowPrivate, extraCa: deps.webhooks.extraCa }),
+    {
+      retryBaseSeconds: deps.webhooks.retryBaseSeconds,
+      mail: { url: alertSettings.smtpUrl, from: alertSettings.smtpFrom, caFile: alertSettings.smtpCaFile },
+    },
+  );
+  const alertEvaluator = new AlertEvaluator(deps.store, incidents, { intervalMs: deps.metrics.intervalMs });
   const metricsCollector = new MetricsCollector(deps.store, deps.clock, deps.jobs, deps.driver, {
     intervalMs: deps.metrics.intervalMs,
     onError: metricsErrors,
+    afterCollection: async (at, samples) => {
+      await alertEvaluator.evaluate(at, samples);
+    },
   });
   const statusRelay = new StatusRelay(
     deps.store,
@@ -203,5 +239,11 @@ export function createServices(deps: ServiceDeps): Services {
     billing: new BillingService(deps.store, deps.clock, deps.jobs, apiKeys, {
       dueDays: deps.invoiceDueDays ?? 14,
     }),
+    alerts: new AlertService(deps.store, deps.clock, quotas, incidents, alertNotifier, deliveries, {
+      allowPrivate: deps.webhooks.allowPrivate,
+      consoleUrl: alertSettings.consoleUrl,
+    }),
+    alertEvaluator,
+    alertNotifier,
   };
 }

@@ -66,8 +66,19 @@ interface OpenBlock {
   block: Block;
 }
 
+/** A sample the collector wrote, with the instance as it read it (status and tags of this collection). */
+export interface CollectedSample {
+  instance: MonitoredInstance;
+  sample: MetricSample;
+}
+
 export interface CollectorOptions {
   intervalMs: number;
+  /**
+   * Called once a collection's samples are written, with those samples (the alert evaluator). It runs in
+   * the collector's job, so under its lease; a failure is reported to `onError`, never thrown.
+   */
+  afterCollection?: (at: Date, samples: readonly CollectedSample[]) => Promise<void>;
   /** Told of a sample or a write that failed; the run goes on without it. */
   onError?: (error: unknown, instanceId: string | null) => void;
 }
@@ -120,15 +131,19 @@ export class MetricsCollector {
     const at = new Date(tickMs);
     let after = '';
     const sampled = new Set<string>();
+    const collected: CollectedSample[] = [];
     for (;;) {
       const page = await monitoredInstances(this.store.db, after, PAGE);
       if (page.length === 0) break;
-      await this.collectPage(page, at);
+      await this.collectPage(page, at, collected);
       for (const instance of page) sampled.add(instance.id);
       after = (page.at(-1) as MonitoredInstance).id;
       if (page.length < PAGE) break;
     }
-    await this.collectLastSamples(sampled, at);
+    await this.collectLastSamples(sampled, at, collected);
+    if (this.options.afterCollection) {
+      await this.options.afterCollection(at, collected).catch((error) => this.options.onError?.(error, null));
+    }
     await this.sealPastHours(tickMs);
     await this.prune(tickMs);
     return new Date(tickMs + interval);
@@ -138,7 +153,11 @@ export class MetricsCollector {
    * A machine that stopped since the previous collection gets one more sample — zero, as the driver
    * reports a machine that is not running — so the series ends with the stop, then has no more points.
    */
-  private async collectLastSamples(sampled: Set<string>, at: Date): Promise<void> {
+  private async collectLastSamples(
+    sampled: Set<string>,
+    at: Date,
+    collected: CollectedSample[],
+  ): Promise<void> {
     const stopped = [...this.latest.values()]
       .filter((entry) => !sampled.has(entry.instanceId) && !isZero(entry.sample))
       .map((entry) => entry.instanceId);
@@ -146,11 +165,15 @@ export class MetricsCollector {
       const ids = stopped.slice(i, i + PAGE);
       const found = await monitoredInstancesById(this.store.db, ids);
       for (const id of ids) if (!found.some((instance) => instance.id === id)) this.latest.delete(id);
-      if (found.length > 0) await this.collectPage(found, at);
+      if (found.length > 0) await this.collectPage(found, at, collected);
     }
   }
 
-  private async collectPage(page: MonitoredInstance[], at: Date): Promise<void> {
+  private async collectPage(
+    page: MonitoredInstance[],
+    at: Date,
+    collected: CollectedSample[],
+  ): Promise<void> {
     const samples = await Promise.all(
       page.map(async (instance) => {
         try {
@@ -191,6 +214,7 @@ export class MetricsCollector {
         region: instance.region,
         sample,
       });
+      collected.push({ instance, sample });
     }
     await this.store.db.transaction().execute((trx) => upsertBlocks(trx, rows, now));
   }

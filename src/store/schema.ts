@@ -358,7 +358,7 @@ export interface MetricBlocksTable {
   updated_at: string;
 }
 
-export interface Database extends BillingTables {
+export interface Database extends BillingTables, AlertTables {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
   api_keys: ApiKeysTable;
@@ -473,6 +473,86 @@ export interface InvoiceLinesTable {
 }
 
 export interface BillingCountersTable {
+  name: string;
+  value: number;
+}
+
+/** Alerts' tables (migration 0011): policies, incidents, notifications, the policy generation. */
+export interface AlertTables {
+  alert_policies: AlertPoliciesTable;
+  alert_incidents: AlertIncidentsTable;
+  alert_notifications: AlertNotificationsTable;
+  alert_counters: AlertCountersTable;
+}
+
+export interface AlertPoliciesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  description: string | null;
+  metric: string | null;
+  compare: string | null;
+  threshold: number | null;
+  /** `1m` … `1h`; null for an `error` state policy. */
+  time_window: string | null;
+  state: string | null;
+  /** JSON array of instance ids. */
+  target_instance_ids: string;
+  /** JSON object of tags. */
+  target_tags: string;
+  /** JSON {email, webhook_ids, chat}. */
+  channels: string;
+  enabled: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertIncidentsTable {
+  id: string;
+  account_id: string;
+  policy_id: string;
+  instance_id: string;
+  /** The instance's name when the incident opened (it may be gone by the time it resolves). */
+  instance_name: string;
+  /** firing or resolved; at most one firing row per policy and instance (a partial unique index). */
+  status: string;
+  value: number | null;
+  threshold: number | null;
+  resolved_value: number | null;
+  resolution: string | null;
+  started_at: string;
+  resolved_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertNotificationsTable {
+  id: string;
+  incident_id: string;
+  account_id: string;
+  /** firing or resolved. */
+  transition: string;
+  /** The alert.firing or alert.resolved event of the transition: what the message says. */
+  event_id: string;
+  /** email, webhook or chat. */
+  channel: string;
+  /** The address, the webhook id, or the chat URL. */
+  target: string;
+  /** The chat format (slack, discord, generic); null for the other channels. */
+  format: string | null;
+  /** The webhook delivery that carries a webhook notification; null for the other channels. */
+  delivery_id: string | null;
+  /** pending, succeeded or failed (webhook notifications: read from their delivery). */
+  status: string;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  sent_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertCountersTable {
   name: string;
   value: number;
 }

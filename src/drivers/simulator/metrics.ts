@@ -82,7 +82,49 @@ const clamp = (value: number, low: number, high: number) => Math.min(high, Math.
 const tenth = (value: number) => Math.round(value * 10) / 10;
 const kilo = (value: number) => Math.round(value / 1000) * 1000;
 
+/**
+ * The tag that pins a running machine's metrics, for users testing their alerts (as `nimbus.sim/fault`
+ * tests recovery code): `cpu_percent=95,memory_percent=80,net_rx_bps=1000000` — any of cpu_percent,
+ * gpu_percent, memory_percent (of the type's memory) and the four byte rates. Entries it cannot read are
+ * ignored; metrics it does not name keep their simulated values.
+ */
+export const METRICS_TAG = 'nimbus.sim/metrics';
+
+const PINNABLE = new Set([
+  'cpu_percent',
+  'gpu_percent',
+  'memory_percent',
+  'disk_read_bps',
+  'disk_write_bps',
+  'net_rx_bps',
+  'net_tx_bps',
+]);
+
+function pinned(sample: MetricSample, tag: string | undefined): MetricSample {
+  if (tag === undefined) return sample;
+  const out = { ...sample };
+  for (const entry of tag.split(',')) {
+    const [name, text] = entry.split('=').map((part) => part.trim());
+    const value = Number(text);
+    if (!name || !PINNABLE.has(name) || text === '' || !Number.isFinite(value) || value < 0) continue;
+    if (name === 'memory_percent') {
+      out.memory_used_bytes = Math.round((out.memory_total_bytes * Math.min(value, 100)) / 100 / MIB) * MIB;
+    } else if (name === 'cpu_percent' || name === 'gpu_percent') {
+      if (name === 'gpu_percent' && out.gpu_percent === undefined) continue;
+      out[name] = tenth(Math.min(value, 100));
+    } else {
+      out[name as 'disk_read_bps'] = kilo(value);
+    }
+  }
+  return out;
+}
+
 export function simulatedSample(spec: MachineSpec, when: Date, running: boolean): MetricSample {
+  const sample = simulatedValues(spec, when, running);
+  return running ? pinned(sample, spec.tags[METRICS_TAG]) : sample;
+}
+
+function simulatedValues(spec: MachineSpec, when: Date, running: boolean): MetricSample {
   const atMs = Math.floor(when.getTime() / SAMPLE_MS) * SAMPLE_MS;
   const timestamp = new Date(atMs).toISOString();
   const memoryTotal = spec.instanceType.memory_gb * 1024 * MIB;

@@ -9,6 +9,7 @@ import * as vpns from './0007_vpns.js';
 import * as metrics from './0008_metrics.js';
 import * as billing from './0009_billing.js';
 import * as writePath from './0010_write_path.js';
+import * as alerts from './0011_alerts.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -22,6 +23,7 @@ const migrations: Record<string, Migration> = {
   '0008_metrics': metrics,
   '0009_billing': billing,
   '0010_write_path': writePath,
+  '0011_alerts': alerts,
 };
 
 export const migrationProvider: MigrationProvider = {
