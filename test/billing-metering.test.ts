@@ -210,8 +210,14 @@ describe.each(STORES)('Billing to the micro-dollar (%s)', (store) => {
     await at(31 * DAY + HOUR); // 2026-04-01T01:00Z: the billing job has closed March on its own
     const closedAgain = await server.admin('close-period');
     expect(closedAgain.invoices_opened).toBe(0);
-    const again = await server.admin('close-period', '--at', '2026-04-02T00:00:00Z');
+    const again = await server.admin('close-period', '--at', '2026-04-01T00:30:00Z');
     expect(again.invoices_opened).toBe(0);
+    // A time still to come is refused: April has not ended, and closing it now would bill its future.
+    await expect(server.admin('close-period', '--at', '2026-05-01T00:00:00Z')).rejects.toThrow(
+      /later than now/,
+    );
+    const notClosed = (await server.request('GET', '/v1/billing/invoices?period=2026-04', { key })).body.data;
+    expect(notClosed.map((invoice: any) => invoice.status)).toEqual(['draft']);
     const march = (await server.request('GET', '/v1/billing/invoices?period=2026-03', { key })).body;
     expect(march.pagination.total_items).toBe(1);
     const invoice = (await server.request('GET', `/v1/billing/invoices/${march.data[0].id}`, { key })).body

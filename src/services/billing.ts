@@ -288,8 +288,20 @@ export class BillingService implements JobHandler {
     await this.start();
   }
 
-  /** Closes every calendar month that ended by `at` and is not closed yet; safe to run any number of times. */
+  /**
+   * Closes every calendar month that ended by `at` and is not closed yet; safe to run any number of times.
+   * `at` cannot be later than now: a month closed before it ends would bill what is still running as if it
+   * ran to the month's end, and nothing after the close could change that invoice any more.
+   */
   async closePeriods(at: Date): Promise<CloseResult> {
+    const now = this.clock.now();
+    if (at.getTime() > now.getTime()) {
+      throw new InvalidRequest(
+        `Cannot close periods as of ${at.toISOString()}: that is later than now (${now.toISOString()}), ` +
+          'and a month is closed only once it has ended',
+        { field: 'at', value: at.toISOString() },
+      );
+    }
     const result: CloseResult = { periods: [], invoices_opened: 0 };
     const closedThrough = await invoices.counter(this.store.db, 'closed_through_s');
     const first = closedThrough > 0 ? closedThrough : await firstMeteredSecond(this.store.db);
