@@ -1222,6 +1222,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List alert policies
+         * @description The account's alert policies, newest first.
+         */
+        get: operations["getAlerts"];
+        put?: never;
+        /**
+         * Create alert policy
+         * @description A metric threshold (`metric`, `compare`, `threshold`, `window`: the window average past the threshold fires; a whole window back on the good side resolves) or a state (`error`, or `stuck` with a `window`), for the instances of `targets`, notifying `channels` when an incident opens and when it resolves (docs/api.md, "Alerts"). Another account’s instance or webhook id is a 404 naming the field; an e-mail channel on a server without NIMBUS_SMTP_URL is a 400.
+         */
+        post: operations["postAlerts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alerts/incidents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List incidents
+         * @description The account's incidents across its policies, newest first, each with its notifications; `status` picks the firing or the resolved ones.
+         */
+        get: operations["getAlertsIncidents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alerts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get alert policy
+         * @description One alert policy of the account.
+         */
+        get: operations["getAlertsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete alert policy
+         * @description The policy, its incidents and their notifications are removed; nothing more is sent.
+         */
+        delete: operations["deleteAlertsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update alert policy
+         * @description Changes any field; the result must be a whole policy (switch a metric policy to a state one with `{"metric": null, "compare": null, "threshold": null, "window": null, "state": "error"}`). Disabling a policy, or changing what it watches, resolves its open incidents (`policy_disabled`, `policy_changed`) with their notifications; a new threshold, compare or window applies to open incidents from the next collection.
+         */
+        patch: operations["patchAlertsById"];
+        trace?: never;
+    };
+    "/v1/alerts/{id}/incidents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List incidents of a policy
+         * @description The policy's incidents, newest first, each with its notifications.
+         */
+        get: operations["getAlertsByIdIncidents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/alerts/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test alert channels
+         * @description Sends a test notification to every channel of the policy now and answers with each one’s outcome: e-mail and chat get one attempt; webhook subscriptions get an `alert.firing` event with `test: true` (retried like any delivery if this attempt fails).
+         */
+        post: operations["postAlertsByIdTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/account": {
         parameters: {
             query?: never;
@@ -2400,6 +2512,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List alert policies
+         * @description The account's alert policies, newest first.
+         */
+        get: operations["getV2Alerts"];
+        put?: never;
+        /**
+         * Create alert policy
+         * @description A metric threshold (`metric`, `compare`, `threshold`, `window`: the window average past the threshold fires; a whole window back on the good side resolves) or a state (`error`, or `stuck` with a `window`), for the instances of `targets`, notifying `channels` when an incident opens and when it resolves (docs/api.md, "Alerts"). Another account’s instance or webhook id is a 404 naming the field; an e-mail channel on a server without NIMBUS_SMTP_URL is a 400.
+         */
+        post: operations["postV2Alerts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/alerts/incidents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List incidents
+         * @description The account's incidents across its policies, newest first, each with its notifications; `status` picks the firing or the resolved ones.
+         */
+        get: operations["getV2AlertsIncidents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/alerts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get alert policy
+         * @description One alert policy of the account.
+         */
+        get: operations["getV2AlertsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete alert policy
+         * @description The policy, its incidents and their notifications are removed; nothing more is sent.
+         */
+        delete: operations["deleteV2AlertsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update alert policy
+         * @description Changes any field; the result must be a whole policy (switch a metric policy to a state one with `{"metric": null, "compare": null, "threshold": null, "window": null, "state": "error"}`). Disabling a policy, or changing what it watches, resolves its open incidents (`policy_disabled`, `policy_changed`) with their notifications; a new threshold, compare or window applies to open incidents from the next collection.
+         */
+        patch: operations["patchV2AlertsById"];
+        trace?: never;
+    };
+    "/v2/alerts/{id}/incidents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List incidents of a policy
+         * @description The policy's incidents, newest first, each with its notifications.
+         */
+        get: operations["getV2AlertsByIdIncidents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/alerts/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test alert channels
+         * @description Sends a test notification to every channel of the policy now and answers with each one’s outcome: e-mail and chat get one attempt; webhook subscriptions get an `alert.firing` event with `test: true` (retried like any delivery if this attempt fails).
+         */
+        post: operations["postV2AlertsByIdTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3026,6 +3250,104 @@ export interface components {
             }[];
             /** @description USD, 6 decimals */
             total: number;
+        };
+        /** AlertPolicy */
+        AlertPolicy: {
+            /** @description `alr_…` */
+            id: string;
+            name: string;
+            description: string | null;
+            metric: ("cpu_percent" | "memory_percent" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent") | null;
+            compare: ("above" | "below") | null;
+            threshold: number | null;
+            window: ("1m" | "5m" | "10m" | "30m" | "1h") | null;
+            state: ("error" | "stuck") | null;
+            targets: {
+                instance_ids: string[];
+                tags: {
+                    [key: string]: string;
+                };
+            };
+            channels: {
+                email: string[];
+                webhook_ids: string[];
+                chat: {
+                    url: string;
+                    /** @enum {string} */
+                    format: "slack" | "discord" | "generic";
+                }[];
+            };
+            enabled: boolean;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            updated_at: string;
+        };
+        /** AlertIncident */
+        AlertIncident: {
+            /** @description `inc_…` */
+            id: string;
+            policy_id: string;
+            instance_id: string;
+            /** @description The instance’s name when the incident opened */
+            instance_name: string;
+            /** @enum {string} */
+            status: "firing" | "resolved";
+            /** @description The window average that fired (a stuck instance: seconds in the state; error: null) */
+            value: number | null;
+            /** @description The threshold (a stuck policy: the window in seconds; error: null) */
+            threshold: number | null;
+            /** @description The window average when it resolved by recovering */
+            resolved_value: number | null;
+            resolution: ("recovered" | "instance_stopped" | "instance_deleted" | "no_longer_targeted" | "monitoring_off" | "policy_changed" | "policy_disabled") | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            started_at: string;
+            resolved_at: string | null;
+            /** @description One per channel target per transition (firing, then resolved), oldest first */
+            notifications: components["schemas"]["AlertNotification"][];
+        };
+        /** AlertNotification */
+        AlertNotification: {
+            /** @description The delivery id (`dlv_…`), sent with every attempt so repeats can be dropped */
+            id: string;
+            /** @enum {string} */
+            transition: "firing" | "resolved";
+            /** @enum {string} */
+            channel: "email" | "webhook" | "chat";
+            /** @description The address, the webhook id or the chat URL */
+            target: string;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attempts: number;
+            last_error: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
+        };
+        /** AlertTestResult */
+        AlertTestResult: {
+            alert_id: string;
+            results: {
+                /** @enum {string} */
+                channel: "email" | "webhook" | "chat";
+                target: string;
+                /** @enum {string} */
+                status: "succeeded" | "failed";
+                error: string | null;
+                duration_ms: number;
+                delivery_id: string;
+            }[];
         };
     };
     responses: never;
@@ -3685,7 +4007,7 @@ export interface operations {
                         success: true;
                         data: {
                             /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks";
+                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks" | "alerts";
                             limit: number;
                             used: number;
                         }[];
@@ -21434,6 +21756,1893 @@ export interface operations {
             };
         };
     };
+    getAlerts: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+                enabled?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of policies */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postAlerts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "High CPU on prod",
+                 *       "metric": "cpu_percent",
+                 *       "compare": "above",
+                 *       "threshold": 80,
+                 *       "window": "5m",
+                 *       "targets": {
+                 *         "tags": {
+                 *           "env": "prod"
+                 *         }
+                 *       },
+                 *       "channels": {
+                 *         "email": [
+                 *           "oncall@example.com"
+                 *         ],
+                 *         "chat": [
+                 *           {
+                 *             "url": "https://hooks.slack.com/services/T000/B000/XXXX",
+                 *             "format": "slack"
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description What the policy is called */
+                    name: string;
+                    description?: string;
+                    /**
+                     * @description The metric whose window average is compared: memory_percent is used over total memory
+                     * @enum {string}
+                     */
+                    metric?: "cpu_percent" | "memory_percent" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent";
+                    /**
+                     * @description Fire when the average is above or below the threshold
+                     * @enum {string}
+                     */
+                    compare?: "above" | "below";
+                    /** @description In the metric’s unit: percentages 0–100, rates (bytes per second) 0 or more */
+                    threshold?: number;
+                    /**
+                     * @description Metric policies: the window averaged over (and the whole window that must be back on the good side to resolve). `stuck`: how long in starting or stopping counts as stuck
+                     * @enum {string}
+                     */
+                    window?: "1m" | "5m" | "10m" | "30m" | "1h";
+                    /**
+                     * @description `error`: the instance is in error; `stuck`: in starting or stopping longer than `window`
+                     * @enum {string}
+                     */
+                    state?: "error" | "stuck";
+                    /** @description Listed instances, and those with every tag given; neither given: every instance of the account */
+                    targets?: {
+                        /** @description Instances of the account, by id */
+                        instance_ids?: string[];
+                        /** @description Instances carrying every one of these tags */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @description At least one e-mail address, webhook subscription or chat URL */
+                    channels: {
+                        /** @description Addresses sent a message each way (needs NIMBUS_SMTP_URL on the server) */
+                        email?: string[];
+                        /** @description Webhook subscriptions of the account that get the alert.firing and alert.resolved events */
+                        webhook_ids?: string[];
+                        chat?: {
+                            /** @description An https:// URL (a Slack or Discord incoming webhook, or any receiver of JSON) whose host is not on a loopback, private, link-local or metadata address */
+                            url: string;
+                            /**
+                             * @description slack: text plus blocks; discord: content plus embeds; generic: the alert event as JSON
+                             * @enum {string}
+                             */
+                            format: "slack" | "discord" | "generic";
+                        }[];
+                    };
+                    /** @default true */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The policy */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getAlertsIncidents: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "started_at";
+                order?: "asc" | "desc";
+                status?: "firing" | "resolved";
+                instance_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of incidents */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertIncident"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getAlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteAlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchAlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description What the policy is called */
+                    name?: string;
+                    description?: string | null;
+                    metric?: ("cpu_percent" | "memory_percent" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent") | null;
+                    compare?: ("above" | "below") | null;
+                    threshold?: number | null;
+                    window?: ("1m" | "5m" | "10m" | "30m" | "1h") | null;
+                    state?: ("error" | "stuck") | null;
+                    /** @description Listed instances, and those with every tag given; neither given: every instance of the account */
+                    targets?: {
+                        /** @description Instances of the account, by id */
+                        instance_ids?: string[];
+                        /** @description Instances carrying every one of these tags */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @description At least one e-mail address, webhook subscription or chat URL */
+                    channels?: {
+                        /** @description Addresses sent a message each way (needs NIMBUS_SMTP_URL on the server) */
+                        email?: string[];
+                        /** @description Webhook subscriptions of the account that get the alert.firing and alert.resolved events */
+                        webhook_ids?: string[];
+                        chat?: {
+                            /** @description An https:// URL (a Slack or Discord incoming webhook, or any receiver of JSON) whose host is not on a loopback, private, link-local or metadata address */
+                            url: string;
+                            /**
+                             * @description slack: text plus blocks; discord: content plus embeds; generic: the alert event as JSON
+                             * @enum {string}
+                             */
+                            format: "slack" | "discord" | "generic";
+                        }[];
+                    };
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The policy as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getAlertsByIdIncidents: {
+        parameters: {
+            query?: {
+                page?: number;
+                limit?: number;
+                sort?: "started_at";
+                order?: "asc" | "desc";
+                status?: "firing" | "resolved";
+                instance_id?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of incidents */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertIncident"][];
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postAlertsByIdTest: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each channel target’s outcome */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertTestResult"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     getV2Account: {
         parameters: {
             query?: never;
@@ -21863,7 +24072,7 @@ export interface operations {
                         success: true;
                         data: {
                             /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks";
+                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks" | "alerts";
                             limit: number;
                             used: number;
                         }[];
@@ -39443,6 +41652,1893 @@ export interface operations {
             };
             /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
             403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2Alerts: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "created_at" | "name";
+                order?: "asc" | "desc";
+                enabled?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of policies */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2Alerts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "High CPU on prod",
+                 *       "metric": "cpu_percent",
+                 *       "compare": "above",
+                 *       "threshold": 80,
+                 *       "window": "5m",
+                 *       "targets": {
+                 *         "tags": {
+                 *           "env": "prod"
+                 *         }
+                 *       },
+                 *       "channels": {
+                 *         "email": [
+                 *           "oncall@example.com"
+                 *         ],
+                 *         "chat": [
+                 *           {
+                 *             "url": "https://hooks.slack.com/services/T000/B000/XXXX",
+                 *             "format": "slack"
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description What the policy is called */
+                    name: string;
+                    description?: string;
+                    /**
+                     * @description The metric whose window average is compared: memory_percent is used over total memory
+                     * @enum {string}
+                     */
+                    metric?: "cpu_percent" | "memory_percent" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent";
+                    /**
+                     * @description Fire when the average is above or below the threshold
+                     * @enum {string}
+                     */
+                    compare?: "above" | "below";
+                    /** @description In the metric’s unit: percentages 0–100, rates (bytes per second) 0 or more */
+                    threshold?: number;
+                    /**
+                     * @description Metric policies: the window averaged over (and the whole window that must be back on the good side to resolve). `stuck`: how long in starting or stopping counts as stuck
+                     * @enum {string}
+                     */
+                    window?: "1m" | "5m" | "10m" | "30m" | "1h";
+                    /**
+                     * @description `error`: the instance is in error; `stuck`: in starting or stopping longer than `window`
+                     * @enum {string}
+                     */
+                    state?: "error" | "stuck";
+                    /** @description Listed instances, and those with every tag given; neither given: every instance of the account */
+                    targets?: {
+                        /** @description Instances of the account, by id */
+                        instance_ids?: string[];
+                        /** @description Instances carrying every one of these tags */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @description At least one e-mail address, webhook subscription or chat URL */
+                    channels: {
+                        /** @description Addresses sent a message each way (needs NIMBUS_SMTP_URL on the server) */
+                        email?: string[];
+                        /** @description Webhook subscriptions of the account that get the alert.firing and alert.resolved events */
+                        webhook_ids?: string[];
+                        chat?: {
+                            /** @description An https:// URL (a Slack or Discord incoming webhook, or any receiver of JSON) whose host is not on a loopback, private, link-local or metadata address */
+                            url: string;
+                            /**
+                             * @description slack: text plus blocks; discord: content plus embeds; generic: the alert event as JSON
+                             * @enum {string}
+                             */
+                            format: "slack" | "discord" | "generic";
+                        }[];
+                    };
+                    /** @default true */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The policy */
+            201: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            409: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            422: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AlertsIncidents: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "started_at";
+                order?: "asc" | "desc";
+                status?: "firing" | "resolved";
+                instance_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of incidents */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertIncident"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteV2AlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy as it was */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    patchV2AlertsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description What the policy is called */
+                    name?: string;
+                    description?: string | null;
+                    metric?: ("cpu_percent" | "memory_percent" | "disk_read_bps" | "disk_write_bps" | "net_rx_bps" | "net_tx_bps" | "gpu_percent") | null;
+                    compare?: ("above" | "below") | null;
+                    threshold?: number | null;
+                    window?: ("1m" | "5m" | "10m" | "30m" | "1h") | null;
+                    state?: ("error" | "stuck") | null;
+                    /** @description Listed instances, and those with every tag given; neither given: every instance of the account */
+                    targets?: {
+                        /** @description Instances of the account, by id */
+                        instance_ids?: string[];
+                        /** @description Instances carrying every one of these tags */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                    };
+                    /** @description At least one e-mail address, webhook subscription or chat URL */
+                    channels?: {
+                        /** @description Addresses sent a message each way (needs NIMBUS_SMTP_URL on the server) */
+                        email?: string[];
+                        /** @description Webhook subscriptions of the account that get the alert.firing and alert.resolved events */
+                        webhook_ids?: string[];
+                        chat?: {
+                            /** @description An https:// URL (a Slack or Discord incoming webhook, or any receiver of JSON) whose host is not on a loopback, private, link-local or metadata address */
+                            url: string;
+                            /**
+                             * @description slack: text plus blocks; discord: content plus embeds; generic: the alert event as JSON
+                             * @enum {string}
+                             */
+                            format: "slack" | "discord" | "generic";
+                        }[];
+                    };
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The policy as changed */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertPolicy"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `payload_too_large`: the body is larger than 1 MiB */
+            413: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getV2AlertsByIdIncidents: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: string;
+                limit?: number;
+                sort?: "started_at";
+                order?: "asc" | "desc";
+                status?: "firing" | "resolved";
+                instance_id?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of incidents */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertIncident"][];
+                        pagination: {
+                            limit: number;
+                            /** @description Pass as `cursor` for the page after this one; null on the last page */
+                            next_cursor: string | null;
+                            /** @description Pass as `cursor` for the page before this one; null on the first page */
+                            prev_cursor: string | null;
+                        };
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            408: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Seconds to wait before retrying (the same as `error.retry_after`) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            431: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            500: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `service_unavailable`: the server is shutting down, a backing service is unreachable, or a region has no capacity left (`details.reason`) */
+            503: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postV2AlertsByIdTest: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each channel target’s outcome */
+            200: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["AlertTestResult"];
+                        metadata: {
+                            request_id: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+            /** @description `invalid_request`: a path, query, header or body value is malformed or out of range (`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP */
+            400: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `authentication_failed`: the API key is missing, unknown, revoked or expired */
+            401: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            403: {
+                headers: {
+                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
+                    "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining": number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset": number;
+                    /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
