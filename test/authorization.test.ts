@@ -51,6 +51,8 @@ interface Endpoint {
   readPath?: string;
   /** A query string the call needs (`?…`), sent after the filled path. */
   query?: string;
+  /** Success is a file to download (CSV, PDF), not the JSON envelope. */
+  download?: true;
 }
 
 const apiKey: ResourceFactory = async (server, key) => {
@@ -94,6 +96,13 @@ const webhook: ResourceFactory = async (server, key) => {
   });
   expect(reply.status, reply.text).toBe(201);
   return reply.body.data.id as string;
+};
+
+/** The account's invoice for the running month (its draft exists once the account lists its invoices). */
+const invoice: ResourceFactory = async (server, key) => {
+  const reply = await server.request('GET', '/v1/billing/invoices?status=draft', { key });
+  expect(reply.status, reply.text).toBe(200);
+  return reply.body.data[0].id as string;
 };
 
 /** An alert policy posting to a local port nothing listens on (its tests fail at once, locally). */
@@ -603,6 +612,46 @@ const ENDPOINTS: Endpoint[] = [
     resource: delivery,
     readPath: '/v1/webhooks/{id}/deliveries/{delivery_id}',
   },
+  { method: 'GET', path: '/v1/billing/usage', permission: 'billing:read', ok: 200 },
+  { method: 'GET', path: '/v1/billing/usage.csv', permission: 'billing:read', ok: 200, download: true },
+  { method: 'GET', path: '/v1/billing/invoices', permission: 'billing:read', ok: 200 },
+  {
+    method: 'GET',
+    path: '/v1/billing/invoices/{id}',
+    permission: 'billing:read',
+    ok: 200,
+    resource: invoice,
+  },
+  {
+    method: 'GET',
+    path: '/v1/billing/invoices/{id}.csv',
+    permission: 'billing:read',
+    ok: 200,
+    resource: invoice,
+    download: true,
+  },
+  {
+    method: 'GET',
+    path: '/v1/billing/invoices/{id}.pdf',
+    permission: 'billing:read',
+    ok: 200,
+    resource: invoice,
+    download: true,
+  },
+  {
+    method: 'GET',
+    path: '/v1/billing/estimate',
+    query: '?instance_type=compute-1x',
+    permission: 'billing:read',
+    ok: 200,
+  },
+  {
+    method: 'POST',
+    path: '/v1/billing/estimate',
+    permission: 'billing:read',
+    ok: 200,
+    body: { items: [{ instance_type: 'compute-1x', count: 2 }] },
+  },
 ];
 
 /** Permissions that do not grant `needed`: another area entirely, and for writes the same area's read. */
@@ -742,7 +791,8 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       const sufficient = await ownerKey([e.permission ?? 'instances:read']);
       const reply = await call(e, sufficient);
       expect(reply.status, reply.text).toBe(e.ok);
-      expect(reply.body.success).toBe(true);
+      if (e.download) expect(reply.headers['content-disposition']).toMatch(/^attachment; filename="/);
+      else expect(reply.body.success).toBe(true);
     },
   );
 
@@ -764,7 +814,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         const details = reply.body.error.details;
         expect(details).toEqual({
           resource: expect.stringMatching(
-            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule)$/,
+            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule|invoice)$/,
           ),
           id: firstId(theirs),
           ...(details?.field !== undefined ? { field: expect.any(String) } : {}),
