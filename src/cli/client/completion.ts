@@ -51,24 +51,49 @@ function valueOptions(root: Command, nodes: Node[]): string[] {
 const quote = (word: string) => `'${word.replace(/'/g, `'\\''`)}'`;
 const key = (path: string[]) => path.join(' ');
 
+/** Choices of positional arguments: `nimbus completion <shell>` offers bash, zsh and fish. */
+function argumentChoices(command: Command): { index: number; choices: readonly string[] }[] {
+  return command.registeredArguments.flatMap((argument, index) =>
+    argument.argChoices ? [{ index, choices: argument.argChoices }] : [],
+  );
+}
+
 export function bashScript(root: Command): string {
   const nodes = walk(root);
+  const paths = nodes
+    .filter(({ path }) => path.length > 0)
+    .map(({ path }) => quote(key(path)))
+    .join('|');
   const candidates = nodes.map(({ path, command }) => {
     const words = [...command.commands.map((child) => child.name()), ...optionWords(command, root)];
     return `    ${quote(key(path))}) words=${quote(words.join(' '))} ;;`;
   });
+  // A word that is not an option offers the subcommands alone where there are some.
+  const subcommands = nodes
+    .filter(({ command }) => command.commands.length > 0)
+    .map(
+      ({ path, command }) =>
+        `      ${quote(key(path))}) words=${quote(command.commands.map((child) => child.name()).join(' '))} ;;`,
+    );
   const choices = nodes.flatMap(({ path, command }) =>
     visibleOptions(command, root)
-      .filter((option) => option.argChoices && option.long)
-      .map(
-        (option) =>
-          `    ${quote(`${key(path)}|${option.long}`)}) words=${quote(option.argChoices!.join(' '))} ;;`,
-      ),
+      .filter((option) => option.argChoices)
+      .map((option) => {
+        const flags = [option.long, option.short].filter((w): w is string => !!w);
+        const cases = flags.map((flag) => quote(`${key(path)}|${flag}`)).join('|');
+        return `    ${cases}) words=${quote(option.argChoices!.join(' '))} ;;`;
+      }),
+  );
+  const positional = nodes.flatMap(({ path, command }) =>
+    argumentChoices(command).map(
+      ({ index, choices: words }) =>
+        `      ${quote(`${key(path)}|${index}`)}) words=${quote(words.join(' '))} ;;`,
+    ),
   );
   return `# nimbus completion for bash: source <(nimbus completion bash), or save it in
 # /etc/bash_completion.d/nimbus
 _nimbus() {
-  local cur=\${COMP_WORDS[COMP_CWORD]} prev=\${COMP_WORDS[COMP_CWORD-1]} path="" word words="" i
+  local cur=\${COMP_WORDS[COMP_CWORD]} prev=\${COMP_WORDS[COMP_CWORD-1]} path="" word words="" i args=0
   for ((i = 1; i < COMP_CWORD; i++)); do
     word=\${COMP_WORDS[i]}
     case "$word" in
@@ -76,15 +101,21 @@ _nimbus() {
       -*) continue ;;
     esac
     case "\${path:+$path }$word" in
-      ${nodes
-        .filter(({ path }) => path.length > 0)
-        .map(({ path }) => quote(key(path)))
-        .join('|')}) path="\${path:+$path }$word" ;;
+      ${paths}) path="\${path:+$path }$word" ;;
+      *) ((args++)) ;;
     esac
   done
   case "$path|$prev" in
 ${choices.join('\n')}
   esac
+  if [[ -z "$words" && "$cur" != -* ]]; then
+    case "$path|$args" in
+${positional.join('\n')}
+    esac
+    case "$path" in
+${subcommands.join('\n')}
+    esac
+  fi
   if [[ -z "$words" ]]; then
     case "$prev" in
       ${valueOptions(root, nodes).join('|')}) COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -101,23 +132,49 @@ complete -o default -F _nimbus nimbus
 
 export function zshScript(root: Command): string {
   const nodes = walk(root);
+  // _describe splits "word:description" at the first colon not escaped; words have none.
+  const described = (word: string, description: string) =>
+    quote(`${word.replace(/:/g, '\\:')}:${description}`);
+  const subcommandEntries = (command: Command) =>
+    command.commands.map((child) => described(child.name(), child.description()));
   const cases = nodes.map(({ path, command }) => {
-    // _describe splits "word:description" at the first colon; words have none.
     const entries = [
-      ...command.commands.map((child) => `${child.name()}:${child.description()}`),
+      ...subcommandEntries(command),
       ...visibleOptions(command, root).flatMap((option) =>
         [option.long, option.short]
           .filter((w): w is string => !!w)
-          .map((word) => `${word}:${option.description}`),
+          .map((word) => described(word, option.description)),
       ),
-    ].map(quote);
+    ];
     return `    ${quote(key(path))}) entries=(${entries.join(' ')}) ;;`;
   });
+  const subcommands = nodes
+    .filter(({ command }) => command.commands.length > 0)
+    .map(
+      ({ path, command }) =>
+        `      ${quote(key(path))}) entries=(${subcommandEntries(command).join(' ')}) ;;`,
+    );
+  const choices = nodes.flatMap(({ path, command }) =>
+    visibleOptions(command, root)
+      .filter((option) => option.argChoices)
+      .map((option) => {
+        const flags = [option.long, option.short].filter((w): w is string => !!w);
+        const cases = flags.map((flag) => quote(`${key(path)}|${flag}`)).join('|');
+        return `    ${cases}) entries=(${option.argChoices!.map(quote).join(' ')}) ;;`;
+      }),
+  );
+  const positional = nodes.flatMap(({ path, command }) =>
+    argumentChoices(command).map(
+      ({ index, choices: words }) =>
+        `      ${quote(`${key(path)}|${index}`)}) entries=(${words.map(quote).join(' ')}) ;;`,
+    ),
+  );
+  // Not "path": in zsh that name is the array tied to PATH.
   return `#compdef nimbus
 # nimbus completion for zsh: nimbus completion zsh > ~/.zfunc/_nimbus (a directory in $fpath),
 # or source <(nimbus completion zsh)
 _nimbus() {
-  local path="" word i
+  local cmdpath="" word i args=0 prev=\${words[CURRENT-1]}
   local -a entries
   for ((i = 2; i < CURRENT; i++)); do
     word=\${words[i]}
@@ -125,16 +182,37 @@ _nimbus() {
       ${valueOptions(root, nodes).join('|')}) ((i++)); continue ;;
       -*) continue ;;
     esac
-    case "\${path:+$path }$word" in
+    case "\${cmdpath:+$cmdpath }$word" in
       ${nodes
         .filter(({ path }) => path.length > 0)
         .map(({ path }) => quote(key(path)))
-        .join('|')}) path="\${path:+$path }$word" ;;
+        .join('|')}) cmdpath="\${cmdpath:+$cmdpath }$word" ;;
+      *) ((args++)) ;;
     esac
   done
-  case "$path" in
-${cases.join('\n')}
+  case "$cmdpath|$prev" in
+${choices.join('\n')}
   esac
+  if (( \${#entries} == 0 )); then
+    case "$prev" in
+      ${valueOptions(root, nodes).join('|')}) _files; return ;;
+    esac
+    if [[ "\${words[CURRENT]}" != -* ]]; then
+      case "$cmdpath|$args" in
+${positional.join('\n')}
+      esac
+      if (( \${#entries} == 0 )); then
+        case "$cmdpath" in
+${subcommands.join('\n')}
+        esac
+      fi
+    fi
+  fi
+  if (( \${#entries} == 0 )); then
+    case "$cmdpath" in
+${cases.join('\n')}
+    esac
+  fi
   _describe 'nimbus' entries
 }
 if [[ "\${zsh_eval_context[-1]}" == loadautofunc ]]; then _nimbus "$@"; else compdef _nimbus nimbus; fi
@@ -153,7 +231,8 @@ export function fishScript(root: Command): string {
     const seen = path.map((word) => `__fish_seen_subcommand_from ${word}`);
     const children = command.commands.map((child) => child.name());
     const notYet = children.length > 0 ? [`not __fish_seen_subcommand_from ${children.join(' ')}`] : [];
-    const parts = [...(path.length === 0 ? ['__fish_use_subcommand'] : seen), ...notYet];
+    // At the top, fish's own test says "no command yet"; deeper, each word seen and no child of it yet.
+    const parts = path.length === 0 ? ['__fish_use_subcommand'] : [...seen, ...notYet];
     return fishQuote(parts.join('; and '));
   };
   for (const { path, command } of nodes) {
@@ -161,6 +240,9 @@ export function fishScript(root: Command): string {
       lines.push(
         `complete -c nimbus -n ${condition(path, command)} -a ${child.name()} -d ${fishQuote(child.description())}`,
       );
+    }
+    for (const { choices } of argumentChoices(command)) {
+      lines.push(`complete -c nimbus -n ${condition(path, command)} -a ${fishQuote(choices.join(' '))}`);
     }
     if (path.length === 0) continue;
     for (const option of command.options.filter((candidate) => !candidate.hidden)) {

@@ -6,6 +6,7 @@
 import {
   AuthenticationError,
   CertificateMismatchError,
+  MetricsStreamClosedError,
   NimbusApiError,
   NotFoundError,
   PermissionDeniedError,
@@ -58,6 +59,12 @@ export function exitCodeFor(error: unknown): number {
   if (error instanceof PermissionDeniedError && error.code === 'forbidden') return EXIT.auth;
   if (error instanceof NotFoundError) return EXIT.notFound;
   if (error instanceof WaitTimeoutError) return EXIT.timeout;
+  // A metric stream refused with a close code: 4401 bad key, 4403 no permission, 4404 no such instance.
+  if (error instanceof MetricsStreamClosedError) {
+    if (error.code === 4401 || error.code === 4403) return EXIT.auth;
+    if (error.code === 4404) return EXIT.notFound;
+    return EXIT.apiError;
+  }
   if (error instanceof NimbusApiError) return EXIT.apiError;
   return EXIT.apiError;
 }

@@ -3,7 +3,12 @@
  * the request id to quote when asking for help, e.g.
  *   Error: Instance ins_123 not found (code: not_found, details: {"id":"ins_123"}, request_id: req_456)
  */
-import { NimbusApiError, ResourceFailedError } from '@nimbus/sdk';
+import {
+  MetricsStreamClosedError,
+  NimbusApiError,
+  ResourceFailedError,
+  STREAM_CLOSE_CODES,
+} from '@nimbus/sdk';
 
 /** TLS verification codes that mean "this server's certificate is not trusted here". */
 const UNTRUSTED_CERTIFICATE = new Set([
@@ -36,6 +41,14 @@ export function describeFailure(error: unknown, baseUrl: string | null): string 
     if (error.retryAfter !== null) parts.push(`retry_after: ${error.retryAfter}`);
     parts.push(`request_id: ${error.requestId ?? '-'}`);
     return `Error: ${error.apiMessage} (${parts.join(', ')})`;
+  }
+  if (error instanceof MetricsStreamClosedError) {
+    // The stream's own error message (sent before the close) when there was one, else what the code means.
+    const meaning = STREAM_CLOSE_CODES[error.code as keyof typeof STREAM_CLOSE_CODES];
+    const message = error.error?.message ?? (error.reason || meaning || error.message);
+    const parts = [`code: ${error.error?.code ?? 'stream_closed'}`, `close code: ${error.code}`];
+    if (error.error?.details) parts.push(`details: ${JSON.stringify(error.error.details)}`);
+    return `Error: metric stream closed: ${message} (${parts.join(', ')})`;
   }
   if (error instanceof ResourceFailedError) {
     return `Error: ${error.message} (code: resource_${error.status})`;

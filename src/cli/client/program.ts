@@ -6,11 +6,13 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { accountCommand } from './commands/account.js';
+import { billingCommand } from './commands/billing.js';
 import { catalogCommand } from './commands/catalog.js';
 import { eventsCommand } from './commands/events.js';
 import { firewallCommand } from './commands/firewall.js';
 import { instancesCommand } from './commands/instances.js';
 import { keysCommand } from './commands/keys.js';
+import { metricsCommand } from './commands/metrics.js';
 import { example } from './commands/shared.js';
 import { snapshotsCommand } from './commands/snapshots.js';
 import { sshKeysCommand } from './commands/ssh-keys.js';
@@ -74,6 +76,8 @@ export function buildProgram(): Command {
     .addCommand(firewallCommand())
     .addCommand(vpnCommand())
     .addCommand(webhooksCommand())
+    .addCommand(metricsCommand())
+    .addCommand(billingCommand())
     .addCommand(completionCommand(program));
   // Every command: commander throws instead of exiting, so the exit code is decided in one place below.
   const configure = (command: Command) => {
@@ -84,16 +88,36 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * Resolves once everything written to `stream` so far has been handed to the system. bin/nimbus exits
+ * the process right after the command, and a pipe that is not blocking (zsh's `$(…)` makes such ones)
+ * takes 64 KiB at a time: without this wait the rest of a long output was lost.
+ */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.writableLength === 0 || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    // Write callbacks run in order, so this one runs once every earlier chunk is written (or failed).
+    stream.write('', () => resolve());
+  });
+}
+
 /** Runs the client command line (argv without node and the script); returns the exit code. */
 export async function runClient(argv: string[]): Promise<number> {
+  const code = await runCommand(argv);
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  return code;
+}
+
+async function runCommand(argv: string[]): Promise<number> {
   const program = buildProgram();
   const [first] = argv;
-  if (first === undefined || first === 'help') {
+  if (first === undefined || (first === 'help' && argv.length === 1)) {
     // Bare `nimbus` is a usage mistake (exit 2) that deserves the overview; `nimbus help` asked for it.
     process.stdout.write(program.helpInformation());
     return first === undefined ? EXIT.usage : EXIT.ok;
   }
-  const known = program.commands.flatMap((command) => [command.name(), ...command.aliases()]);
+  // `help <command>` is commander's own, not in the list of commands.
+  const known = ['help', ...program.commands.flatMap((command) => [command.name(), ...command.aliases()])];
   if (!first.startsWith('-') && !known.includes(first)) {
     process.stderr.write(`Unknown command "${first}": "nimbus --help" lists the commands\n`);
     return EXIT.usage;
