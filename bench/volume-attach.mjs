@@ -175,7 +175,9 @@ async function main() {
   const attachedEvents = await countEvents(port, auth, 'volume.attached');
   const detachedEvents = await countEvents(port, auth, 'volume.detached');
   if (attachedEvents !== roundTripsMs.length || detachedEvents !== roundTripsMs.length) {
-    fail(`${roundTripsMs.length} round trips but ${attachedEvents} attached, ${detachedEvents} detached events`);
+    fail(
+      `${roundTripsMs.length} round trips but ${attachedEvents} attached, ${detachedEvents} detached events`,
+    );
   }
   await stopChild(child);
 
@@ -192,7 +194,12 @@ async function main() {
   const lines = [
     '## Volumes: attach + detach round trips per second (issue #13)',
     '',
-    ...runHeader({ loadAverage, command, npmScript: 'bench:volume-attach', generator: 'its own HTTPS client' }),
+    ...runHeader({
+      loadAverage,
+      command,
+      npmScript: 'bench:volume-attach',
+      generator: 'its own HTTPS client',
+    }),
     `SQLite (WAL, synchronous=FULL), NIMBUS_SIM_SPEEDUP=1000 (the simulated attach and detach take 2 ms`,
     `each). ${PAIRS} pairs of a running instance and a data volume, one worker per pair, for ${DURATION_S} s:`,
     `attach (202), poll every ${POLL_MS} ms until \`in-use\`, detach (202), poll until \`available\`.`,
