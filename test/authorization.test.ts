@@ -814,7 +814,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         const details = reply.body.error.details;
         expect(details).toEqual({
           resource: expect.stringMatching(
-            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule|invoice)$/,
+            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule|invoice|alert)$/,
           ),
           id: firstId(theirs),
           ...(details?.field !== undefined ? { field: expect.any(String) } : {}),
