@@ -5,6 +5,7 @@ import { simulatedSample } from '../drivers/simulator/metrics.js';
 import { instanceTypeNamed } from './catalog.js';
 import {
   type Block,
+  BlockAppender,
   decodeBlock,
   emptyBlock,
   encodeBlock,
@@ -94,6 +95,57 @@ describe('metric blocks', () => {
     ).toThrow(/outside/);
     expect(() => decodeBlock(Buffer.of(9))).toThrow(/unknown format/);
     expect(() => decodeBlock(encodeBlock(block).subarray(0, 2))).toThrow(/truncated/);
+  });
+
+  it('an appender filled row by row encodes exactly as encodeBlock, at every step', () => {
+    fc.assert(
+      fc.property(anyBlock, (block) => {
+        const appender = BlockAppender.empty(
+          block.slots,
+          block.columns.map((c) => c.id),
+        );
+        expect(appender.bytes()).toEqual(encodeBlock(emptyBlock(block.slots, appender.columnIds())));
+        block.present.forEach((slot, i) => {
+          appender.append(
+            slot,
+            block.columns.map((c) => c.values[i] as number),
+          );
+        });
+        expect(appender.bytes()).toEqual(encodeBlock(block));
+        expect(appender.toBlock()).toEqual(block);
+        expect(appender.points).toBe(block.present.length);
+        expect(appender.latestSlot).toBe(block.present.at(-1) ?? -1);
+        expect(BlockAppender.of(block).bytes()).toEqual(encodeBlock(block));
+      }),
+    );
+  });
+
+  it('an appender that keeps some columns encodes as the block with only those', () => {
+    fc.assert(
+      fc.property(anyBlock, fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }), (block, keep) => {
+        const kept = block.columns.filter((_, i) => keep[i]);
+        const appender = BlockAppender.of(block);
+        appender.keepColumns(kept.map((c) => c.id));
+        expect(appender.bytes()).toEqual(encodeBlock({ ...block, columns: kept }));
+      }),
+    );
+  });
+
+  it('an appender refuses a slot at or before its latest, outside the block, or a row of the wrong width', () => {
+    const appender = BlockAppender.empty(10, [1, 2]);
+    appender.append(3, [5, 6]);
+    expect(() => appender.append(3, [5, 6])).toThrow(/cannot append slot 3/);
+    expect(() => appender.append(2, [5, 6])).toThrow(/cannot append slot 2/);
+    expect(() => appender.append(10, [5, 6])).toThrow(/cannot append slot 10/);
+    expect(() => appender.append(4, [5])).toThrow(/1 values for 2 columns/);
+    expect(appender.toBlock()).toEqual({
+      slots: 10,
+      present: [3],
+      columns: [
+        { id: 1, values: [5] },
+        { id: 2, values: [6] },
+      ],
+    });
   });
 
   it('rollups of an hour hold the avg, min and max of each 5-minute slot', () => {

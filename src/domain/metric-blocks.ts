@@ -16,8 +16,10 @@
  *   varint            column count
  *   per column        varint id, then one zigzag varint delta per present slot
  *
- * Open blocks (the hour being collected) are written plain: they are re-encoded on every collection
- * and deflating each time would cost more than it saves. A block is deflated once, when sealed.
+ * Open blocks (the hour being collected) are written plain: they are rewritten on every collection
+ * and deflating each time would cost more than it saves. A block is deflated once, when sealed. The
+ * collector keeps its open blocks as BlockAppenders, which keep each column's bytes as they grow, so a
+ * collection appends one delta per column instead of encoding the hour so far again.
  *
  * Integers are handled arithmetically (not with 32-bit bit operations), so any integer of magnitude up
  * to 2^51 round-trips exactly.
@@ -82,6 +84,30 @@ class Writer {
   result(): Buffer {
     return Buffer.from(this.buffer.subarray(0, this.length));
   }
+
+  /** Copies what was written into `target` at `offset`; returns the offset after it. */
+  copyTo(target: Buffer, offset: number): number {
+    this.buffer.copy(target, offset, 0, this.length);
+    return offset + this.length;
+  }
+}
+
+/** Bytes of the unsigned LEB128 of a non-negative safe integer. */
+function varintLength(value: number): number {
+  let bytes = 1;
+  for (let rest = value; rest >= 0x80; rest = Math.floor(rest / 0x80)) bytes++;
+  return bytes;
+}
+
+function writeVarint(target: Buffer, offset: number, value: number): number {
+  let at = offset;
+  let rest = value;
+  while (rest >= 0x80) {
+    target[at++] = (rest % 0x80) | 0x80;
+    rest = Math.floor(rest / 0x80);
+  }
+  target[at++] = rest;
+  return at;
 }
 
 class Reader {
@@ -204,4 +230,118 @@ export function putRow(block: Block, slot: number, row: ReadonlyMap<number, numb
   }
   block.present.splice(index, 0, slot);
   for (const column of block.columns) column.values.splice(index, 0, row.get(column.id) as number);
+}
+
+interface AppendedColumn {
+  id: number;
+  /** The zigzag varint deltas written so far. */
+  deltas: Writer;
+  /** The last value written (0 before any), which the next delta is taken from. */
+  last: number;
+}
+
+/**
+ * A block being filled in slot order, kept in its encoded form: a presence bitmap and each column's
+ * deltas so far. Appending a row writes one delta per column, and `bytes()` puts the parts together
+ * (a copy, no encoding), so a block filled one row per collection costs the same at every collection
+ * instead of growing with the rows already in it. `bytes()` is exactly `encodeBlock(toBlock())`.
+ */
+export class BlockAppender {
+  private readonly bitmap: Uint8Array;
+  private readonly columns: AppendedColumn[];
+  private count = 0;
+  private lastSlot = -1;
+
+  private constructor(
+    readonly slots: number,
+    columnIds: readonly number[],
+  ) {
+    this.bitmap = new Uint8Array(Math.ceil(slots / 8));
+    this.columns = columnIds.map((id) => ({ id, deltas: new Writer(), last: 0 }));
+  }
+
+  static empty(slots: number, columnIds: readonly number[]): BlockAppender {
+    return new BlockAppender(slots, columnIds);
+  }
+
+  /** An appender holding the block's rows (a block read back from the store). */
+  static of(block: Block): BlockAppender {
+    const appender = new BlockAppender(
+      block.slots,
+      block.columns.map((c) => c.id),
+    );
+    for (let i = 0; i < block.present.length; i++) {
+      appender.append(
+        block.present[i] as number,
+        block.columns.map((c) => c.values[i] as number),
+      );
+    }
+    return appender;
+  }
+
+  /** Rows held. */
+  get points(): number {
+    return this.count;
+  }
+
+  /** The latest slot holding a row, or -1. */
+  get latestSlot(): number {
+    return this.lastSlot;
+  }
+
+  /** The column ids, in the order `append` takes their values. */
+  columnIds(): number[] {
+    return this.columns.map((c) => c.id);
+  }
+
+  /**
+   * Adds a row after every row held: `values` in the order of columnIds(). A slot at or before the
+   * latest is refused (the caller puts such a row into toBlock() with putRow and starts again from it).
+   */
+  append(slot: number, values: readonly number[]): void {
+    if (!Number.isInteger(slot) || slot <= this.lastSlot || slot >= this.slots) {
+      throw new RangeError(
+        `metric block: cannot append slot ${slot} after ${this.lastSlot} of ${this.slots}`,
+      );
+    }
+    if (values.length !== this.columns.length) {
+      throw new RangeError(`metric block: ${values.length} values for ${this.columns.length} columns`);
+    }
+    for (let c = 0; c < this.columns.length; c++) {
+      const column = this.columns[c] as AppendedColumn;
+      const value = values[c] as number;
+      column.deltas.signed(value - column.last);
+      column.last = value;
+    }
+    this.bitmap[slot >> 3] = (this.bitmap[slot >> 3] as number) | (1 << (slot & 7));
+    this.lastSlot = slot;
+    this.count++;
+  }
+
+  /** Keeps only the columns with these ids (the others' values are dropped with them). */
+  keepColumns(ids: readonly number[]): void {
+    for (let c = this.columns.length - 1; c >= 0; c--) {
+      if (!ids.includes((this.columns[c] as AppendedColumn).id)) this.columns.splice(c, 1);
+    }
+  }
+
+  /** The block's plain encoding (format 1), as encodeBlock writes it. */
+  bytes(): Buffer {
+    let length = 1 + varintLength(this.slots) + this.bitmap.length + varintLength(this.columns.length);
+    for (const column of this.columns) length += varintLength(column.id) + column.deltas.length;
+    const out = Buffer.allocUnsafe(length);
+    out[0] = PLAIN;
+    let at = writeVarint(out, 1, this.slots);
+    out.set(this.bitmap, at);
+    at = writeVarint(out, at + this.bitmap.length, this.columns.length);
+    for (const column of this.columns) {
+      at = writeVarint(out, at, column.id);
+      at = column.deltas.copyTo(out, at);
+    }
+    return out;
+  }
+
+  toBlock(): Block {
+    return decodeBlock(this.bytes());
+  }
 }

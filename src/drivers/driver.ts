@@ -203,6 +203,13 @@ export interface ComputeDriver {
   inspect(spec: MachineSpec): Promise<MachineState>;
   /** Utilisation at one moment; zero when the machine is not running. */
   sampleMetrics(spec: MachineSpec, at: Date): Promise<MetricSample>;
+  /**
+   * What sampleMetrics answers for each of many machines at one moment, in one go (one query, one call
+   * to a host): the metrics collector and the live streams sample every watched machine each round, and
+   * a round trip per machine costs more than the sample. A machine whose sample failed maps to its error.
+   * Optional: without it, callers ask sampleMetrics machine by machine (services/metric-sampling.ts).
+   */
+  sampleMetricsMany?(specs: readonly MachineSpec[], at: Date): Promise<Map<string, MetricSample | Error>>;
 
   /** Allocates the disk (formatting it when `spec.filesystem` is set); an existing disk is left alone. */
   createVolume(spec: VolumeSpec): Promise<void>;

@@ -10,21 +10,26 @@
  * an fsync). The run then seals what is over — the raw blocks of past hours are deflated and their
  * 5-minute rollups merged into the day's rollup block — and prunes what retention no longer keeps.
  *
- * Open blocks. The hour being collected is kept decoded in memory, so a run appends to it and
- * re-encodes it (plain, no deflate) instead of reading it back. The memory is trusted only when this
- * process also ran the previous collection: when the lease moved meanwhile, another process may have
- * written the blocks since, so they are read again.
+ * Cost. A run makes a few store round trips per page of instances, whatever the page holds: the page
+ * itself, one sampling call to the driver (ComputeDriver.sampleMetricsMany), and one write transaction.
+ *
+ * Open blocks. The hour being collected is kept in memory in its encoded form (BlockAppender), so a run
+ * appends one delta per series to it and writes the bytes (plain, no deflate), instead of reading the
+ * block back or encoding the hour so far again. The memory is trusted only when this process also ran
+ * the previous collection: when the lease moved meanwhile, another process may have written the blocks
+ * since, so they are read again.
  *
  * It also remembers each instance's latest sample, for the Prometheus gauges (`latestSamples`).
  */
 
 import { instanceTypeNamed } from '../domain/catalog.js';
 import type { Clock } from '../domain/clock.js';
-import { type Block, decodeBlock, emptyBlock, encodeBlock, putRow } from '../domain/metric-blocks.js';
+import { type Block, BlockAppender, decodeBlock, encodeBlock, putRow } from '../domain/metric-blocks.js';
 import { type MetricName, metricsOf, toQuanta } from '../domain/metric-catalog.js';
 import {
   blockStartOf,
   mergeRollups,
+  metricOfRawColumn,
   RAW,
   ROLLUP,
   rawColumnId,
@@ -36,7 +41,6 @@ import type { JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
 import {
   blocksAt,
-  blocksBetween,
   type MonitoredInstance,
   monitoredInstances,
   monitoredInstancesById,
@@ -45,6 +49,7 @@ import {
   unsealedBefore,
   upsertBlocks,
 } from '../store/metrics.js';
+import { sampleMany } from './metric-sampling.js';
 
 export const COLLECT_JOB = { kind: 'metrics-collect', subject: 'all' } as const;
 
@@ -63,7 +68,7 @@ export interface LatestSample {
 interface OpenBlock {
   accountId: string;
   startMs: number;
-  block: Block;
+  block: BlockAppender;
 }
 
 /** A sample the collector wrote, with the instance as it read it (status and tags of this collection). */
@@ -174,40 +179,41 @@ export class MetricsCollector {
     at: Date,
     collected: CollectedSample[],
   ): Promise<void> {
-    const samples = await Promise.all(
-      page.map(async (instance) => {
-        try {
-          return { instance, sample: await this.driver.sampleMetrics(specOf(instance), at) };
-        } catch (error) {
-          this.options.onError?.(error, instance.id);
-          return null;
-        }
-      }),
-    );
-    const taken = samples.filter(
-      (s): s is { instance: MonitoredInstance; sample: MetricSample } => s !== null,
-    );
+    let samples: Map<string, MetricSample | Error>;
+    try {
+      samples = await sampleMany(this.driver, page.map(specOf), at);
+    } catch (error) {
+      this.options.onError?.(error, null);
+      return;
+    }
     const hourMs = blockStartOf(RAW, at.getTime());
     await this.loadOpenBlocks(
-      taken.map((s) => s.instance),
+      page.filter((instance) => samples.has(instance.id)),
       hourMs,
     );
-    const now = this.clock.now().toISOString();
     const rows: StoredBlock[] = [];
-    for (const { instance, sample } of taken) {
+    for (const instance of page) {
+      const sample = samples.get(instance.id);
+      if (sample === undefined) continue;
+      if (sample instanceof Error) {
+        this.options.onError?.(sample, instance.id);
+        continue;
+      }
       const sampledMs = Date.parse(sample.timestamp);
       if (blockStartOf(RAW, sampledMs) !== hourMs) continue;
-      const metrics = metricsOf(instanceTypeNamed(instance.instance_type));
-      const open = this.openBlockFor(instance, hourMs, metrics);
-      const row = new Map<number, number>();
-      for (const column of open.block.columns) {
-        const metric = metrics.find((m) => rawColumnId(m) === column.id);
-        const value = metric ? sample[metric] : undefined;
-        if (typeof value === 'number' && metric) row.set(column.id, toQuanta(metric, value));
-      }
-      if (row.size !== open.block.columns.length) continue;
-      putRow(open.block, Math.floor((sampledMs - hourMs) / RAW.stepMs), row);
-      rows.push(storedRaw(instance.id, open, false));
+      const open = this.openBlockFor(instance, hourMs);
+      const values = rowOf(open.block.columnIds(), sample);
+      if (values === null) continue;
+      put(open, Math.floor((sampledMs - hourMs) / RAW.stepMs), values);
+      rows.push({
+        instance_id: instance.id,
+        resolution: 'raw',
+        block_start: iso(hourMs),
+        account_id: open.accountId,
+        sealed: false,
+        points: open.block.points,
+        data: open.block.bytes(),
+      });
       this.latest.set(instance.id, {
         accountId: instance.account_id,
         instanceId: instance.id,
@@ -216,6 +222,8 @@ export class MetricsCollector {
       });
       collected.push({ instance, sample });
     }
+    if (rows.length === 0) return;
+    const now = this.clock.now().toISOString();
     await this.store.db.transaction().execute((trx) => upsertBlocks(trx, rows, now));
   }
 
@@ -229,7 +237,7 @@ export class MetricsCollector {
       this.open.set(stored.instance_id, {
         accountId: stored.account_id,
         startMs: hourMs,
-        block: decodeBlock(stored.data),
+        block: BlockAppender.of(decodeBlock(stored.data)),
       });
     }
   }
@@ -238,58 +246,74 @@ export class MetricsCollector {
    * The instance's open block for this hour, with a column per metric it has. When its metrics changed
    * within the hour (a resize onto or off a GPU type), the block keeps only the ones it shares.
    */
-  private openBlockFor(instance: MonitoredInstance, hourMs: number, metrics: MetricName[]): OpenBlock {
-    const ids = metrics.map(rawColumnId);
+  private openBlockFor(instance: MonitoredInstance, hourMs: number): OpenBlock {
+    const ids = rawColumnsOf(instance.instance_type);
     let open = this.open.get(instance.id);
     if (!open || open.startMs !== hourMs) {
-      open = { accountId: instance.account_id, startMs: hourMs, block: emptyBlock(slotsOf(RAW), ids) };
+      open = {
+        accountId: instance.account_id,
+        startMs: hourMs,
+        block: BlockAppender.empty(slotsOf(RAW), ids),
+      };
       this.open.set(instance.id, open);
-    } else if (
-      open.block.columns.some((c) => !ids.includes(c.id)) ||
-      open.block.columns.length < ids.length
-    ) {
-      const block =
-        open.block.present.length === 0
-          ? emptyBlock(slotsOf(RAW), ids)
-          : { ...open.block, columns: open.block.columns.filter((c) => ids.includes(c.id)) };
-      open = { ...open, block };
-      this.open.set(instance.id, open);
+      return open;
+    }
+    const held = open.block.columnIds();
+    if (held.length !== ids.length || held.some((id) => !ids.includes(id))) {
+      if (open.block.points === 0) open.block = BlockAppender.empty(slotsOf(RAW), ids);
+      else open.block.keepColumns(ids);
     }
     return open;
   }
 
-  /** Raw blocks of hours before the current one: deflated, and their rollups merged into their day. */
+  /**
+   * Raw blocks of hours before the current one: deflated, and their rollups merged into their day. The
+   * day blocks are read in one query per day, and everything is written in one transaction.
+   */
   private async sealPastHours(tickMs: number): Promise<void> {
     const currentHour = blockStartOf(RAW, tickMs);
     const past = await unsealedBefore(this.store.db, iso(currentHour), SEAL_PER_RUN);
     if (past.length === 0) return;
     const now = this.clock.now().toISOString();
     await this.store.db.transaction().execute(async (trx) => {
+      const idsByDay = new Map<string, string[]>();
+      for (const stored of past) {
+        const day = iso(blockStartOf(ROLLUP, Date.parse(stored.block_start)));
+        idsByDay.set(day, [...(idsByDay.get(day) ?? []), stored.instance_id]);
+      }
+      const days = new Map<string, { accountId: string; dayStart: string; block: Block | null }>();
+      for (const [dayStart, ids] of idsByDay) {
+        for (const stored of await blocksAt(trx, [...new Set(ids)], 'rollup', dayStart)) {
+          days.set(`${stored.instance_id} ${dayStart}`, {
+            accountId: stored.account_id,
+            dayStart,
+            block: decodeBlock(stored.data),
+          });
+        }
+      }
       const rows: StoredBlock[] = [];
       for (const stored of past) {
         const hourMs = Date.parse(stored.block_start);
         const dayMs = blockStartOf(ROLLUP, hourMs);
+        const key = `${stored.instance_id} ${iso(dayMs)}`;
+        const day = days.get(key) ?? { accountId: stored.account_id, dayStart: iso(dayMs), block: null };
         const raw = decodeBlock(stored.data);
-        const [existing] = await blocksBetween(trx, stored.instance_id, 'rollup', iso(dayMs), iso(dayMs));
-        const pending = rows.find(
-          (r) =>
-            r.instance_id === stored.instance_id && r.resolution === 'rollup' && r.block_start === iso(dayMs),
-        );
-        const dayBytes = pending?.data ?? existing?.data;
-        const day = mergeRollups(dayBytes ? decodeBlock(dayBytes) : null, rollupRows(raw, hourMs, dayMs));
-        const dayRow: StoredBlock = {
-          instance_id: stored.instance_id,
-          resolution: 'rollup',
-          block_start: iso(dayMs),
-          account_id: stored.account_id,
-          sealed: false,
-          points: day.present.length,
-          data: encodeBlock(day, { seal: true }),
-        };
-        if (pending) rows.splice(rows.indexOf(pending), 1, dayRow);
-        else rows.push(dayRow);
+        day.block = mergeRollups(day.block, rollupRows(raw, hourMs, dayMs));
+        days.set(key, day);
         rows.push({ ...stored, sealed: true, data: encodeBlock(raw, { seal: true }) });
-        this.open.delete(stored.instance_id);
+        if (this.open.get(stored.instance_id)?.startMs === hourMs) this.open.delete(stored.instance_id);
+      }
+      for (const [key, day] of days) {
+        if (day.block === null) continue;
+        rows.push({
+          instance_id: key.slice(0, key.indexOf(' ')),
+          resolution: 'rollup',
+          block_start: day.dayStart,
+          account_id: day.accountId,
+          sealed: false,
+          points: day.block.present.length,
+          data: encodeBlock(day.block, { seal: true }),
+        });
       }
       await upsertBlocks(trx, rows, now);
     });
@@ -311,16 +335,43 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-function storedRaw(instanceId: string, open: OpenBlock, sealed: boolean): StoredBlock {
-  return {
-    instance_id: instanceId,
-    resolution: 'raw',
-    block_start: iso(open.startMs),
-    account_id: open.accountId,
-    sealed,
-    points: open.block.present.length,
-    data: encodeBlock(open.block, { seal: sealed }),
-  };
+/** The raw columns of an instance type's metrics (cached per type: the collector asks for each sample). */
+const columnsByType = new Map<string, number[]>();
+
+function rawColumnsOf(typeName: string): number[] {
+  let ids = columnsByType.get(typeName);
+  if (ids === undefined) {
+    ids = metricsOf(instanceTypeNamed(typeName)).map(rawColumnId);
+    columnsByType.set(typeName, ids);
+  }
+  return ids;
+}
+
+/** The sample's values in quanta for these columns, or null when it lacks one of them. */
+function rowOf(columnIds: readonly number[], sample: MetricSample): number[] | null {
+  const values = new Array<number>(columnIds.length);
+  for (let c = 0; c < columnIds.length; c++) {
+    const metric = metricOfRawColumn(columnIds[c] as number) as MetricName;
+    const value = sample[metric];
+    if (typeof value !== 'number') return null;
+    values[c] = toQuanta(metric, value);
+  }
+  return values;
+}
+
+/**
+ * Puts a row into the open block: appended after its latest (every collection but a repeated one);
+ * otherwise into the decoded block, which the appender then starts again from.
+ */
+function put(open: OpenBlock, slot: number, values: number[]): void {
+  if (slot > open.block.latestSlot) {
+    open.block.append(slot, values);
+    return;
+  }
+  const ids = open.block.columnIds();
+  const block = open.block.toBlock();
+  putRow(block, slot, new Map(ids.map((id, c) => [id, values[c] as number])));
+  open.block = BlockAppender.of(block);
 }
 
 function specOf(instance: MonitoredInstance): MachineSpec {

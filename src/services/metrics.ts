@@ -51,10 +51,17 @@ export interface MetricsQuery {
   aggregate?: Aggregate | undefined;
 }
 
+/**
+ * One series: its points as two parallel arrays, epoch milliseconds and values as the API shows them.
+ * The answer is written out as `[timestamp, value]` pairs by http/metrics-history-body.ts; a day of
+ * 10 s points is 60,480 of them over the seven series, and a pair, a string and an array per point cost
+ * more than everything else the query does.
+ */
 export interface MetricSeries {
   metric: MetricName;
   unit: string;
-  points: [string, number][];
+  times: number[];
+  values: number[];
 }
 
 export interface MetricsAnswer {
@@ -83,7 +90,6 @@ export class MetricsService {
     const resolution = startMs >= nowMs - RAW.retentionMs ? RAW : ROLLUP;
     const stepMs = chosenStep(query.step, startMs, endMs, resolution);
     const aggregate = query.aggregate ?? 'avg';
-    const format = isoFormatter();
     const points =
       resolution === RAW
         ? await this.rawPoints(instanceId, metrics, startMs, endMs)
@@ -95,17 +101,16 @@ export class MetricsService {
       step: stepMs / 1000,
       aggregate,
       resolution: resolution.name,
-      series: metrics.map((metric) => ({
-        metric,
-        unit: METRICS[metric].unit,
-        points: pairs(
+      series: metrics.map((metric) => {
+        const quanta = points.get(metric) ?? emptySeries();
+        const series = stepMs === resolution.stepMs ? quanta : bucketSeries(quanta, stepMs, aggregate);
+        return {
           metric,
-          stepMs === resolution.stepMs
-            ? (points.get(metric) ?? emptySeries())
-            : bucketSeries(points.get(metric) ?? emptySeries(), stepMs, aggregate),
-          format,
-        ),
-      })),
+          unit: METRICS[metric].unit,
+          times: series.times,
+          values: shownValues(metric, series),
+        };
+      }),
     };
   }
 
@@ -158,15 +163,14 @@ export class MetricsService {
       iso(blockStartOf(ROLLUP, fromMs)),
       iso(blockStartOf(ROLLUP, endMs)),
     );
-    const pending = (
-      await blocksBetween(
-        this.store.db,
-        instanceId,
-        'raw',
-        iso(blockStartOf(RAW, Math.max(fromMs, nowMs - RAW.retentionMs - RAW.blockMs))),
-        iso(blockStartOf(RAW, endMs)),
-      )
-    ).filter((b) => !b.sealed);
+    const pending = await blocksBetween(
+      this.store.db,
+      instanceId,
+      'raw',
+      iso(blockStartOf(RAW, Math.max(fromMs, nowMs - RAW.retentionMs - RAW.blockMs))),
+      iso(blockStartOf(RAW, endMs)),
+      { unsealedOnly: true },
+    );
     const out = new Map<MetricName, QuantaSeries>(metrics.map((m) => [m, emptySeries()]));
     const add = (block: ReturnType<typeof decodeBlock>, dayMs: number) => {
       for (const metric of metrics) {
@@ -196,45 +200,10 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-const TWO = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
-const DAY_MS = 86_400_000;
-
-/**
- * ISO 8601 of times, exactly as toISOString() writes them, made once per timestamp for all the series of
- * an answer, and for whole seconds without a Date (the date part once per day). A day of 10 s points has
- * 60,480 timestamps across its series; toISOString() on each took most of a 24 h query's time.
- */
-export function isoFormatter(): (ms: number) => string {
-  const days = new Map<number, string>();
-  const made = new Map<number, string>();
-  return (ms) => {
-    const known = made.get(ms);
-    if (known !== undefined) return known;
-    const text = format(ms);
-    made.set(ms, text);
-    return text;
-  };
-  function format(ms: number): string {
-    if (ms % 1000 !== 0) return iso(ms);
-    const dayMs = Math.floor(ms / DAY_MS) * DAY_MS;
-    let prefix = days.get(dayMs);
-    if (prefix === undefined) {
-      prefix = iso(dayMs).slice(0, 11);
-      days.set(dayMs, prefix);
-    }
-    const seconds = (ms - dayMs) / 1000;
-    const hours = Math.floor(seconds / 3600);
-    const minutes = Math.floor((seconds % 3600) / 60);
-    return `${prefix}${TWO[hours]}:${TWO[minutes]}:${TWO[seconds % 60]}.000Z`;
-  }
-}
-
-/** The series as the API shows it: [timestamp, value] pairs, a timestamp's text made once for all series. */
-function pairs(metric: MetricName, series: QuantaSeries, format: (ms: number) => string): [string, number][] {
-  const out = new Array<[string, number]>(series.times.length);
-  for (let i = 0; i < out.length; i++) {
-    out[i] = [format(series.times[i] as number), shown(metric, series.values[i] as number)];
-  }
+/** The series' values as the API shows them. */
+function shownValues(metric: MetricName, series: QuantaSeries): number[] {
+  const out = new Array<number>(series.values.length);
+  for (let i = 0; i < out.length; i++) out[i] = shown(metric, series.values[i] as number);
   return out;
 }
 

@@ -183,6 +183,30 @@ describe('SimulatedDriver', () => {
     const gpuSample = await driver.sampleMetrics(gpu, at);
     expect(gpuSample.gpu_percent).toBeGreaterThan(0);
   });
+
+  it('samples many machines in one go exactly as one by one: running, booting, stopped, faulty, absent', async () => {
+    const gpuType = { instanceType: typeNamed('gpu-1x'), image: 'ubuntu-22.04-cuda' };
+    const running = [spec(), spec(), spec(gpuType), spec({ tags: { [FAULT_TAG]: 'stuck-stopping' } })];
+    const [booting, stopped, stuck] = [spec(), spec(), spec({ tags: { [FAULT_TAG]: 'stuck-starting' } })];
+    // Machines that do not exist (more than one query's worth of ids in all).
+    const absent = Array.from({ length: 600 }, (_, i) => spec(i % 2 === 0 ? gpuType : {}));
+    for (const machine of [...running, booting, stopped, stuck]) await driver.provision(machine);
+    for (const machine of [...running, stuck]) await driver.start(machine);
+    clock.advance(8_000);
+    await driver.start(booting);
+    const all = [...absent.slice(0, 300), ...running, booting, stopped, stuck, ...absent.slice(300)];
+    for (const at of [clock.now(), new Date(clock.now().getTime() + 2_500)]) {
+      const many = await driver.sampleMetricsMany(all, at);
+      expect(many.size).toBe(all.length);
+      for (const machine of all)
+        expect(many.get(machine.id)).toEqual(await driver.sampleMetrics(machine, at));
+      for (const machine of running) expect(many.get(machine.id)).not.toMatchObject({ cpu_percent: 0 });
+      for (const machine of [booting, stopped, stuck, absent[0]!]) {
+        expect(many.get(machine.id)).toMatchObject({ cpu_percent: 0, memory_used_bytes: 0 });
+      }
+    }
+  });
+
   describe('disks', () => {
     let disks = 0;
     const disk = (overrides: Partial<VolumeSpec> = {}): VolumeSpec => {
