@@ -377,7 +377,7 @@ function whyResolved(
   instance: WatchedInstance | undefined,
   nowMs: number,
 ): Resolution | null {
-  if (!instance) return 'instance_deleted';
+  if (!instance || instance.status === 'deleting') return 'instance_deleted';
   if (!isTargeted(watched.policy.targets, instance)) return 'no_longer_targeted';
   if (watched.condition.kind === 'metric') {
     if (instance.status !== 'running') return 'instance_stopped';
