@@ -31,6 +31,8 @@ export interface SmtpRelay {
   refuse(address: string, refused: boolean): void;
   /** Holds each DATA this long before accepting it (a slow relay). */
   delayData(ms: number): void;
+  /** Messages whose DATA arrived and that are not accepted yet (held by delayData). */
+  held(): number;
   close(): Promise<void>;
 }
 
@@ -40,6 +42,7 @@ export async function startSmtpRelay(
   const accepted: AcceptedMail[] = [];
   const refused = new Set<string>();
   let dataDelayMs = 0;
+  let holding = 0;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-smtp-'));
   const tls = options.tls ? await loadOrCreateTls({ dataDir: dir, files: null, host: '127.0.0.1' }) : null;
   const server = new SMTPServer({
@@ -71,13 +74,17 @@ export async function startSmtpRelay(
     },
     onData(stream, session, callback) {
       const to = session.envelope.rcptTo.map((r) => r.address);
+      holding += 1;
       simpleParser(stream)
         .then(async (mail) => {
           if (dataDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, dataDelayMs));
           accepted.push({ mail, to, acceptedAt: Date.now() });
           callback();
         })
-        .catch((error: Error) => callback(error));
+        .catch((error: Error) => callback(error))
+        .finally(() => {
+          holding -= 1;
+        });
     },
   });
   await new Promise<void>((resolve, reject) => {
@@ -100,6 +107,7 @@ export async function startSmtpRelay(
     delayData: (ms) => {
       dataDelayMs = ms;
     },
+    held: () => holding,
     close: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       rmSync(dir, { recursive: true, force: true });
