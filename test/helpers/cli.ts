@@ -64,6 +64,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Told of stderr as it arrives (everything so far), for tests that act while the command runs. */
   onStderr?: (soFar: string) => void;
+  /** Working directory (default: the repository root). */
+  cwd?: string;
 }
 
 /** The environment of a user's shell: PATH and the like, without any NIMBUS_* of the test runner. */
@@ -85,7 +87,7 @@ export function runNimbus(args: string[], options: RunOptions = {}): Promise<Cli
     const env = Object.fromEntries(
       Object.entries(options.env ?? {}).filter((entry): entry is [string, string] => entry[1] !== undefined),
     );
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env, stdio: 'pipe' });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd ?? ROOT, env, stdio: 'pipe' });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -105,11 +107,57 @@ export function runNimbus(args: string[], options: RunOptions = {}): Promise<Cli
   });
 }
 
+/** A command still running: what it has printed so far, and its end. */
+export interface RunningCli {
+  pid: number;
+  stdout(): string;
+  stderr(): string;
+  /** Sends a signal (SIGINT: as Ctrl-C does). */
+  kill(signal: NodeJS.Signals): void;
+  exited: Promise<CliRun>;
+}
+
+/** Starts `nimbus …args` and returns at once, for commands that run until stopped (metrics watch). */
+export function startNimbus(args: string[], env: Record<string, string>, timeoutMs = 60_000): RunningCli {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const exited = new Promise<CliRun>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal ? 128 : -1), stdout, stderr });
+    });
+  });
+  return {
+    pid: child.pid!,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    kill: (signal) => child.kill(signal),
+    exited,
+  };
+}
+
 export interface Cli {
   home: string;
   env: Record<string, string>;
   /** Runs `nimbus …args`; returns exit code, stdout and stderr. */
   run(...args: string[]): Promise<CliRun>;
+  /** Runs `nimbus …args` in directory `cwd`. */
+  runIn(cwd: string, ...args: string[]): Promise<CliRun>;
+  /** Starts `nimbus …args` without waiting for it to end. */
+  start(...args: string[]): RunningCli;
   /** Runs `nimbus …args -o json`, expects exit 0, returns the parsed stdout. */
   json<T = any>(...args: string[]): Promise<T>;
   /** The same CLI with more (or fewer: undefined) environment variables. */
@@ -121,6 +169,8 @@ function makeCli(home: string, env: Record<string, string>): Cli {
     home,
     env,
     run: (...args) => runNimbus(args, { env }),
+    runIn: (cwd, ...args) => runNimbus(args, { env, cwd }),
+    start: (...args) => startNimbus(args, env),
     json: async (...args) => {
       const result = await runNimbus([...args, '-o', 'json'], { env });
       expect(result.code, `nimbus ${args.join(' ')}: ${result.stderr}`).toBe(0);

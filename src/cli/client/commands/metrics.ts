@@ -307,23 +307,27 @@ class LiveView {
 
   private draw(): void {
     const width = process.stdout.columns || 80;
-    const bold = (text: string) => (this.color ? `\u001b[1m${text}\u001b[22m` : text);
     const time = this.latest?.timestamp ?? 'waiting for the first values';
     const frame = [
-      `${bold(this.id)}  ${this.status}  every ${this.interval} s  ${time}  (Ctrl-C to stop)`,
+      `${this.id}  ${this.status}  every ${this.interval} s  ${time}  (Ctrl-C to stop)`,
       '',
       ...[...this.recent.entries()].map(
         ([metric, values]) =>
           `${metric.padEnd(20)}${formatValue(metric, values.at(-1)).padStart(12)}  ${sparkline(metric, values)}`,
       ),
     ];
-    if (this.latest?.dropped)
+    if (this.latest?.dropped) {
       frame.push('', `(${this.latest.dropped} samples dropped: the terminal read too slowly)`);
+    }
+    // Lines cut to the terminal's width (a wrapped line would throw the count below off), then the id in bold.
+    const lines = frame.map((line) => (line.length > width ? line.slice(0, width) : line));
+    if (this.color && lines[0]!.startsWith(this.id)) {
+      lines[0] = `\u001b[1m${this.id}\u001b[22m${lines[0]!.slice(this.id.length)}`;
+    }
     // Up to the first line of the previous frame, clear everything below, draw the new one.
     const up = this.lines > 0 ? `\u001b[${this.lines}F` : '';
-    const body = frame.map((line) => (line.length > width ? line.slice(0, width) : line)).join('\n');
-    process.stdout.write(`${up}\u001b[J${body}\n`);
-    this.lines = frame.length;
+    process.stdout.write(`${up}\u001b[J${lines.join('\n')}\n`);
+    this.lines = lines.length;
   }
 
   end(): void {
