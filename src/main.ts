@@ -20,6 +20,7 @@ import { instanceMetricsExposition } from './http/instance-metrics.js';
 import { buildMetadataApp } from './http/metadata.js';
 import { PARSER_MAX_HEADER_BYTES } from './http/plugins/transport.js';
 import { RequestMetrics } from './http/request-metrics.js';
+import { storeMetricsExposition } from './http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
 import { createLogger } from './logger.js';
 import { bootstrapAccount } from './services/bootstrap.js';
@@ -154,6 +155,7 @@ export async function startServer(
         const text =
           (await registry.metrics()) +
           requestMetrics.exposition() +
+          storeMetricsExposition(store.commitStats()) +
           instanceMetricsExposition(services.metricsCollector.latestSamples());
         res.writeHead(200, { 'Content-Type': registry.contentType }).end(text);
       });
