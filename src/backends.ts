@@ -8,13 +8,17 @@ import { Redis } from 'ioredis';
 import { type Config, ConfigError } from './config.js';
 import { type Clock, systemClock } from './domain/clock.js';
 import type { ComputeDriver } from './drivers/driver.js';
+import { QemuDriver, QemuDriverError } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
 import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './events/broadcast.js';
 import { JobRunner } from './jobs/runner.js';
 import { createServices, type Services } from './services/index.js';
+import { hostnames } from './services/instance-view.js';
 import { SecretBox } from './services/secret-box.js';
 import { migrateToLatest, openStore, type Store } from './store/db.js';
+import { findInstance } from './store/instances.js';
 import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
+import { findSshKey } from './store/ssh-keys.js';
 
 export interface Backends {
   store: Store;
@@ -24,6 +28,8 @@ export interface Backends {
   services: Services;
   jobs: JobRunner;
   driver: ComputeDriver;
+  /** The qemu driver when NIMBUS_DRIVER=qemu: the server hands it the metadata app and starts its watcher. */
+  qemu: QemuDriver | null;
   close(): Promise<void>;
 }
 
@@ -48,11 +54,6 @@ const scheduledSlot = (sourceId: string) => ({
 /** Store, Redis and services, as the server and the admin CLI both need them. */
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
   const clock = options.clock ?? systemClock;
-  if (config.driver !== 'simulator') {
-    throw new ConfigError(
-      `Invalid configuration: NIMBUS_DRIVER=${config.driver} is not available in this build yet; use simulator`,
-    );
-  }
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   await migrateToLatest(store.db);
@@ -66,7 +67,8 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     automatic: options.steppedJobs !== true,
     ...(options.onJobError ? { onError: options.onJobError } : {}),
   });
-  const driver = await SimulatedDriver.open({ db: store.db, clock, speedup: config.simSpeedup });
+  const qemu = config.driver === 'qemu' ? await openQemu(config, store, clock) : null;
+  const driver = qemu ?? (await SimulatedDriver.open({ db: store.db, clock, speedup: config.simSpeedup }));
   const services = createServices({
     store,
     clock,
@@ -114,8 +116,10 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     services,
     jobs,
     driver,
+    qemu,
     close: async () => {
       await jobs.stop();
+      await qemu?.close();
       await services.deliveries.stop();
       services.alertNotifier.close();
       await services.apiKeys.stop();
@@ -125,4 +129,37 @@ export async function openBackends(config: Config, options: BackendOptions = {})
       await store.close();
     },
   };
+}
+
+/**
+ * The qemu driver, given what a guest's seed needs from the store: its hostname (the instance record's)
+ * and the public keys of the instance's SSH keys.
+ */
+async function openQemu(config: Config, store: Store, clock: Clock): Promise<QemuDriver> {
+  try {
+    return await QemuDriver.open({
+      db: store.db,
+      clock,
+      dataDir: config.dataDir,
+      imageDir: config.qemu.imageDir,
+      ssh: {
+        host: config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host,
+        ports: config.qemu.sshPorts,
+      },
+      memoryScale: config.qemu.memoryScale,
+      accel: config.qemu.accel,
+      identity: async (spec) => {
+        const instance = await findInstance(store.db, spec.id);
+        const keys = [];
+        for (const keyId of instance?.ssh_key_ids ?? []) {
+          const key = instance ? await findSshKey(store.db, instance.account_id, keyId) : undefined;
+          if (key) keys.push(key.public_key);
+        }
+        return { hostname: hostnames(spec, config.publicDomain).hostname, sshKeys: keys };
+      },
+    });
+  } catch (error) {
+    if (error instanceof QemuDriverError) throw new ConfigError(error.message);
+    throw error;
+  }
 }

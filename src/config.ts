@@ -25,6 +25,16 @@ const EnvSchema = Type.Object({
   NIMBUS_REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   NIMBUS_DRIVER: Type.Union([Type.Literal('simulator'), Type.Literal('qemu')], { default: 'simulator' }),
   NIMBUS_SIM_SPEEDUP: Type.Number({ default: 1, exclusiveMinimum: 0 }),
+  /** Guest images of the qemu driver (`nimbus admin images build`); default `<data dir>/images`. */
+  NIMBUS_IMAGE_DIR: Type.Optional(Type.String({ minLength: 1 })),
+  /** A VM's memory is its type's RAM times this (0.125: compute-1x's 2 GB runs in 256 MiB). */
+  NIMBUS_QEMU_MEMORY_SCALE: Type.Number({ default: 0.125, exclusiveMinimum: 0, maximum: 1 }),
+  /** kvm, tcg, or auto: KVM when /dev/kvm can run a guest, TCG otherwise. */
+  NIMBUS_QEMU_ACCEL: Type.Union([Type.Literal('auto'), Type.Literal('kvm'), Type.Literal('tcg')], {
+    default: 'auto',
+  }),
+  /** Host ports the qemu driver forwards to its guests' SSH servers, `first-last`, on NIMBUS_HOST. */
+  NIMBUS_QEMU_SSH_PORTS: Type.String({ default: '22000-22999', pattern: '^\\d{1,5}-\\d{1,5}$' }),
   NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
   NIMBUS_METRICS_PORT: Type.Optional(Port),
   NIMBUS_METADATA_PORT: Type.Optional(Port),
@@ -79,6 +89,13 @@ export interface Config {
   redisUrl: string | undefined;
   driver: 'simulator' | 'qemu';
   simSpeedup: number;
+  /** The qemu driver's settings (docs/operations.md, "Real compute"). */
+  qemu: {
+    imageDir: string;
+    memoryScale: number;
+    accel: 'auto' | 'kvm' | 'tcg';
+    sshPorts: { first: number; last: number };
+  };
   publicDomain: string;
   /** 0 disables the Prometheus listener. */
   metricsPort: number;
@@ -131,6 +148,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: raw.NIMBUS_REDIS_URL,
     driver: raw.NIMBUS_DRIVER,
     simSpeedup: raw.NIMBUS_SIM_SPEEDUP,
+    qemu: {
+      imageDir: path.resolve(raw.NIMBUS_IMAGE_DIR ?? path.join(raw.NIMBUS_DATA_DIR, 'images')),
+      memoryScale: raw.NIMBUS_QEMU_MEMORY_SCALE,
+      accel: raw.NIMBUS_QEMU_ACCEL,
+      sshPorts: parsePortRange(raw.NIMBUS_QEMU_SSH_PORTS),
+    },
     publicDomain: raw.NIMBUS_PUBLIC_DOMAIN,
     metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
     metadataPort: raw.NIMBUS_METADATA_PORT ?? 8169,
@@ -215,4 +238,12 @@ function parsePublicPools(value: string | undefined): Record<string, string> {
     }
   }
   return pools;
+}
+
+function parsePortRange(value: string): { first: number; last: number } {
+  const [first, last] = value.split('-').map(Number) as [number, number];
+  if (first < 1 || last > 65535 || first > last) {
+    throw new ConfigError('Invalid configuration: NIMBUS_QEMU_SSH_PORTS is first-last, within 1-65535');
+  }
+  return { first, last };
 }

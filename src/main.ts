@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { type Backends, openBackends } from './backends.js';
-import type { Config } from './config.js';
+import { type Config, ConfigError } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
 import { clientErrorHandler } from './http/early-errors.js';
@@ -24,6 +24,7 @@ import { storeMetricsExposition } from './http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
 import { createLogger } from './logger.js';
 import { bootstrapAccount } from './services/bootstrap.js';
+import { INSTANCE_KIND } from './services/instance-kind.js';
 
 export const BOOTSTRAP_KEY_FILE = 'bootstrap-api-key';
 
@@ -164,11 +165,15 @@ export async function startServer(
     }
 
     let metadataPort: number | null = null;
-    if (config.metadataPort > 0) {
+    if (config.metadataPort > 0 || backends.qemu) {
       const metadata = await buildMetadataApp(services.instances, logger);
       closers.push(() => metadata.close());
-      await metadata.listen({ port: config.metadataPort, host: config.host });
-      metadataPort = (metadata.server.address() as AddressInfo).port;
+      if (config.metadataPort > 0) {
+        await metadata.listen({ port: config.metadataPort, host: config.host });
+        metadataPort = (metadata.server.address() as AddressInfo).port;
+      } else await metadata.ready();
+      // Real VMs reach the same app through their own sockets (drivers/qemu/metadata-sockets.ts).
+      if (backends.qemu) await startQemu(backends, config, (req, res) => metadata.routing(req, res), logger);
     }
 
     // The billing period job closes months and marks overdue invoices; it must exist before jobs run.
@@ -220,4 +225,37 @@ export async function startServer(
     await unwind().catch(() => {});
     throw error;
   }
+}
+
+/**
+ * The qemu driver's part of serving: it refuses to start without an image to boot, then opens the guests'
+ * metadata sockets again (re-adopting VMs still running from before) and watches the VMs; a VM that went
+ * away or powered itself off gets a look by the instance reconciler.
+ */
+async function startQemu(
+  backends: Backends,
+  config: Config,
+  metadata: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+  logger: Logger,
+): Promise<void> {
+  const qemu = backends.qemu!;
+  if (qemu.availableImages().length === 0) {
+    throw new ConfigError(
+      `NIMBUS_DRIVER=qemu: no guest image in ${config.qemu.imageDir}; build one with "nimbus admin images build"`,
+    );
+  }
+  const adopted = await qemu.serve(metadata, (instanceId) => {
+    const { store, jobs } = backends;
+    store.db
+      .transaction()
+      .execute((trx) => jobs.enqueue(trx, INSTANCE_KIND.table.kind, instanceId))
+      .then(
+        () => jobs.wake(),
+        (error: unknown) => logger.warn({ err: error, instance: instanceId }, 'could not look at a VM again'),
+      );
+  });
+  logger.info(
+    { accel: qemu.accel, images: qemu.availableImages(), adopted },
+    'qemu driver: serving VMs (re-adopted those still running)',
+  );
 }

@@ -47,6 +47,7 @@ const FIELDS_OF_ONE = [
   'public_ip',
   'region',
   'root_volume_id',
+  'ssh',
   'ssh_keys',
   'status',
   'storage_gb',
@@ -82,6 +83,8 @@ describe.each(STORES)('Instances: lifecycle (%s)', (store) => {
       expect(reply.body.success).toBe(true);
       const created = reply.body.data as Json;
       expect(Object.keys(created).sort()).toEqual(FIELDS_OF_ONE);
+      // Simulated: the public address and port 22 (a real VM's is the Nimbus host and its forwarded port).
+      expect(created.ssh).toEqual({ host: created.public_ip, port: 22, user: 'lambda' });
       const type = catalogType('compute-2x');
       expect(created).toMatchObject({
         name: 'web-1',

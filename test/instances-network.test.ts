@@ -35,6 +35,7 @@ describe.each(STORES)('Instances: network and other accounts (%s)', (store) => {
         internal_hostname: `${instance.id}.us-west-2.internal`,
         private_network: { region: 'us-west-2', cidr: '10.20.0.0/16' },
         firewall_preset: 'ssh-only',
+        ssh: { host: instance.public_ip, port: 22, user: 'lambda' },
         private_traffic_free: true,
       });
       // No rules of its own: the ssh-only preset, then the defaults (test/firewall-rules.test.ts has the rest).

@@ -29,10 +29,14 @@ Commands:
                                                   open its invoices; running it again changes nothing
   invoice-pay --invoice ID                        mark an open invoice paid (a past-due account with no
                                                   other overdue invoice becomes active)
-  invoice-void --invoice ID                       void an open invoice (the same for past due)`;
+  invoice-void --invoice ID                       void an open invoice (the same for past due)
+  images build [--name NAME] [--force]            build the qemu driver's guest image (images help)
+  images list                                     the guest images the qemu driver can boot`;
 
 export interface Output {
   out(line: string): void;
+  /** Progress of a long command (the image build), apart from its result; default: out. */
+  progress?(line: string): void;
 }
 
 type Values = Record<string, string | boolean | undefined>;
@@ -62,6 +66,12 @@ export async function runAdmin(
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help') {
     output.out(ADMIN_USAGE);
+    return;
+  }
+  if (command === 'images') {
+    // Options of its own; needs neither the store nor the services.
+    const { runImages } = await import('./images.js');
+    await runImages(rest, config, output);
     return;
   }
   const { values } = parseArgs({

@@ -35,9 +35,16 @@ async function admin(args: string[]): Promise<number> {
   const { DomainError } = await import('../services/errors.js');
   const { runAdmin, UsageError } = await import('./admin.js');
   try {
-    await runAdmin(args, loadConfig(), { out: (line) => process.stdout.write(`${line}\n`) });
+    await runAdmin(args, loadConfig(), {
+      out: (line) => process.stdout.write(`${line}\n`),
+      progress: (line) => process.stderr.write(`${line}\n`),
+    });
     return 0;
   } catch (error) {
+    if (error instanceof Error && error.name === 'ImageBuildError') {
+      process.stderr.write(`${error.message}\n`);
+      return 1;
+    }
     if (
       error instanceof UsageError ||
       (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))

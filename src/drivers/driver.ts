@@ -17,6 +17,8 @@ export interface MachineSpec {
   region: string;
   userData: string | null;
   tags: Readonly<Record<string, string>>;
+  /** The instance's root volume: snapshots and restores of it name this id (the qemu driver's root disk). */
+  rootVolumeId?: string;
 }
 
 export type PowerState =
@@ -40,6 +42,8 @@ export interface MachineState {
   settlesAt: Date | null;
   /** When the machine last began to boot; tells whether a reboot asked for at some time has happened. */
   bootStartedAt: Date | null;
+  /** Why a `failed` machine failed, when the driver can say (a VM whose process died, a guest that never answered). */
+  failure?: string | null;
 }
 
 export interface MetricSample {
@@ -242,4 +246,12 @@ export interface ComputeDriver {
    */
   restoreVolume(spec: RestoreSpec): Promise<void>;
   inspectRestore(spec: RestoreSpec): Promise<RestoreState>;
+
+  /**
+   * Where to SSH into the machine, for a driver that forwards a port of its own (qemu: NIMBUS_HOST and the
+   * machine's port); null (or absent) for the instance's public address and port 22.
+   */
+  sshEndpoint?(instanceId: string): { host: string; port: number } | null;
+  /** The images the driver can boot, for a driver whose catalogue is what is installed (qemu); absent: all. */
+  availableImages?(): string[];
 }

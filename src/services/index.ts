@@ -136,6 +136,10 @@ export function createServices(deps: ServiceDeps): Services {
     ...deps.instances,
     faultInjection: faults,
     schedules,
+    ...(deps.driver.sshEndpoint
+      ? { sshEndpoints: (id: string) => deps.driver.sshEndpoint?.(id) ?? null }
+      : {}),
+    ...(deps.driver.availableImages ? { availableImages: () => deps.driver.availableImages?.() ?? [] } : {}),
   });
   snapshots.restoresInstancesWith(instances);
   const firewallRules = new FirewallRuleService(deps.store, deps.clock, quotas);

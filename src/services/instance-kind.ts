@@ -58,5 +58,6 @@ export function machineSpec(instance: Instance): MachineSpec {
     region: instance.region,
     userData: instance.user_data,
     tags: instance.tags,
+    rootVolumeId: instance.root_volume_id,
   };
 }

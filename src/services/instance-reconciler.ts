@@ -139,6 +139,20 @@ export class InstanceReconciler
         }
         return DONE;
 
+      case 'running':
+        // A machine that went away by itself (a real driver notices and asks for this look): a guest that
+        // powered itself off is stopped; a VM that died (killed, crashed) is an error, with the driver's reason.
+        if (machine.power === 'off') {
+          return settle({ status: 'stopped', ...SETTLED }, 'instance.stopped', { reason: 'guest_shutdown' });
+        }
+        if (machine.power === 'failed' || machine.power === 'absent') {
+          return settle({ status: 'error', ...SETTLED }, 'instance.error', {
+            reason: 'machine_exited',
+            message: machine.failure ?? 'the machine is gone',
+          });
+        }
+        return DONE;
+
       default:
         return DONE;
     }

@@ -8,6 +8,28 @@ export type { BackupSchedule } from '../domain/instances.js';
 
 export const LOGIN_USER = 'lambda';
 
+/** Where to SSH in: `ssh -p PORT lambda@HOST`. */
+export interface SshEndpoint {
+  host: string;
+  port: number;
+  user: string;
+}
+
+/**
+ * A driver that forwards a port of its own says where (qemu: NIMBUS_HOST and the VM's port, null until
+ * the VM exists); otherwise the public address and port 22 (the simulator).
+ */
+export type SshEndpoints = (instanceId: string) => { host: string; port: number } | null;
+
+export function sshEndpoint(
+  instance: Pick<Instance, 'id' | 'public_ip'>,
+  endpoints?: SshEndpoints,
+): SshEndpoint {
+  if (!endpoints) return { host: instance.public_ip, port: 22, user: LOGIN_USER };
+  const forwarded = endpoints(instance.id);
+  return { host: forwarded?.host ?? instance.public_ip, port: forwarded?.port ?? 22, user: LOGIN_USER };
+}
+
 export interface InstanceView {
   id: string;
   name: string;
@@ -21,6 +43,7 @@ export interface InstanceView {
   hostname: string;
   internal_hostname: string;
   login_user: string;
+  ssh: SshEndpoint;
   tags: Record<string, string>;
   user_data?: string | null;
   encryption_key_id: string | null;
@@ -45,7 +68,12 @@ export function hostnames(instance: Pick<Instance, 'id' | 'region'>, publicDomai
 }
 
 /** `withUserData`: user data is shown on the one-instance answers, not in lists. */
-export function instanceView(instance: Instance, publicDomain: string, withUserData: boolean): InstanceView {
+export function instanceView(
+  instance: Instance,
+  publicDomain: string,
+  withUserData: boolean,
+  endpoints?: SshEndpoints,
+): InstanceView {
   const type = instanceTypeNamed(instance.instance_type);
   return {
     id: instance.id,
@@ -59,6 +87,7 @@ export function instanceView(instance: Instance, publicDomain: string, withUserD
     private_ip: instance.private_ip,
     ...hostnames(instance, publicDomain),
     login_user: LOGIN_USER,
+    ssh: sshEndpoint(instance, endpoints),
     tags: instance.tags,
     ...(withUserData ? { user_data: instance.user_data } : {}),
     encryption_key_id: instance.encryption_key_id,

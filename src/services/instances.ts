@@ -26,7 +26,14 @@ import { findVolume, insertVolume } from '../store/volumes.js';
 import type { BackupScheduleBook } from './backup-schedules.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
 import { INSTANCE_KIND, type InstanceEventType } from './instance-kind.js';
-import { hostnames, type InstanceView, instanceView } from './instance-view.js';
+import {
+  hostnames,
+  type InstanceView,
+  instanceView,
+  type SshEndpoint,
+  type SshEndpoints,
+  sshEndpoint,
+} from './instance-view.js';
 import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -73,6 +80,7 @@ export interface NetworkView {
   internal_hostname: string;
   private_network: { region: string; cidr: string };
   firewall_preset: string;
+  ssh: SshEndpoint;
   private_traffic_free: boolean;
   note: string;
 }
@@ -96,6 +104,10 @@ export interface InstanceServiceOptions {
   faultInjection: FaultInjection | null;
   /** Where `backup_schedule` takes effect (the scheduler's indexed table). */
   schedules: BackupScheduleBook;
+  /** The driver's own SSH endpoints (qemu); absent: public address, port 22. */
+  sshEndpoints?: SshEndpoints;
+  /** The images the driver can boot (qemu: those in its image dir); absent: the whole catalogue. */
+  availableImages?: () => string[];
 }
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
@@ -129,6 +141,7 @@ export class InstanceService {
     refuseIfPastDue(principal, 'create instances');
     const type = instanceTypeNamed(input.instance_type);
     checkPlacement(type, input.region, input.image);
+    this.checkImageAvailable(input.image);
     checkUserData(input.user_data);
     this.checkTags(input.tags);
     const accountId = principal.accountId;
@@ -321,6 +334,7 @@ export class InstanceService {
       ...hostnames(instance, this.options.publicDomain),
       private_network: { region: instance.region, cidr: privateNetworkOf(instance.region).cidr },
       firewall_preset: instance.firewall_preset,
+      ssh: sshEndpoint(instance, this.options.sshEndpoints),
       private_traffic_free: true,
       note: 'Traffic between your instances over their private IPv4 addresses is free of data-transfer charges.',
     };
@@ -371,7 +385,20 @@ export class InstanceService {
   }
 
   private view(instance: Instance, withUserData: boolean): InstanceView {
-    return instanceView(instance, this.options.publicDomain, withUserData);
+    return instanceView(instance, this.options.publicDomain, withUserData, this.options.sshEndpoints);
+  }
+
+  /** With a driver whose catalogue is what it has installed (qemu), an image it lacks is a 400. */
+  private checkImageAvailable(image: string): void {
+    const available = this.options.availableImages?.();
+    if (available && !available.includes(image)) {
+      throw new InvalidRequest(
+        available.length > 0
+          ? `Image ${image} is not installed on this host`
+          : `No image is installed on this host; the operator builds one with "nimbus admin images build"`,
+        { field: 'image', value: image, allowed_values: available },
+      );
+    }
   }
 
   private checkTags(tags: Record<string, string> | undefined): void {

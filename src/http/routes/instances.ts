@@ -39,6 +39,20 @@ export const BackupSchedule = Type.Union([
   Type.Null(),
 ]);
 
+/** Where to SSH in; shared with the network view. */
+export const SshEndpoint = Type.Object(
+  {
+    host: Type.String({ description: 'Host to connect to' }),
+    port: Type.Integer({ description: 'TCP port of its SSH server' }),
+    user: Type.String({ description: 'Always "lambda"' }),
+  },
+  {
+    title: 'SshEndpoint',
+    description:
+      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM',
+  },
+);
+
 const Instance = Type.Object(
   {
     id: Type.String(),
@@ -53,6 +67,7 @@ const Instance = Type.Object(
     hostname: Type.String(),
     internal_hostname: Type.String(),
     login_user: Type.String({ description: 'Always "lambda"' }),
+    ssh: SshEndpoint,
     tags: Type.Record(Type.String(), Type.String()),
     user_data: Type.Optional(
       Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' }),

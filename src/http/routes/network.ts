@@ -6,6 +6,7 @@ import { ok } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses } from '../responses.js';
 import { Envelope, IdParams, StringEnum } from '../schemas.js';
+import { SshEndpoint } from './instances.js';
 
 const EffectiveRule = Type.Object(
   {
@@ -38,6 +39,7 @@ const Network = Type.Object(
     internal_hostname: Type.String(),
     private_network: Type.Object({ region: Type.String(), cidr: Type.String() }),
     firewall_preset: Type.String(),
+    ssh: SshEndpoint,
     firewall_rules: Type.Array(EffectiveRule, {
       description:
         'Every rule that can decide the instance’s traffic, in evaluation order (first match wins)',

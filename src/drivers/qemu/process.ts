@@ -1,0 +1,135 @@
+/**
+ * QEMU processes as the driver sees them: started daemonized (so they outlive the Nimbus that started
+ * them, and a restarted Nimbus finds them by pid), recognised by their command line (a pid alone may
+ * have been reused), and probed from outside: an SSH server answers with its banner.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+
+/** Whether `pid` is a live process whose command line holds `marker` (the VM's own directory). */
+export function isOurProcess(pid: number | null, marker: string): boolean {
+  if (!pid || pid <= 0) return false;
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    if (!cmdline.split('\0').some((arg) => arg.includes(marker))) return false;
+    // A process that has exited but is not yet reaped is no VM.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** The pid QEMU wrote with -pidfile, or null. */
+export function readPidFile(file: string): number | null {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Runs QEMU with -daemonize: it returns once the VM is set up (sockets bound, pid file written) and
+ * the VM runs on in the background, in a session of its own. Rejects with what QEMU printed.
+ */
+export function startDaemonized(binary: string, args: readonly string[], cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new Error(`QEMU did not start (${code ?? signal}): ${output.trim().slice(-2000)}`));
+    });
+  });
+}
+
+/** Waits up to `timeoutMs` for the process to be gone. */
+export async function waitForExit(pid: number, marker: string, timeoutMs: number): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (!isOurProcess(pid, marker)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return !isOurProcess(pid, marker);
+}
+
+/** SIGKILL, when the process is still ours. */
+export function kill(pid: number, marker: string): void {
+  if (!isOurProcess(pid, marker)) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone meanwhile
+  }
+}
+
+/**
+ * Whether an SSH server answers at host:port: it sends its identification line ("SSH-2.0-…") first.
+ * QEMU's port forward accepts the TCP connection before the guest does, so a connection alone says
+ * nothing; the banner is what tells.
+ */
+export function sshAnswers(host: string, port: number, timeoutMs = 1500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.createConnection({ host, port });
+    let received = '';
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      if (received.startsWith('SSH-')) done(true);
+      else if (received.length >= 4) done(false);
+    });
+    socket.on('error', () => done(false));
+    socket.on('close', () => done(false));
+  });
+}
+
+/** Whether `port` on `host` can be bound now (nothing else listens there). */
+export function portFree(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * KVM when it can run a guest: /dev/kvm may exist without that, so a tiny VM is started with it and
+ * must still be running after a moment (a KVM that cannot enter the guest makes QEMU exit at once).
+ */
+export async function kvmUsable(binary: string): Promise<boolean> {
+  if (!existsSync('/dev/kvm')) return false;
+  return new Promise((resolve) => {
+    const child = spawn(
+      binary,
+      ['-accel', 'kvm', '-machine', 'pc', '-m', '32', '-nodefaults', '-display', 'none', '-no-reboot'],
+      { stdio: 'ignore' },
+    );
+    let exited = false;
+    child.on('error', () => resolve(false));
+    child.on('exit', () => {
+      exited = true;
+      resolve(false);
+    });
+    setTimeout(() => {
+      if (exited) return;
+      child.kill('SIGKILL');
+      resolve(true);
+    }, 1500);
+  });
+}

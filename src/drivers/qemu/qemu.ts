@@ -1,0 +1,267 @@
+/**
+ * The QEMU compute driver (NIMBUS_DRIVER=qemu): every instance a virtual machine on this host, behind the
+ * same interface as the simulator (driver.ts). Machines (machines.ts), disks and snapshots (disks.ts),
+ * the guests' metadata sockets (metadata-sockets.ts) and metrics (metrics.ts) each keep their part; this
+ * class puts them behind ComputeDriver and watches the VMs.
+ *
+ * The watcher looks at every VM every WATCH_MS: a QEMU process that went away without being asked (killed,
+ * crashed), or a guest that powered itself off, is reported through `onMachineChange`, which the
+ * composition root turns into a look by the instance reconciler — so the instance shows it within
+ * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md).
+ *
+ * VPN gateways stay simulated with this driver (the simulator's gateways, in the same store): running
+ * WireGuard would change the host's network configuration, which this driver never does.
+ *
+ * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
+ */
+import type { Clock } from '../../domain/clock.js';
+import type {
+  ComputeDriver,
+  GatewaySpec,
+  GatewayState,
+  MachineSpec,
+  MachineState,
+  MetricSample,
+  RestoreSpec,
+  RestoreState,
+  SnapshotSpec,
+  SnapshotState,
+  VolumeAttachment,
+  VolumeSpec,
+  VolumeState,
+} from '../driver.js';
+import { SimulatedGateways } from '../simulator/gateways.js';
+import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
+import { QemuDisks } from './disks.js';
+import { QemuPaths } from './files.js';
+import { listImages } from './images.js';
+import { type GuestIdentity, QemuMachines } from './machines.js';
+import { type MetadataHandler, MetadataSockets } from './metadata-sockets.js';
+import { QemuMetrics } from './metrics.js';
+import { kvmUsable } from './process.js';
+import { available } from './tools.js';
+
+const WATCH_MS = 2000;
+export const QEMU_BINARY = 'qemu-system-x86_64';
+
+export interface QemuDriverOptions {
+  db: AnyDb;
+  clock: Clock;
+  dataDir: string;
+  imageDir: string;
+  /** Where forwarded SSH ports listen (NIMBUS_HOST) and the range they come from. */
+  ssh: { host: string; ports: { first: number; last: number } };
+  memoryScale: number;
+  accel: 'auto' | 'kvm' | 'tcg';
+  /** The hostname and SSH public keys the guest is given (read from the store by the composition root). */
+  identity: (spec: MachineSpec) => Promise<GuestIdentity>;
+}
+
+export class QemuDriverError extends Error {}
+
+export class QemuDriver implements ComputeDriver {
+  readonly name = 'qemu';
+  readonly faultInjection = null;
+  readonly accel: 'kvm' | 'tcg';
+  private readonly paths: QemuPaths;
+  private readonly machines: QemuMachines;
+  private readonly disks: QemuDisks;
+  private readonly metadata = new MetadataSockets();
+  private readonly metrics = new QemuMetrics();
+  private readonly gateways: SimulatedGateways;
+  private readonly imageDir: string;
+  private watcher: NodeJS.Timeout | null = null;
+  private watching = false;
+  private onMachineChange: ((instanceId: string) => void) | null = null;
+
+  /**
+   * Checks QEMU is there and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
+   * command line); `serve` opens their metadata sockets again.
+   */
+  static async open(options: QemuDriverOptions): Promise<QemuDriver> {
+    if (!(await available(QEMU_BINARY))) {
+      throw new QemuDriverError(
+        `NIMBUS_DRIVER=qemu needs ${QEMU_BINARY} (Debian: apt-get install qemu-system-x86 qemu-utils socat genisoimage)`,
+      );
+    }
+    for (const program of ['qemu-img', 'socat']) {
+      if (!(await available(program, program === 'socat' ? ['-V'] : ['--version']))) {
+        throw new QemuDriverError(
+          `NIMBUS_DRIVER=qemu needs ${program} (Debian: apt-get install qemu-utils socat)`,
+        );
+      }
+    }
+    const accel = options.accel === 'auto' ? ((await kvmUsable(QEMU_BINARY)) ? 'kvm' : 'tcg') : options.accel;
+    await migrateSimulatorTables(options.db);
+    return new QemuDriver(options, accel);
+  }
+
+  private constructor(options: QemuDriverOptions, accel: 'kvm' | 'tcg') {
+    this.accel = accel;
+    this.imageDir = options.imageDir;
+    this.paths = new QemuPaths(options.dataDir);
+    const now = () => options.clock.now();
+    this.machines = new QemuMachines({
+      paths: this.paths,
+      imageDir: options.imageDir,
+      binary: QEMU_BINARY,
+      accel,
+      memoryScale: options.memoryScale,
+      ssh: options.ssh,
+      metadata: this.metadata,
+      identity: options.identity,
+      attachedDisks: (id) => this.disks.attachedTo(id),
+      pendingRoot: (rootVolumeId) => this.disks.pendingRoot(rootVolumeId),
+      now,
+    });
+    this.disks = new QemuDisks(this.paths, this.machines, now);
+    // Real time: a VPN gateway here is a record, as in the simulator at its own pace.
+    this.gateways = new SimulatedGateways(options.db, options.clock, 1);
+  }
+
+  /** The images present in the image dir: with this driver, the catalogue's images are those. */
+  availableImages(): string[] {
+    return [...listImages(this.imageDir).keys()].sort();
+  }
+
+  sshEndpoint(instanceId: string): { host: string; port: number } | null {
+    return this.machines.sshEndpoint(instanceId);
+  }
+
+  /**
+   * Serving (the server only; operator commands never do): the metadata app behind every guest's socket,
+   * the sockets of machines from an earlier run opened again, and the watcher started; `changed` is called
+   * with an instance whose VM went away or powered itself off. Returns the machines found running.
+   */
+  async serve(handler: MetadataHandler, changed: (instanceId: string) => void): Promise<string[]> {
+    this.metadata.setHandler(handler);
+    const adopted = await this.machines.adopt();
+    this.onMachineChange = changed;
+    if (!this.watcher) {
+      this.watcher = setInterval(() => void this.look(), WATCH_MS);
+      this.watcher.unref();
+    }
+    return adopted;
+  }
+
+  async close(): Promise<void> {
+    if (this.watcher) clearInterval(this.watcher);
+    this.watcher = null;
+    await this.metadata.closeAll();
+  }
+
+  private async look(): Promise<void> {
+    if (this.watching || !this.onMachineChange) return;
+    this.watching = true;
+    try {
+      for (const record of this.machines.lost()) this.onMachineChange(record.id);
+      for (const record of await this.machines.poweredOff()) this.onMachineChange(record.id);
+    } catch {
+      // the next look tries again
+    } finally {
+      this.watching = false;
+    }
+  }
+
+  provision(spec: MachineSpec): Promise<void> {
+    return this.machines.provision(spec);
+  }
+
+  start(spec: MachineSpec): Promise<void> {
+    return this.machines.start(spec);
+  }
+
+  stop(spec: MachineSpec, options: { force: boolean }): Promise<void> {
+    return this.machines.stop(spec, options.force);
+  }
+
+  /** A graceful power-off; the reconciler boots the machine again once it is off. */
+  reboot(spec: MachineSpec): Promise<void> {
+    return this.machines.stop(spec, false);
+  }
+
+  resize(spec: MachineSpec): Promise<void> {
+    return this.machines.resize(spec);
+  }
+
+  async destroy(spec: MachineSpec): Promise<void> {
+    await this.machines.destroy(spec);
+    if (spec.rootVolumeId) this.disks.forgetRoot(spec.rootVolumeId);
+  }
+
+  inspect(spec: MachineSpec): Promise<MachineState> {
+    return this.machines.inspect(spec);
+  }
+
+  async sampleMetrics(spec: MachineSpec, at: Date): Promise<MetricSample> {
+    const record = this.machines.record(spec.id);
+    const qmpSocket = this.machines.qmpSocket(spec.id);
+    const memoryBytes = this.machines.memoryMb(spec.instanceType.memory_gb) * 1024 * 1024;
+    const vm =
+      record?.pid && qmpSocket && record.sshReadyAt
+        ? { pid: record.pid, qmpSocket, vcpus: spec.instanceType.vcpus, memoryBytes }
+        : null;
+    const sample = await this.metrics.sample(spec.id, vm, at);
+    return vm ? sample : { ...sample, memory_total_bytes: memoryBytes };
+  }
+
+  createVolume(spec: VolumeSpec): Promise<void> {
+    return this.disks.createVolume(spec);
+  }
+
+  attachVolume(spec: VolumeSpec, attachment: VolumeAttachment): Promise<void> {
+    return this.disks.attachVolume(spec, attachment);
+  }
+
+  detachVolume(spec: VolumeSpec): Promise<void> {
+    return this.disks.detachVolume(spec);
+  }
+
+  resizeVolume(spec: VolumeSpec): Promise<void> {
+    return this.disks.resizeVolume(spec);
+  }
+
+  deleteVolume(spec: VolumeSpec): Promise<void> {
+    return this.disks.deleteVolume(spec);
+  }
+
+  inspectVolume(spec: VolumeSpec): Promise<VolumeState> {
+    return this.disks.inspectVolume(spec);
+  }
+
+  createSnapshot(spec: SnapshotSpec): Promise<void> {
+    return this.disks.createSnapshot(spec);
+  }
+
+  deleteSnapshot(spec: SnapshotSpec): Promise<void> {
+    return this.disks.deleteSnapshot(spec);
+  }
+
+  inspectSnapshot(spec: SnapshotSpec): Promise<SnapshotState> {
+    return this.disks.inspectSnapshot(spec);
+  }
+
+  restoreVolume(spec: RestoreSpec): Promise<void> {
+    return this.disks.restoreVolume(spec);
+  }
+
+  inspectRestore(spec: RestoreSpec): Promise<RestoreState> {
+    return this.disks.inspectRestore(spec);
+  }
+
+  provisionGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.provision(spec);
+  }
+
+  configureGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.configure(spec);
+  }
+
+  destroyGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.destroy(spec);
+  }
+
+  inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
+    return this.gateways.inspect(spec);
+  }
+}
