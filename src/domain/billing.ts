@@ -389,6 +389,22 @@ export function monthOf(at: Date): Period {
   return { start, end };
 }
 
+/**
+ * The whole seconds of [startS, endS) (epoch seconds) in each calendar month (UTC) it touches, by the
+ * epoch second at which the month starts; months with none are left out.
+ */
+export function monthSpans(startS: number, endS: number): { monthS: number; seconds: number }[] {
+  const spans: { monthS: number; seconds: number }[] = [];
+  let month = monthOf(new Date(startS * 1000));
+  while (month.start.getTime() < endS * 1000) {
+    const monthS = month.start.getTime() / 1000;
+    const seconds = Math.min(endS, month.end.getTime() / 1000) - Math.max(startS, monthS);
+    if (seconds > 0) spans.push({ monthS, seconds });
+    month = monthOf(month.end);
+  }
+  return spans;
+}
+
 /** `YYYY-MM` of a period. */
 export const periodName = (period: Period): string => period.start.toISOString().slice(0, 7);
 
@@ -410,13 +426,26 @@ export function secondsPerDay(startMs: number, endMs: number): { day: string; se
   const days: { day: string; seconds: number }[] = [];
   let from = startMs;
   while (from < endMs) {
-    const midnight = (Math.floor(from / DAY_MS) + 1) * DAY_MS;
-    const to = Math.min(endMs, midnight);
+    const dayIndex = Math.floor(from / DAY_MS);
+    const to = Math.min(endMs, (dayIndex + 1) * DAY_MS);
     const seconds = billedSeconds(from, to);
-    if (seconds > 0) days.push({ day: new Date(from).toISOString().slice(0, 10), seconds });
+    if (seconds > 0) days.push({ day: dayName(dayIndex), seconds });
     from = to;
   }
   return days;
+}
+
+const dayNames = new Map<number, string>();
+
+/** `YYYY-MM-DD` of the UTC day with this index since the epoch (formatted once per day). */
+function dayName(dayIndex: number): string {
+  let name = dayNames.get(dayIndex);
+  if (name === undefined) {
+    name = new Date(dayIndex * DAY_MS).toISOString().slice(0, 10);
+    if (dayNames.size > 10_000) dayNames.clear();
+    dayNames.set(dayIndex, name);
+  }
+  return name;
 }
 
 // ——— Estimates ———

@@ -156,15 +156,33 @@ export class BillingService implements JobHandler {
   ): Promise<LineItem[]> {
     const window = windowOf(period, now);
     if (groupBy !== 'day') return groupUsage(await usagePieces(this.store.db, accountId, window), groupBy);
-    const pieces: UsagePiece[] = [];
-    for (const interval of await intervalsWithin(this.store.db, accountId, window)) {
-      const { startS, endS, ...meter } = interval;
-      for (const { day, seconds } of secondsPerDay(startS * 1000, endS * 1000)) {
-        pieces.push({ ...meter, seconds, day });
+    // Per day, what costs the same per second is added up first (a price is its unit, micro-USD and GB),
+    // so the lines are made from a few pieces a day however many intervals there are; exact all the same.
+    const byDay = new Map<string, UsagePiece>();
+    for (const span of await intervalsWithin(this.store.db, accountId, window)) {
+      for (const { day, seconds } of secondsPerDay(span.startS * 1000, span.endS * 1000)) {
+        const key = `${day}|${span.resource_type}|${span.meter}|${span.unit}|${span.unit_price_micros}|${span.size_gb}`;
+        const piece = byDay.get(key);
+        if (piece) {
+          piece.seconds += seconds;
+          continue;
+        }
+        byDay.set(key, {
+          resource_id: '',
+          resource_type: span.resource_type,
+          resource_name: '',
+          meter: span.meter,
+          instance_type: null,
+          size_gb: span.size_gb,
+          unit: span.unit,
+          unit_price_micros: span.unit_price_micros,
+          seconds,
+          day,
+        });
       }
     }
     // Days in order, then what the resource types and meters are within each.
-    pieces.sort((a, b) => (a.day! < b.day! ? -1 : a.day! > b.day! ? 1 : 0));
+    const pieces = [...byDay.values()].sort((a, b) => (a.day! < b.day! ? -1 : a.day! > b.day! ? 1 : 0));
     return groupUsage(pieces, 'day');
   }
 

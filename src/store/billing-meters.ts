@@ -5,10 +5,16 @@
  *
  * Usage sums whole seconds in SQL (per resource and price, or per account too when a period closes); the
  * money is worked out from those sums in domain/billing.ts, exactly, with bigint.
+ *
+ * Totals. Closing an interval also adds its seconds, month by month, to `meter_month_totals` (same
+ * transaction). A window made of whole months — the current one up to now included, which is what usage
+ * shows by default, what a draft shows and what a period close reads — is then read from those totals
+ * and the intervals still open: one row per resource and price plus one per live resource, however many
+ * times each changed. Other windows add up the intervals themselves.
  */
 import { type RawBuilder, sql } from 'kysely';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from '../domain/billing.js';
-import { epochSecond } from '../domain/billing.js';
+import { epochSecond, monthSpans } from '../domain/billing.js';
 import { isPostgres } from './dialect.js';
 import type { Executor } from './schema.js';
 
@@ -24,12 +30,14 @@ export async function switchMeter(
 ): Promise<void> {
   const atText = at.toISOString();
   const second = epochSecond(at.getTime());
-  await db
+  const closed = await db
     .updateTable('meter_segments')
     .set({ ended_at: atText, end_s: second })
     .where('resource_id', '=', resourceId)
     .where('end_s', 'is', null)
+    .returningAll()
     .execute();
+  for (const interval of closed) await addToTotals(db, interval, second);
   if (next === null) return;
   await db
     .insertInto('meter_segments')
@@ -50,11 +58,79 @@ export async function switchMeter(
     .execute();
 }
 
+/** What names a price of a resource in the totals (the columns it stands for may be null). */
+export const priceKey = (m: {
+  meter: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit_price_micros: number;
+}) => `${m.meter}|${m.instance_type ?? ''}|${m.size_gb ?? ''}|${m.unit_price_micros}`;
+
+type ClosedInterval = {
+  seq: number;
+  account_id: string;
+  resource_id: string;
+  resource_type: string;
+  resource_name: string;
+  meter: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit: string;
+  unit_price_micros: number;
+  start_s: number;
+};
+
+/** Adds a closed interval's seconds to the totals of each month it lies in (one statement). */
+async function addToTotals(db: Executor, interval: ClosedInterval, endS: number): Promise<void> {
+  const months = monthSpans(Number(interval.start_s), endS);
+  if (months.length === 0) return;
+  const least = isPostgres(db) ? 'least' : 'min';
+  await db
+    .insertInto('meter_month_totals')
+    .values(
+      months.map(({ monthS, seconds }) => ({
+        month_s: monthS,
+        account_id: interval.account_id,
+        resource_id: interval.resource_id,
+        price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
+        resource_type: interval.resource_type,
+        resource_name: interval.resource_name,
+        meter: interval.meter,
+        instance_type: interval.instance_type,
+        size_gb: interval.size_gb,
+        unit: interval.unit,
+        unit_price_micros: interval.unit_price_micros,
+        seconds,
+        first_seq: interval.seq,
+      })),
+    )
+    .onConflict((oc) =>
+      oc.columns(['month_s', 'account_id', 'resource_id', 'price_key']).doUpdateSet({
+        seconds: sql`meter_month_totals.seconds + excluded.seconds`,
+        first_seq: sql`${sql.raw(least)}(meter_month_totals.first_seq, excluded.first_seq)`,
+        resource_name: sql`excluded.resource_name`,
+      }),
+    )
+    .execute();
+}
+
 /** A window of epoch seconds: [start, end), and `now` ending the intervals still open. */
 export interface Window {
   start: number;
   end: number;
   now: number;
+}
+
+/**
+ * Whether the totals answer for the window: it starts at a month's start and ends at one, or at now or
+ * later (every closed interval then ended inside the window's months, and counts whole).
+ */
+function wholeMonths(window: Window): boolean {
+  const isMonthStart = (second: number) => {
+    const at = new Date(second * 1000);
+    return Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1) === second * 1000;
+  };
+  return isMonthStart(window.start) && (window.end >= window.now || isMonthStart(window.end));
 }
 
 /** The seconds of an interval inside the window (≥ 0), as SQL for either engine. */
@@ -135,28 +211,53 @@ async function summed(
   return rows.map((row) => piece(row as PieceRow));
 }
 
-/** An account's usage in the window, one piece per resource and price, in the order they began. */
-export function usagePieces(db: Executor, accountId: string, window: Window): Promise<UsagePiece[]> {
-  return summed(db, window, accountId);
-}
-
-/** Every account's usage in the window (a period closing), ordered by account. */
-export function usagePiecesOfAll(
+/**
+ * The window's seconds per resource and price from the totals and the open intervals (see wholeMonths),
+ * ordered by account and then by the first interval of each.
+ */
+async function fromTotals(
   db: Executor,
   window: Window,
+  accountId: string | null,
 ): Promise<(UsagePiece & { account_id: string })[]> {
-  return summed(db, window, null);
-}
-
-/** An account's intervals in the window, each cut to it, for grouping by day. */
-export async function intervalsWithin(
-  db: Executor,
-  accountId: string,
-  window: Window,
-): Promise<(Omit<UsagePiece, 'seconds'> & { startS: number; endS: number })[]> {
-  const rows = await overlapping(db, window)
-    .where('account_id', '=', accountId)
+  let totals = db
+    .selectFrom('meter_month_totals')
+    .where('month_s', '>=', window.start)
+    .where('month_s', '<', window.end);
+  if (accountId !== null) totals = totals.where('account_id', '=', accountId);
+  const closed = await totals
     .select([
+      'account_id',
+      'resource_id',
+      'price_key',
+      'resource_type',
+      'meter',
+      'instance_type',
+      'size_gb',
+      'unit',
+      'unit_price_micros',
+      sql<string>`max(resource_name)`.as('resource_name'),
+      sql<number>`sum(seconds)`.as('seconds'),
+      sql<number>`min(first_seq)`.as('first_seq'),
+    ])
+    .groupBy([
+      'account_id',
+      'resource_id',
+      'price_key',
+      'resource_type',
+      'meter',
+      'instance_type',
+      'size_gb',
+      'unit',
+      'unit_price_micros',
+    ])
+    .execute();
+  const openEnd = Math.min(window.now, window.end);
+  let open = db.selectFrom('meter_segments').where('end_s', 'is', null).where('start_s', '<', openEnd);
+  if (accountId !== null) open = open.where('account_id', '=', accountId);
+  const running = await open
+    .select([
+      'seq',
       'account_id',
       'resource_id',
       'resource_type',
@@ -167,19 +268,88 @@ export async function intervalsWithin(
       'unit',
       'unit_price_micros',
       'start_s',
-      'end_s',
     ])
-    .orderBy('seq')
+    .execute();
+
+  const byKey = new Map<string, UsagePiece & { account_id: string; first: number }>();
+  for (const row of closed) {
+    const found = piece(row as PieceRow);
+    byKey.set(`${row.account_id}|${row.resource_id}|${row.price_key}`, {
+      ...found,
+      first: Number(row.first_seq),
+    });
+  }
+  for (const row of running) {
+    const seconds = openEnd - Math.max(Number(row.start_s), window.start);
+    const found = piece({ ...row, seconds } as PieceRow);
+    const key = `${row.account_id}|${row.resource_id}|${priceKey(found)}`;
+    const total = byKey.get(key);
+    if (total) {
+      total.seconds += seconds;
+      total.first = Math.min(total.first, Number(row.seq));
+      total.resource_name = found.resource_name; // the open interval has the latest name
+    } else {
+      byKey.set(key, { ...found, first: Number(row.seq) });
+    }
+  }
+  return [...byKey.values()]
+    .sort((a, b) => (a.account_id < b.account_id ? -1 : a.account_id > b.account_id ? 1 : a.first - b.first))
+    .map(({ first: _first, ...rest }) => rest);
+}
+
+/** An account's usage in the window, one piece per resource and price, in the order they began. */
+export function usagePieces(db: Executor, accountId: string, window: Window): Promise<UsagePiece[]> {
+  return wholeMonths(window) ? fromTotals(db, window, accountId) : summed(db, window, accountId);
+}
+
+/** Every account's usage in the window (a period closing), ordered by account. */
+export function usagePiecesOfAll(
+  db: Executor,
+  window: Window,
+): Promise<(UsagePiece & { account_id: string })[]> {
+  return wholeMonths(window) ? fromTotals(db, window, null) : summed(db, window, null);
+}
+
+/** The same pieces from the intervals alone, whatever the window (tests compare the two ways). */
+export function usagePiecesFromIntervals(
+  db: Executor,
+  accountId: string | null,
+  window: Window,
+): Promise<(UsagePiece & { account_id: string })[]> {
+  return summed(db, window, accountId);
+}
+
+/** What grouping by day needs of an interval: its price and its ends, cut to the window. */
+export interface PricedSpan {
+  resource_type: BilledResourceType;
+  meter: MeterName;
+  unit: BillingUnit;
+  unit_price_micros: number;
+  size_gb: number | null;
+  startS: number;
+  endS: number;
+}
+
+/** An account's intervals in the window, each cut to it, for grouping by day (only what that needs). */
+export async function intervalsWithin(
+  db: Executor,
+  accountId: string,
+  window: Window,
+): Promise<PricedSpan[]> {
+  const rows = await overlapping(db, window)
+    .where('account_id', '=', accountId)
+    .select(['resource_type', 'meter', 'unit', 'unit_price_micros', 'size_gb', 'start_s', 'end_s'])
     .execute();
   const openEnd = Math.min(window.now, window.end);
-  return rows.map((row) => {
-    const { seconds: _none, ...rest } = piece({ ...row, seconds: 0 } as PieceRow);
-    return {
-      ...rest,
-      startS: Math.max(Number(row.start_s), window.start),
-      endS: Math.min(row.end_s === null ? openEnd : Number(row.end_s), window.end),
-    };
-  });
+  return rows.map((row) => ({
+    resource_type: row.resource_type as BilledResourceType,
+    meter: row.meter as MeterName,
+    unit: row.unit as BillingUnit,
+    unit_price_micros: Number(row.unit_price_micros),
+    size_gb: row.size_gb === null ? null : Number(row.size_gb),
+    startS: Math.max(Number(row.start_s), window.start),
+    endS: Math.min(row.end_s === null ? openEnd : Number(row.end_s), window.end),
+  }));
 }
 
 /** The first second any interval began (where closing periods starts); null when nothing was ever metered. */

@@ -410,6 +410,7 @@ export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 /** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */
 export interface BillingTables {
   meter_segments: MeterSegmentsTable;
+  meter_month_totals: MeterMonthTotalsTable;
   invoices: InvoicesTable;
   invoice_lines: InvoiceLinesTable;
   billing_counters: BillingCountersTable;
@@ -433,6 +434,26 @@ export interface MeterSegmentsTable {
   start_s: number;
   ended_at: string | null;
   end_s: number | null;
+}
+
+/** Seconds of closed intervals per account, UTC month, resource and price (store/billing-meters.ts). */
+export interface MeterMonthTotalsTable {
+  /** Epoch second at which the month starts. */
+  month_s: number;
+  account_id: string;
+  resource_id: string;
+  /** meter|instance_type|size_gb|unit_price_micros: the price, in a column that is never null. */
+  price_key: string;
+  resource_type: string;
+  resource_name: string;
+  meter: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit: string;
+  unit_price_micros: number;
+  seconds: number;
+  /** The `seq` of the first interval counted: lines keep the order resources began in. */
+  first_seq: number;
 }
 
 export interface InvoicesTable {

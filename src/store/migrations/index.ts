@@ -10,6 +10,7 @@ import * as metrics from './0008_metrics.js';
 import * as billing from './0009_billing.js';
 import * as writePath from './0010_write_path.js';
 import * as alerts from './0011_alerts.js';
+import * as billingTotals from './0012_billing_totals.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const migrations: Record<string, Migration> = {
   '0009_billing': billing,
   '0010_write_path': writePath,
   '0011_alerts': alerts,
+  '0012_billing_totals': billingTotals,
 };
 
 export const migrationProvider: MigrationProvider = {
