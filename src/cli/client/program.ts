@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { accountCommand } from './commands/account.js';
+import { alertsCommand } from './commands/alerts.js';
 import { billingCommand } from './commands/billing.js';
 import { catalogCommand } from './commands/catalog.js';
 import { eventsCommand } from './commands/events.js';
@@ -77,6 +78,7 @@ export function buildProgram(): Command {
     .addCommand(vpnCommand())
     .addCommand(webhooksCommand())
     .addCommand(metricsCommand())
+    .addCommand(alertsCommand())
     .addCommand(billingCommand())
     .addCommand(completionCommand(program));
   // Every command: commander throws instead of exiting, so the exit code is decided in one place below.

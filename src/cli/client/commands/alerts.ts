@@ -1,0 +1,359 @@
+/**
+ * `nimbus alerts …`: alert policies (a metric threshold or an instance state, the instances they watch
+ * and the channels they notify), their incidents, and test notifications.
+ */
+import { Command, Option } from 'commander';
+import { UsageError } from '../exit-codes.js';
+import { type Column, printList, printMessage } from '../output.js';
+import { type Session, withSession } from '../session.js';
+import {
+  collect,
+  defined,
+  example,
+  type ListFlags,
+  listOptions,
+  parseTags,
+  printItem,
+  runList,
+} from './shared.js';
+
+type Json = Record<string, unknown>;
+
+/** The parts of a policy the table shows. */
+interface PolicyFields {
+  metric?: string | null;
+  compare?: string | null;
+  threshold?: number | null;
+  window?: string | null;
+  state?: string | null;
+  targets?: { instance_ids?: string[]; tags?: Record<string, string> };
+  channels?: { email?: unknown[]; webhook_ids?: unknown[]; chat?: unknown[] };
+}
+
+interface NotificationFields {
+  transition: string;
+  channel: string;
+  status: string;
+  attempts: number;
+}
+
+const METRICS = [
+  'cpu_percent',
+  'memory_percent',
+  'disk_read_bps',
+  'disk_write_bps',
+  'net_rx_bps',
+  'net_tx_bps',
+  'gpu_percent',
+];
+const WINDOWS = ['1m', '5m', '10m', '30m', '1h'];
+const STATES = ['error', 'stuck'];
+
+/** The condition in words: `cpu_percent above 80 over 5m`, `error`, `stuck 10m`. */
+function condition(item: Json): string {
+  const policy = item as PolicyFields;
+  if (policy.metric) return `${policy.metric} ${policy.compare} ${policy.threshold} over ${policy.window}`;
+  return policy.state === 'stuck' ? `stuck for ${policy.window}` : 'error';
+}
+
+function targets(item: Json): string {
+  const policy = item as PolicyFields;
+  const ids = (policy.targets?.instance_ids ?? []) as string[];
+  const tags = Object.entries((policy.targets?.tags ?? {}) as Record<string, string>);
+  const parts = [
+    ...(ids.length > 0 ? [ids.length === 1 ? ids[0] : `${ids.length} instances`] : []),
+    ...(tags.length > 0 ? [tags.map(([k, v]) => `${k}=${v}`).join(',')] : []),
+  ];
+  return parts.length > 0 ? parts.join(' + ') : 'all instances';
+}
+
+function channels(item: Json): string {
+  const c = (item as PolicyFields).channels ?? {};
+  const count = (list: unknown[] | undefined, noun: string) =>
+    list && list.length > 0 ? [`${list.length} ${noun}`] : [];
+  return [...count(c.email, 'e-mail'), ...count(c.webhook_ids, 'webhook'), ...count(c.chat, 'chat')].join(
+    ', ',
+  );
+}
+
+const COLUMNS: Column[] = [
+  { header: 'ID', value: (p) => p.id },
+  { header: 'NAME', value: (p) => p.name },
+  { header: 'CONDITION', value: (p) => condition(p) },
+  { header: 'TARGETS', value: (p) => targets(p) },
+  { header: 'CHANNELS', value: (p) => channels(p) },
+  { header: 'ENABLED', value: (p) => p.enabled },
+  { header: 'CREATED', value: (p) => p.created_at, wide: true },
+  { header: 'DESCRIPTION', value: (p) => p.description, wide: true },
+];
+
+const INCIDENT_COLUMNS: Column[] = [
+  { header: 'ID', value: (i) => i.id },
+  { header: 'POLICY', value: (i) => i.policy_id },
+  { header: 'INSTANCE', value: (i) => i.instance_name },
+  { header: 'STATUS', value: (i) => i.status },
+  { header: 'VALUE', value: (i) => i.value },
+  { header: 'THRESHOLD', value: (i) => i.threshold },
+  { header: 'STARTED', value: (i) => i.started_at },
+  { header: 'RESOLVED', value: (i) => i.resolved_at },
+  { header: 'WHY', value: (i) => i.resolution, wide: true },
+  {
+    header: 'NOTIFICATIONS',
+    value: (i) =>
+      ((i.notifications ?? []) as NotificationFields[])
+        .map((n) => `${n.transition} ${n.channel} ${n.status}${n.attempts > 1 ? ` (${n.attempts})` : ''}`)
+        .join('; '),
+    wide: true,
+  },
+];
+
+const TEST_COLUMNS: Column[] = [
+  { header: 'CHANNEL', value: (r) => r.channel },
+  { header: 'TARGET', value: (r) => r.target },
+  { header: 'STATUS', value: (r) => r.status },
+  { header: 'MS', value: (r) => r.duration_ms },
+  { header: 'ERROR', value: (r) => r.error },
+];
+
+interface ConditionFlags {
+  metric?: string;
+  above?: string;
+  below?: string;
+  window?: string;
+  state?: string;
+}
+
+interface TargetFlags {
+  instance?: string[];
+  tag?: string[];
+}
+
+interface ChannelFlags {
+  email?: string[];
+  webhook?: string[];
+  slack?: string[];
+  discord?: string[];
+  chat?: string[];
+}
+
+/** Options every command that writes a policy takes. */
+function policyOptions(command: Command): Command {
+  return command
+    .addOption(new Option('--metric <metric>', 'metric threshold: the metric averaged').choices(METRICS))
+    .option('--above <value>', 'fire when the average is above this (percent, or bytes/s for rates)')
+    .option('--below <value>', 'fire when the average is below this')
+    .addOption(
+      new Option('--window <window>', 'averaged over this long; for --state stuck: how long').choices(
+        WINDOWS,
+      ),
+    )
+    .addOption(new Option('--state <state>', 'instance state instead of a metric').choices(STATES))
+    .option('--instance <id>', 'watch this instance (repeatable)', collect)
+    .option('--tag <key=value>', 'watch instances with this tag (repeatable: all of them)', collect)
+    .option(
+      '--email <address>',
+      'e-mail this address (repeatable; needs NIMBUS_SMTP_URL on the server)',
+      collect,
+    )
+    .option('--webhook <id>', 'send the alert events to this webhook subscription (repeatable)', collect)
+    .option('--slack <url>', 'post to this Slack incoming webhook (repeatable)', collect)
+    .option('--discord <url>', 'post to this Discord webhook (repeatable)', collect)
+    .option('--chat <url>', 'post the alert event as generic JSON to this URL (repeatable)', collect)
+    .option('--description <text>', 'what the policy is for');
+}
+
+function conditionBody(flags: ConditionFlags): Json {
+  if (flags.above !== undefined && flags.below !== undefined)
+    throw new UsageError('--above or --below, not both');
+  const given = flags.above ?? flags.below;
+  const threshold = given === undefined ? undefined : Number(given);
+  if (threshold !== undefined && !Number.isFinite(threshold)) {
+    throw new UsageError(`${flags.above !== undefined ? '--above' : '--below'} ${given}: expected a number`);
+  }
+  return defined({
+    metric: flags.metric,
+    compare: flags.above !== undefined ? 'above' : flags.below !== undefined ? 'below' : undefined,
+    threshold,
+    window: flags.window,
+    state: flags.state,
+  });
+}
+
+function targetsBody(flags: TargetFlags): Json | undefined {
+  if (flags.instance === undefined && flags.tag === undefined) return undefined;
+  return defined({ instance_ids: flags.instance, tags: parseTags(flags.tag) });
+}
+
+function chatOf(flags: ChannelFlags): Json[] | undefined {
+  if (flags.slack === undefined && flags.discord === undefined && flags.chat === undefined) return undefined;
+  return [
+    ...(flags.slack ?? []).map((url) => ({ url, format: 'slack' })),
+    ...(flags.discord ?? []).map((url) => ({ url, format: 'discord' })),
+    ...(flags.chat ?? []).map((url) => ({ url, format: 'generic' })),
+  ];
+}
+
+async function getPolicy(session: Session, id: string): Promise<Json> {
+  return (await session.nimbus.get('/v1/alerts/{id}', { params: { path: { id } } })).data as Json;
+}
+
+export function alertsCommand(): Command {
+  const group = new Command('alerts')
+    .alias('alert')
+    .description(
+      'alert policies: metric thresholds and instance states, notified by e-mail, webhook or chat',
+    );
+  example(
+    group,
+    'nimbus alerts create "High CPU" --metric cpu_percent --above 80 --window 5m --tag env=prod --email oncall@example.com --slack https://hooks.slack.com/services/T0/B0/XXXX',
+    'nimbus alerts incidents --status firing',
+  );
+
+  const create = policyOptions(
+    new Command('create').description('create a policy').argument('<name>', 'what to call it'),
+  ).option('--disabled', 'create it switched off');
+  example(
+    create,
+    'nimbus alerts create "High CPU" --metric cpu_percent --above 80 --window 5m --tag env=prod --email oncall@example.com',
+    'nimbus alerts create "Broken boots" --state error --chat https://hooks.example.com/nimbus',
+    'nimbus alerts create "Stuck" --state stuck --window 10m --webhook whk_0123',
+  );
+  create.action(
+    withSession<ConditionFlags & TargetFlags & ChannelFlags & { description?: string; disabled?: boolean }>(
+      async (session, [name], flags) => {
+        const body = {
+          name: name!,
+          ...conditionBody(flags),
+          ...defined({
+            description: flags.description,
+            targets: targetsBody(flags),
+            enabled: flags.disabled ? false : undefined,
+          }),
+          channels: defined({ email: flags.email, webhook_ids: flags.webhook, chat: chatOf(flags) }),
+        };
+        printItem(session, (await session.nimbus.post('/v1/alerts', { body: body as never })).data);
+      },
+    ),
+  );
+
+  const list = listOptions(new Command('list').alias('ls').description('list policies'), [
+    'created_at',
+    'name',
+  ]);
+  example(list, 'nimbus alerts list -o wide');
+  list.action(
+    withSession<ListFlags>((session, _args, flags) => runList(session, '/v1/alerts', {}, COLUMNS, flags)),
+  );
+
+  const get = new Command('get').description('show one policy').argument('<id>', 'policy id (alr_…)');
+  example(get, 'nimbus alerts get alr_0123 -o yaml');
+  get.action(withSession(async (session, [id]) => printItem(session, await getPolicy(session, id!))));
+
+  const update = policyOptions(
+    new Command('update')
+      .description('change a policy; a channel option replaces that kind of channel, the others stay')
+      .argument('<id>', 'policy id'),
+  )
+    .option('--name <name>', 'new name')
+    .option('--enable', 'switch it on')
+    .option('--disable', 'switch it off (resolves its open incidents)');
+  example(
+    update,
+    'nimbus alerts update alr_0123 --above 90',
+    'nimbus alerts update alr_0123 --email oncall@example.com --email lead@example.com',
+    'nimbus alerts update alr_0123 --disable',
+  );
+  update.action(
+    withSession<
+      ConditionFlags &
+        TargetFlags &
+        ChannelFlags & { name?: string; description?: string; enable?: boolean; disable?: boolean }
+    >(async (session, [id], flags) => {
+      if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
+      const chat = chatOf(flags);
+      let channelsBody: Json | undefined;
+      if (flags.email !== undefined || flags.webhook !== undefined || chat !== undefined) {
+        const current = (await getPolicy(session, id!)).channels as Record<string, unknown>;
+        channelsBody = {
+          email: flags.email ?? current.email,
+          webhook_ids: flags.webhook ?? current.webhook_ids,
+          chat: chat ?? current.chat,
+        };
+      }
+      const body = {
+        ...conditionBody(flags),
+        ...defined({
+          name: flags.name,
+          description: flags.description,
+          targets: targetsBody(flags),
+          channels: channelsBody,
+          enabled: flags.enable ? true : flags.disable ? false : undefined,
+        }),
+      };
+      if (Object.keys(body).length === 0)
+        throw new UsageError('Nothing to update: give at least one option (see --help)');
+      printItem(
+        session,
+        (
+          await session.nimbus.patch('/v1/alerts/{id}', {
+            params: { path: { id: id! } },
+            body: body as never,
+          })
+        ).data,
+      );
+    }),
+  );
+
+  const remove = new Command('delete')
+    .alias('rm')
+    .description('delete a policy with its incidents')
+    .argument('<id>', 'policy id');
+  example(remove, 'nimbus alerts delete alr_0123');
+  remove.action(
+    withSession(async (session, [id]) => {
+      await session.nimbus.delete('/v1/alerts/{id}', { params: { path: { id: id! } } });
+      printMessage(`Deleted alert policy ${id}`, session.out);
+    }),
+  );
+
+  const test = new Command('test')
+    .description('send a test notification to every channel of a policy now')
+    .argument('<id>', 'policy id');
+  example(test, 'nimbus alerts test alr_0123');
+  test.action(
+    withSession(async (session, [id]) => {
+      const { data } = await session.nimbus.post('/v1/alerts/{id}/test', { params: { path: { id: id! } } });
+      const results = (data as Json).results as Json[];
+      printList(results, TEST_COLUMNS, session.out);
+    }),
+  );
+
+  const incidents = listOptions(
+    new Command('incidents')
+      .description("incidents, newest first: a policy's, or every policy's")
+      .argument('[id]', 'policy id (default: every policy)')
+      .addOption(
+        new Option('--status <status>', 'only firing or only resolved ones').choices(['firing', 'resolved']),
+      )
+      .option('--instance <id>', 'only this instance'),
+    ['started_at'],
+  );
+  example(incidents, 'nimbus alerts incidents --status firing', 'nimbus alerts incidents alr_0123 -o wide');
+  incidents.action(
+    withSession<ListFlags & { status?: string; instance?: string }>((session, [id], flags) => {
+      const query = { status: flags.status, instance_id: flags.instance };
+      return id
+        ? runList(session, '/v1/alerts/{id}/incidents', { path: { id }, query }, INCIDENT_COLUMNS, flags)
+        : runList(session, '/v1/alerts/incidents', { query }, INCIDENT_COLUMNS, flags);
+    }),
+  );
+
+  return group
+    .addCommand(create)
+    .addCommand(list)
+    .addCommand(get)
+    .addCommand(update)
+    .addCommand(remove)
+    .addCommand(test)
+    .addCommand(incidents);
+}
