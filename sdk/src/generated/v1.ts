@@ -2707,6 +2707,18 @@ export interface components {
             internal_hostname: string;
             /** @description Always "lambda" */
             login_user: string;
+            /**
+             * SshEndpoint
+             * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM
+             */
+            ssh: {
+                /** @description Host to connect to */
+                host: string;
+                /** @description TCP port of its SSH server */
+                port: number;
+                /** @description Always "lambda" */
+                user: string;
+            };
             tags: {
                 [key: string]: string;
             };
@@ -8205,6 +8217,18 @@ export interface operations {
                                 cidr: string;
                             };
                             firewall_preset: string;
+                            /**
+                             * SshEndpoint
+                             * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM
+                             */
+                            ssh: {
+                                /** @description Host to connect to */
+                                host: string;
+                                /** @description TCP port of its SSH server */
+                                port: number;
+                                /** @description Always "lambda" */
+                                user: string;
+                            };
                             /** @description Every rule that can decide the instance’s traffic, in evaluation order (first match wins) */
                             firewall_rules: {
                                 /**
@@ -28270,6 +28294,18 @@ export interface operations {
                                 cidr: string;
                             };
                             firewall_preset: string;
+                            /**
+                             * SshEndpoint
+                             * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM
+                             */
+                            ssh: {
+                                /** @description Host to connect to */
+                                host: string;
+                                /** @description TCP port of its SSH server */
+                                port: number;
+                                /** @description Always "lambda" */
+                                user: string;
+                            };
                             /** @description Every rule that can decide the instance’s traffic, in evaluation order (first match wins) */
                             firewall_rules: {
                                 /**
