@@ -8,9 +8,11 @@
  * retried request applies to the very next attempt, and us-east-1 has no GPUs so that a GPU create
  * answers a real 503.
  */
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
+  CertificateMismatchError,
   type components,
   Nimbus,
   NimbusApiError,
@@ -255,7 +257,7 @@ describe('SDK', () => {
       if (firstTwo.length === 2) break;
     }
     expect(firstTwo).toHaveLength(2);
-  });
+  }, 180_000);
 
   it('waits for an instance to be running, and for it to be gone', async () => {
     const nimbus = client((await account(server)).key);
@@ -315,6 +317,25 @@ describe('SDK', () => {
     const { data: vpn } = await nimbus.post('/v1/vpn', { body: { name: 'office-1', region: 'us-east-1' } });
     const active = await nimbus.waitFor(vpn, 'active', { intervalMs: 20, timeoutMs: 15_000 });
     expect(active).toMatchObject({ id: vpn.id, status: 'active' });
+  });
+
+  it('pins a self-signed certificate by fingerprint on every connection, and refuses another', async () => {
+    const { key } = await account(server);
+    const fingerprint = new X509Certificate(readFileSync(server.running.certFile)).fingerprint256;
+    const pinned = new Nimbus({ apiKey: key, baseUrl: server.url, fingerprint });
+    clients.push(pinned);
+    // Rounds of 1, 4 and 8 requests at once: each round opens connections the previous did not need, and
+    // a later connection would resume the first one's TLS session, which shows no certificate to check.
+    for (const parallel of [1, 4, 8]) {
+      const answers = await Promise.all(Array.from({ length: parallel }, () => pinned.get('/v1/account')));
+      expect(answers.map(({ data }) => data.id.slice(0, 5))).toEqual(Array(parallel).fill('acct_'));
+    }
+    const wrong = new Nimbus({ apiKey: key, baseUrl: server.url, fingerprint: 'AB'.repeat(32) });
+    clients.push(wrong);
+    const failure = (await wrong.get('/v1/account').catch((error: unknown) => error)) as { cause?: unknown };
+    // fetch wraps connection failures: "fetch failed", caused by the mismatch.
+    expect(failure.cause).toBeInstanceOf(CertificateMismatchError);
+    expect((failure.cause as CertificateMismatchError).actual).toBe(fingerprint);
   });
 
   it('is the package @nimbus/sdk as built by npm run build', async () => {

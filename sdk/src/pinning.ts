@@ -34,7 +34,9 @@ export function normalizeFingerprint(fingerprint: string): string {
 export function pinnedConnector(fingerprint: string): buildConnector.connector {
   const expected = normalizeFingerprint(fingerprint);
   // The chain is not verified (a self-signed certificate has none); the pin below is the whole check.
-  const connect = buildConnector({ rejectUnauthorized: false });
+  // No TLS session is resumed: a resumed session shows no peer certificate (getPeerCertificate() is
+  // empty), so the second connection of a client would be refused, or, checked less strictly, unchecked.
+  const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0 });
   return (options, callback) => {
     connect(options, (error, socket) => {
       if (error !== null) {
