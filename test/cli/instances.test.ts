@@ -7,11 +7,14 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { formatSshPublicKey } from '../../src/domain/ssh-keys.js';
 import { type Cli, cliFor, ensureBuilt, expectErrorLine } from '../helpers/cli.js';
 import { account } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';
+
+// Each test runs bin/nimbus several times (about a second each, far more on a loaded machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 const SHAPE = ['--type', 'compute-2x', '--region', 'us-east-1', '--image', 'ubuntu-24.04'];
 const FAULT = 'nimbus.sim/fault';

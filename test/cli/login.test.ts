@@ -9,10 +9,13 @@ import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, baseEnv, type Cli, cliFor, ensureBuilt, runNimbus } from '../helpers/cli.js';
 import { account } from '../helpers/common.js';
 import { freePort, serverForSuite } from '../helpers/server.js';
+
+// Each test runs bin/nimbus several times (about a second each, far more on a loaded machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 interface Step {
   /** Wait until the terminal shows this (since the previous answer)… */
@@ -39,7 +42,7 @@ function onTerminal(
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`login stalled at step ${step}; screen so far:\n${JSON.stringify(screen)}`));
-    }, 20_000);
+    }, 90_000);
     child.stdout.on('data', (chunk: Buffer) => {
       screen += chunk.toString();
       const next = steps[step];

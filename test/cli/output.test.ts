@@ -5,11 +5,14 @@
  * the terminal's width.
  */
 import { execFile } from 'node:child_process';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import YAML from 'yaml';
 import { BIN, type Cli, cliFor, ensureBuilt } from '../helpers/cli.js';
 import { account } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';
+
+// Each test runs bin/nimbus several times (about a second each, far more on a loaded machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 const RULES = 250;
 const ESC = '\u001b[';

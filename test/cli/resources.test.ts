@@ -6,12 +6,15 @@
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { formatSshPublicKey } from '../../src/domain/ssh-keys.js';
 import { type Cli, cliFor, ensureBuilt, expectErrorLine } from '../helpers/cli.js';
 import { account, waitFor } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';
 import { type Receiver, startReceiver } from '../helpers/webhook-receiver.js';
+
+// Each test runs bin/nimbus several times (about a second each, far more on a loaded machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 const SHAPE = ['--type', 'compute-2x', '--region', 'us-east-1', '--image', 'ubuntu-24.04'];
 

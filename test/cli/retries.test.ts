@@ -5,10 +5,13 @@
  * the server's Retry-After, reports each retry on stderr with the one Idempotency-Key every attempt
  * carries, and succeeds once the competitor stops: exactly one instance exists.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliFor, ensureBuilt, runNimbus } from '../helpers/cli.js';
 import { sleep } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';
+
+// Each test runs bin/nimbus several times (about a second each, far more on a loaded machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 const RETRY_LINE =
   /^429 rate limited: retry (\d) in (\d+\.\d) s \(POST \/v1\/instances, Retry-After (\d+) s, Idempotency-Key ([\w-]+), request_id req_\w+\)$/gm;
