@@ -25,6 +25,7 @@ import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
 import { createLogger } from './logger.js';
 import { bootstrapAccount } from './services/bootstrap.js';
 import { INSTANCE_KIND } from './services/instance-kind.js';
+import { findInstance } from './store/instances.js';
 
 export const BOOTSTRAP_KEY_FILE = 'bootstrap-api-key';
 
@@ -229,8 +230,9 @@ export async function startServer(
 
 /**
  * The qemu driver's part of serving: it refuses to start without an image to boot, then opens the guests'
- * metadata sockets again (re-adopting VMs still running from before) and watches the VMs; a VM that went
- * away or powered itself off gets a look by the instance reconciler.
+ * metadata sockets and SSH ports again (re-adopting VMs still running from before; each SSH connection
+ * is let through only when the instance's firewall allows it from the client's address) and watches the
+ * VMs; a VM that went away or powered itself off gets a look by the instance reconciler.
  */
 async function startQemu(
   backends: Backends,
@@ -244,7 +246,18 @@ async function startQemu(
       `NIMBUS_DRIVER=qemu: no guest image in ${config.qemu.imageDir}; build one with "nimbus admin images build"`,
     );
   }
-  const adopted = await qemu.serve(metadata, (instanceId) => {
+  const inbound = async (instanceId: string, port: number, address: string) => {
+    const instance = await findInstance(backends.store.db, instanceId);
+    if (!instance) return false;
+    const check = await backends.services.network.check(instance.account_id, instanceId, {
+      direction: 'inbound',
+      protocol: 'tcp',
+      port,
+      address,
+    });
+    return check.verdict === 'allow';
+  };
+  const adopted = await qemu.serve(metadata, inbound, (instanceId) => {
     const { store, jobs } = backends;
     store.db
       .transaction()

@@ -16,6 +16,7 @@
  * itself off leaves QEMU paused in `shutdown` (-no-shutdown): that is an orderly off.
  */
 import { chmodSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import net from 'node:net';
 import { macAddressFor } from '../../domain/addresses.js';
 import type { MachineSpec, MachineState, PowerState } from '../driver.js';
 import { qemuArgs, type VmLayout } from './command-line.js';
@@ -33,6 +34,7 @@ import {
 } from './process.js';
 import { withQmp } from './qmp.js';
 import { writeSeedIso } from './seed.js';
+import type { SshProxies } from './ssh-proxy.js';
 import { run } from './tools.js';
 
 export const BOOT_TIMEOUT_MS = 300_000;
@@ -49,7 +51,10 @@ export interface MachineRecord {
   /** The built image's version the root disk stands on; null for a cloud image. */
   imageVersion: string | null;
   instanceType: string;
+  /** The public SSH port (Nimbus's proxy, firewall in front: ssh-proxy.ts). */
   sshPort: number;
+  /** The loopback port QEMU forwards to the guest's port 22, chosen at each boot. */
+  sshInternalPort: number | null;
   pid: number | null;
   bootStartedAt: string | null;
   sshReadyAt: string | null;
@@ -73,6 +78,7 @@ export interface MachineOptions {
   memoryScale: number;
   ssh: { host: string; ports: { first: number; last: number } };
   metadata: MetadataSockets;
+  proxies: SshProxies;
   identity: (spec: MachineSpec) => Promise<GuestIdentity>;
   /** The data disks attached to an instance, to put on its command line at boot. */
   attachedDisks: (instanceId: string) => { id: string; file: string; deviceName: string }[];
@@ -84,6 +90,8 @@ export interface MachineOptions {
 export class QemuMachines {
   /** The records, as on disk (kept in memory for the sync look-ups: SSH endpoints, the watcher). */
   private readonly records = new Map<string, MachineRecord>();
+  /** Whether this process serves the VMs (metadata sockets, SSH ports): the server, not an admin command. */
+  private serving = false;
 
   constructor(private readonly o: MachineOptions) {
     for (const id of o.paths.machineIds()) {
@@ -92,14 +100,31 @@ export class QemuMachines {
     }
   }
 
-  /** Re-opens every machine's metadata socket (after a restart: the VMs may still be running). */
+  /**
+   * Serves every machine's metadata socket and SSH port (again, after a restart: the VMs may still be
+   * running); returns those found running.
+   */
   async adopt(): Promise<string[]> {
+    this.serving = true;
     const adopted: string[] = [];
-    for (const record of this.records.values()) {
-      await this.o.metadata.open(record.id, this.o.paths.metadataSocket(record.id));
+    for (const found of this.records.values()) {
+      const record = this.adoptOrphan(found);
+      await this.serve(record.id);
       if (this.alive(record)) adopted.push(record.id);
     }
     return adopted;
+  }
+
+  /** The machine's metadata socket and public SSH port, when this process serves. */
+  private async serve(id: string): Promise<void> {
+    if (!this.serving) return;
+    await this.o.metadata.open(id, this.o.paths.metadataSocket(id));
+    const record = this.records.get(id);
+    if (!record) return;
+    await this.o.proxies.open(id, this.o.ssh.host, record.sshPort, () => {
+      const now = this.records.get(id);
+      return now && this.alive(now) ? now.sshInternalPort : null;
+    });
   }
 
   record(id: string): MachineRecord | undefined {
@@ -151,6 +176,7 @@ export class QemuMachines {
       imageVersion: image.kind === 'nimbus' ? image.version : null,
       instanceType: spec.instanceType.name,
       sshPort: await this.freePort(),
+      sshInternalPort: null,
       pid: null,
       bootStartedAt: null,
       sshReadyAt: null,
@@ -161,14 +187,16 @@ export class QemuMachines {
     };
     await this.writeSeed(spec);
     this.save(record);
-    await this.o.metadata.open(spec.id, this.o.paths.metadataSocket(spec.id));
+    await this.serve(spec.id);
   }
 
   async start(spec: MachineSpec): Promise<void> {
-    const record = this.records.get(spec.id);
+    const found = this.records.get(spec.id);
+    const record = found ? this.adoptOrphan(found) : undefined;
     if (!record || this.alive(record)) return;
     if (!exists(this.o.paths.machineFile(spec.id, 'seed.iso'))) await this.writeSeed(spec);
-    await this.o.metadata.open(spec.id, this.o.paths.metadataSocket(spec.id));
+    await this.serve(spec.id);
+    const internalPort = await loopbackPort();
     const paths = this.o.paths;
     const pidFile = paths.machineFile(spec.id, 'qemu.pid');
     removeFile(pidFile);
@@ -187,7 +215,7 @@ export class QemuMachines {
       qmpSocket: paths.qmpSocket(spec.id),
       metadataSocket: paths.metadataSocket(spec.id),
       mac: macAddressFor(spec.id),
-      ssh: { host: this.o.ssh.host, port: record.sshPort },
+      ssh: { host: '127.0.0.1', port: internalPort },
       dataDisks: this.o.attachedDisks(spec.id),
     };
     const startedAt = this.o.now().toISOString();
@@ -196,6 +224,7 @@ export class QemuMachines {
     this.save({
       ...record,
       pid: readPidFile(pidFile),
+      sshInternalPort: internalPort,
       bootStartedAt: startedAt,
       sshReadyAt: null,
       stopRequestedAt: null,
@@ -251,14 +280,16 @@ export class QemuMachines {
     const record = this.records.get(spec.id);
     if (record && this.alive(record)) await this.powerOff(record);
     await this.o.metadata.close(spec.id, this.o.paths.metadataSocket(spec.id));
+    await this.o.proxies.close(spec.id);
     removeFile(this.o.paths.qmpSocket(spec.id));
     rmSync(this.o.paths.machineDir(spec.id), { recursive: true, force: true });
     this.records.delete(spec.id);
   }
 
   async inspect(spec: MachineSpec): Promise<MachineState & { failure: string | null }> {
-    let record = this.records.get(spec.id);
-    if (!record) return state('absent', null);
+    const found = this.records.get(spec.id);
+    if (!found) return state('absent', null);
+    let record = this.adoptOrphan(found);
     const now = this.o.now();
     const alive = this.alive(record);
     if (alive) {
@@ -284,7 +315,7 @@ export class QemuMachines {
         return state('stopping', record, new Date(now.getTime() + POLL_MS));
       }
       if (record.sshReadyAt !== null) return state('running', record);
-      if (await sshAnswers(this.o.ssh.host, record.sshPort)) {
+      if (record.sshInternalPort !== null && (await sshAnswers('127.0.0.1', record.sshInternalPort))) {
         record = this.save({ ...record, sshReadyAt: this.o.now().toISOString() });
         return state('running', record);
       }
@@ -305,6 +336,25 @@ export class QemuMachines {
       record = this.save({ ...record, pid: null, stopRequestedAt: null, powerButtonAt: null });
     }
     return state(record.failure ? 'failed' : 'off', record);
+  }
+
+  /**
+   * A QEMU that started but whose pid never reached the record (Nimbus killed between the two): its pid
+   * file names it, and it is taken as this machine's boot rather than started a second time.
+   */
+  private adoptOrphan(record: MachineRecord): MachineRecord {
+    if (record.pid !== null) return record;
+    const pid = readPidFile(this.o.paths.machineFile(record.id, 'qemu.pid'));
+    if (pid === null || !isOurProcess(pid, this.marker(record.id))) return record;
+    return this.save({
+      ...record,
+      pid,
+      bootStartedAt: this.o.now().toISOString(),
+      sshReadyAt: null,
+      stopRequestedAt: null,
+      powerButtonAt: null,
+      failure: null,
+    });
   }
 
   /** Machines whose process is gone though nobody asked: the watcher reports them (within seconds). */
@@ -466,4 +516,16 @@ export function fileSize(file: string): number {
   } catch {
     return 0;
   }
+}
+
+/** A port free on loopback now, for QEMU's forward of the guest's SSH (only Nimbus connects to it). */
+function loopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }

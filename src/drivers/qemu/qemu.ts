@@ -39,9 +39,10 @@ import { type GuestIdentity, QemuMachines } from './machines.js';
 import { type MetadataHandler, MetadataSockets } from './metadata-sockets.js';
 import { QemuMetrics } from './metrics.js';
 import { kvmUsable } from './process.js';
+import { type InboundCheck, SshProxies } from './ssh-proxy.js';
 import { available } from './tools.js';
 
-const WATCH_MS = 2000;
+const WATCH_MS = 1000;
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
 export interface QemuDriverOptions {
@@ -67,6 +68,7 @@ export class QemuDriver implements ComputeDriver {
   private readonly machines: QemuMachines;
   private readonly disks: QemuDisks;
   private readonly metadata = new MetadataSockets();
+  private readonly proxies = new SshProxies();
   private readonly metrics = new QemuMetrics();
   private readonly gateways: SimulatedGateways;
   private readonly imageDir: string;
@@ -109,6 +111,7 @@ export class QemuDriver implements ComputeDriver {
       memoryScale: options.memoryScale,
       ssh: options.ssh,
       metadata: this.metadata,
+      proxies: this.proxies,
       identity: options.identity,
       attachedDisks: (id) => this.disks.attachedTo(id),
       pendingRoot: (rootVolumeId) => this.disks.pendingRoot(rootVolumeId),
@@ -130,11 +133,17 @@ export class QemuDriver implements ComputeDriver {
 
   /**
    * Serving (the server only; operator commands never do): the metadata app behind every guest's socket,
-   * the sockets of machines from an earlier run opened again, and the watcher started; `changed` is called
-   * with an instance whose VM went away or powered itself off. Returns the machines found running.
+   * the firewall's verdict in front of every SSH port (ssh-proxy.ts), the sockets and ports of machines
+   * from an earlier run opened again, and the watcher started; `changed` is called with an instance whose
+   * VM went away or powered itself off. Returns the machines found running.
    */
-  async serve(handler: MetadataHandler, changed: (instanceId: string) => void): Promise<string[]> {
+  async serve(
+    handler: MetadataHandler,
+    inbound: InboundCheck,
+    changed: (instanceId: string) => void,
+  ): Promise<string[]> {
     this.metadata.setHandler(handler);
+    this.proxies.setCheck(inbound);
     const adopted = await this.machines.adopt();
     this.onMachineChange = changed;
     if (!this.watcher) {
@@ -148,6 +157,7 @@ export class QemuDriver implements ComputeDriver {
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
     await this.metadata.closeAll();
+    await this.proxies.closeAll();
   }
 
   private async look(): Promise<void> {
