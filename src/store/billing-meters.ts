@@ -14,7 +14,7 @@
  */
 import { type RawBuilder, sql } from 'kysely';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from '../domain/billing.js';
-import { epochSecond, monthSpans } from '../domain/billing.js';
+import { epochSecond, monthOf, monthSpans } from '../domain/billing.js';
 import { isPostgres } from './dialect.js';
 import type { Executor } from './schema.js';
 
@@ -213,17 +213,25 @@ async function summed(
 
 /**
  * The window's seconds per resource and price from the totals and the open intervals (see wholeMonths),
- * ordered by account and then by the first interval of each.
+ * ordered by account and then by the first interval of each. The totals are read row by row (a month
+ * of an account is one range of the key) and added up here, not grouped in SQL.
  */
 async function fromTotals(
   db: Executor,
   window: Window,
   accountId: string | null,
 ): Promise<(UsagePiece & { account_id: string })[]> {
-  let totals = db
-    .selectFrom('meter_month_totals')
-    .where('month_s', '>=', window.start)
-    .where('month_s', '<', window.end);
+  // The months by name (equality on the key's first column, then the account on its second: one range
+  // of the key per month; a range of months would read every account's rows of them).
+  const months: number[] = [];
+  for (
+    let month = window.start;
+    month < window.end;
+    month = monthOf(new Date(month * 1000)).end.getTime() / 1000
+  ) {
+    months.push(month);
+  }
+  let totals = db.selectFrom('meter_month_totals').where('month_s', 'in', months);
   if (accountId !== null) totals = totals.where('account_id', '=', accountId);
   const closed = await totals
     .select([
@@ -231,25 +239,14 @@ async function fromTotals(
       'resource_id',
       'price_key',
       'resource_type',
+      'resource_name',
       'meter',
       'instance_type',
       'size_gb',
       'unit',
       'unit_price_micros',
-      sql<string>`max(resource_name)`.as('resource_name'),
-      sql<number>`sum(seconds)`.as('seconds'),
-      sql<number>`min(first_seq)`.as('first_seq'),
-    ])
-    .groupBy([
-      'account_id',
-      'resource_id',
-      'price_key',
-      'resource_type',
-      'meter',
-      'instance_type',
-      'size_gb',
-      'unit',
-      'unit_price_micros',
+      'seconds',
+      'first_seq',
     ])
     .execute();
   const openEnd = Math.min(window.now, window.end);
@@ -271,30 +268,36 @@ async function fromTotals(
     ])
     .execute();
 
-  const byKey = new Map<string, UsagePiece & { account_id: string; first: number }>();
-  for (const row of closed) {
-    const found = piece(row as PieceRow);
-    byKey.set(`${row.account_id}|${row.resource_id}|${row.price_key}`, {
-      ...found,
-      first: Number(row.first_seq),
-    });
-  }
-  for (const row of running) {
-    const seconds = openEnd - Math.max(Number(row.start_s), window.start);
-    const found = piece({ ...row, seconds } as PieceRow);
-    const key = `${row.account_id}|${row.resource_id}|${priceKey(found)}`;
+  type Ordered = UsagePiece & { account_id: string; first: number };
+  const byKey = new Map<string, Ordered>();
+  const add = (row: PieceRow, key: string, seconds: number, first: number, latestName: boolean) => {
     const total = byKey.get(key);
     if (total) {
       total.seconds += seconds;
-      total.first = Math.min(total.first, Number(row.seq));
-      total.resource_name = found.resource_name; // the open interval has the latest name
-    } else {
-      byKey.set(key, { ...found, first: Number(row.seq) });
+      if (first < total.first) total.first = first;
+      if (latestName) total.resource_name = row.resource_name;
+      return;
     }
+    const found = piece(row) as Ordered;
+    found.seconds = seconds;
+    found.first = first;
+    byKey.set(key, found);
+  };
+  for (const row of closed) {
+    const key = `${row.account_id}|${row.resource_id}|${row.price_key}`;
+    add(row as unknown as PieceRow, key, Number(row.seconds), Number(row.first_seq), false);
   }
-  return [...byKey.values()]
-    .sort((a, b) => (a.account_id < b.account_id ? -1 : a.account_id > b.account_id ? 1 : a.first - b.first))
-    .map(({ first: _first, ...rest }) => rest);
+  for (const row of running) {
+    const seconds = openEnd - Math.max(Number(row.start_s), window.start);
+    const key = `${row.account_id}|${row.resource_id}|${priceKey({ ...row, unit_price_micros: Number(row.unit_price_micros) })}`;
+    // The open interval has the resource's latest name.
+    add(row as unknown as PieceRow, key, seconds, Number(row.seq), true);
+  }
+  const pieces = [...byKey.values()];
+  pieces.sort((a, b) =>
+    a.account_id === b.account_id ? a.first - b.first : a.account_id < b.account_id ? -1 : 1,
+  );
+  return pieces;
 }
 
 /** An account's usage in the window, one piece per resource and price, in the order they began. */

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { isPostgres } from '../dialect.js';
 
 // Migrations take Kysely<any>: they describe the schema as it was at their time, not as it is now.
 // biome-ignore lint/suspicious/noExplicitAny: see above
@@ -16,7 +17,8 @@ type AnyDb = Kysely<any>;
  *
  * `price_key` names the price (meter, instance type, GB, micro-USD): the columns it stands for may be
  * null, which a primary key cannot hold. `first_seq` is the first interval's `seq`, so lines keep the
- * order in which they first appeared.
+ * order in which they first appeared. On SQLite the table is WITHOUT ROWID: its rows are stored in key
+ * order, so one account's month is read as one range, without a lookup per row.
  *
  * The partial index finds an account's open intervals (and every account's, when a period closes).
  * Existing closed intervals are added up here once.
@@ -38,6 +40,8 @@ export async function up(db: AnyDb): Promise<void> {
     .addColumn('seconds', 'bigint', (c) => c.notNull())
     .addColumn('first_seq', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('meter_month_totals_pk', ['month_s', 'account_id', 'resource_id', 'price_key'])
+    // SQLite: the rows themselves in key order, so a month of an account is one range of the table.
+    .$call((table) => (isPostgres(db) ? table : table.modifyEnd(sql`without rowid`)))
     .execute();
   await db.schema
     .createIndex('meter_segments_open')
