@@ -48,6 +48,12 @@ export class JobRunner {
   private pollTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
+  /**
+   * Times `wake(at)` asked for that are later than the armed timer's. One timer is armed at a time (the
+   * earliest); when it fires the next of these is armed, so a job due at a known time (the collector's
+   * next tick) runs then, not at the next poll after a sooner wake took its timer.
+   */
+  private readonly laterWakes = new Set<number>();
   private running: Promise<number> | null = null;
   private rerun = false;
   private stopped = false;
@@ -95,17 +101,41 @@ export class JobRunner {
   wake(at?: Date): void {
     if (!this.options.automatic || this.stopped) return;
     const when = at?.getTime() ?? 0;
-    if (when >= this.wakeAt) return;
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (when >= this.wakeAt) {
+      if (when > this.wakeAt) this.laterWakes.add(when);
+      return;
+    }
+    if (this.wakeTimer) {
+      clearTimeout(this.wakeTimer);
+      this.laterWakes.add(this.wakeAt);
+    }
+    this.arm(when);
+  }
+
+  private arm(when: number): void {
     this.wakeAt = when;
     this.wakeTimer = setTimeout(
       () => {
         this.wakeTimer = null;
         this.wakeAt = Number.POSITIVE_INFINITY;
+        this.armNextLater();
         void this.runDue().catch(() => {});
       },
       Math.max(0, when - this.clock.now().getTime()),
     );
+  }
+
+  /** Arms the earliest remembered wake still to come (those past now are served by the run starting). */
+  private armNextLater(): void {
+    const now = this.clock.now().getTime();
+    let next = Number.POSITIVE_INFINITY;
+    for (const at of this.laterWakes) {
+      if (at <= now) this.laterWakes.delete(at);
+      else if (at < next) next = at;
+    }
+    if (next === Number.POSITIVE_INFINITY || this.stopped) return;
+    this.laterWakes.delete(next);
+    this.arm(next);
   }
 
   /**
@@ -137,6 +167,7 @@ export class JobRunner {
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.pollTimer = null;
     this.wakeTimer = null;
+    this.laterWakes.clear();
     await this.running?.catch(() => {});
   }
 

@@ -9,11 +9,11 @@
  *   the type its delivery;
  * - one notification per channel target: a webhook channel's is the delivery of that event to the named
  *   subscription (made here when its own event filter did not already take it); an e-mail or chat one is
- *   a pending row plus a job of the job runner (services/alert-notifier.ts sends it, retried like a webhook
- *   delivery).
+ *   a pending row, and the notifier's job is made due now (services/alert-notifier.ts sends it, retried
+ *   like a webhook delivery).
  *
  * So a notification exists exactly when its transition committed: a process killed between the two
- * cannot lose one, and its job (leased like every job) is sent by whichever process runs next.
+ * cannot lose one, and the notifier's job (leased like every job) sends it in whichever process runs next.
  * Transitions are written a chunk at a time, one transaction per chunk (one commit, one fsync on SQLite).
  */
 
@@ -36,7 +36,8 @@ import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { insertDeliveries, liveSubscriptions, pendingDelivery } from '../store/webhooks.js';
 
-export const NOTIFY_JOB = 'alert-notify';
+/** The one job that sends every due e-mail and chat notification (services/alert-notifier.ts). */
+export const NOTIFY_JOB = { kind: 'alert-notify', subject: 'all' } as const;
 
 /** Transitions written per transaction. */
 const CHUNK = 200;
@@ -202,12 +203,13 @@ export class IncidentWriter {
         next_attempt_at: at,
       });
     }
-    const sendNow = rows.map((row) => row.id);
+    const sendable = rows.length;
     if (policy.channels.webhook_ids.length > 0) {
       rows.push(...(await this.webhookNotifications(trx, policy, eventId, type, base, now)));
     }
     await insertNotifications(trx, rows);
-    for (const id of sendNow) await this.jobs.enqueue(trx, NOTIFY_JOB, id);
+    // The notifier's job, due now (an upsert: one row however many transitions ask).
+    if (sendable > 0) await this.jobs.enqueue(trx, NOTIFY_JOB.kind, NOTIFY_JOB.subject);
   }
 
   /**

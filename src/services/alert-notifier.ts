@@ -3,13 +3,15 @@
  * delivery (DESIGN.md §4 "Webhooks": the retry base doubling, 12 attempts in all).
  *
  * How it works. Every e-mail or chat notification is a row (store/alerts.ts) written with its incident
- * transition, and a job of the job runner (`alert-notify:<id>`) written in the same transaction. The
- * runner leases the job, so one process sends an attempt at a time, and a process killed mid-attempt
- * leaves the lease to run out and the attempt to be made again by the next one: at-least-once, always
- * with the notification's id (`Message-ID: <dlv_…@nimbus>` and `X-Nimbus-Delivery` on e-mail,
- * `X-Nimbus-Delivery` and `webhook-id` on chat posts) so the receiver can drop a repeat. An attempt's
- * outcome is written guarded on the notification still being pending, then the job comes back at the next
- * retry time, or ends.
+ * transition, in the transaction that also makes the notifier's one job (`alert-notify:all`) due now. The
+ * runner leases that job, so one process sends at a time; a run takes the due notifications (up to
+ * BATCH), sends them side by side, writes every outcome in one transaction, and comes back when the next
+ * pending one is due. One commit for a batch, not one per message, is what keeps a burst of incidents
+ * fast on SQLite, where a commit is an fsync. A process killed mid-run leaves the job's lease to run out
+ * and the next run sends again what it had not recorded: at-least-once, always with the notification's id
+ * (`Message-ID: <dlv_…@nimbus>` and `X-Nimbus-Delivery` on e-mail, `X-Nimbus-Delivery` and `webhook-id`
+ * on chat posts) so the receiver can drop a repeat. Outcomes are written guarded on the notification
+ * still being pending.
  *
  * - E-mail goes through the SMTP relay of NIMBUS_SMTP_URL with nodemailer (pooled connections), from
  *   NIMBUS_SMTP_FROM, as a text and an HTML part (domain/alert-messages.ts). Accepted by the relay is
@@ -31,10 +33,18 @@ import type { Clock } from '../domain/clock.js';
 import { MAX_DELIVERY_ATTEMPTS, retryDelayMs } from '../domain/webhooks.js';
 import type { WebhookSender } from '../events/webhook-sender.js';
 import type { JobRunner } from '../jobs/runner.js';
-import { findNotification, type Notification, recordNotificationAttempt } from '../store/alerts.js';
+import {
+  dueNotifications,
+  type Notification,
+  nextNotificationDue,
+  recordNotificationAttempt,
+} from '../store/alerts.js';
 import type { Store } from '../store/db.js';
-import { findEventById } from '../store/events.js';
+import { findEventById, type StoredEvent } from '../store/events.js';
 import { NOTIFY_JOB } from './alert-incidents.js';
+
+/** Why a notification whose event is gone fails at once (nothing to say). */
+const GONE = 'The event of this notification is gone';
 
 export interface MailSettings {
   /** NIMBUS_SMTP_URL; null: e-mail cannot be sent (and policies with e-mail channels are refused). */
@@ -56,8 +66,15 @@ export interface SendOutcome {
   durationMs: number;
 }
 
-/** No answer from the relay within this long fails the attempt (under the job lease of 30 s). */
+/** No answer from the relay within this long fails the attempt. */
 const SMTP_TIMEOUT_MS = 10_000;
+/** Messages sent at once. */
+const CONCURRENCY = 32;
+/**
+ * Notifications a run takes: two rounds of CONCURRENCY, so a run whose every attempt times out (10 s each
+ * for chat and for each SMTP stage) still ends well inside the job's 30 s lease.
+ */
+const BATCH = 2 * CONCURRENCY;
 
 export class AlertNotifier {
   private mailer: Transporter | null = null;
@@ -69,10 +86,10 @@ export class AlertNotifier {
     private readonly sender: WebhookSender,
     private readonly options: NotifierOptions,
   ) {
-    jobs.register(NOTIFY_JOB, {
-      run: (id) => this.run(id),
-      // The handler records its own failures and never throws; a job that still fails ten times (the
-      // store unreachable) leaves the notification pending for `admin` to see rather than lose it.
+    jobs.register(NOTIFY_JOB.kind, {
+      run: () => this.run(),
+      // Attempts record their own failures; a run that still fails ten times in a row (the store
+      // unreachable) leaves its notifications pending, and the next transition makes the job again.
       giveUp: async () => {},
     });
   }
@@ -82,23 +99,43 @@ export class AlertNotifier {
     return this.options.mail.url !== null;
   }
 
-  /** One attempt of a notification, if it is due; returns when to come back (null: settled). */
-  async run(id: string): Promise<Date | null> {
-    const notification = await findNotification(this.store.db, id);
-    if (notification?.status !== 'pending') return null;
-    const due = notification.next_attempt_at ? Date.parse(notification.next_attempt_at) : 0;
-    if (due > this.clock.nowMs()) return new Date(due);
-    const event = await findEventById(this.store.db, notification.event_id);
-    const outcome = event
-      ? await this.send(notification, {
-          type: event.type as AlertMessageInput['type'],
-          eventId: event.id,
-          timestamp: event.created_at,
-          data: event.data as unknown as AlertEventData,
-          deliveryId: notification.id,
-        })
-      : { ok: false, error: 'The event of this notification is gone', durationMs: 0 };
-    return this.record(notification, outcome, event === undefined);
+  /** One run: sends the due notifications; returns when the next one is due (null: none is pending). */
+  async run(): Promise<Date | null> {
+    const db = this.store.db;
+    const due = await dueNotifications(db, this.clock.now().toISOString(), BATCH);
+    if (due.length > 0) {
+      const events = new Map<string, StoredEvent | undefined>();
+      for (const notification of due) {
+        if (!events.has(notification.event_id)) {
+          events.set(notification.event_id, await findEventById(db, notification.event_id));
+        }
+      }
+      const outcomes = new Array<SendOutcome>(due.length);
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: Math.min(CONCURRENCY, due.length) }, async () => {
+          while (next < due.length) {
+            const index = next++;
+            const notification = due[index] as Notification;
+            const event = events.get(notification.event_id);
+            outcomes[index] = event
+              ? await this.send(notification, {
+                  type: event.type as AlertMessageInput['type'],
+                  eventId: event.id,
+                  timestamp: event.created_at,
+                  data: event.data as unknown as AlertEventData,
+                  deliveryId: notification.id,
+                })
+              : { ok: false, error: GONE, durationMs: 0 };
+          }
+        }),
+      );
+      await this.record(due, outcomes);
+      // A full batch: more may be due at once.
+      if (due.length === BATCH) return this.clock.now();
+    }
+    const pending = await nextNotificationDue(db);
+    return pending === null ? null : new Date(Math.max(Date.parse(pending), this.clock.nowMs()));
   }
 
   /** Sends one message now (a test, or an attempt of a notification). */
@@ -175,26 +212,29 @@ export class AlertNotifier {
     return this.mailer;
   }
 
-  /** Writes the attempt's outcome; returns when to try again (null: delivered, or out of attempts). */
+  /** Writes the attempts' outcomes, in one transaction: delivered, failed for good, or due again later. */
   private async record(
-    notification: Notification,
-    outcome: SendOutcome,
-    hopeless: boolean,
-  ): Promise<Date | null> {
+    notifications: readonly Notification[],
+    outcomes: readonly SendOutcome[],
+  ): Promise<void> {
     const now = this.clock.now();
-    const attempts = notification.attempts + 1;
-    const settled = outcome.ok || hopeless || attempts >= MAX_DELIVERY_ATTEMPTS;
-    const next = settled
-      ? null
-      : new Date(now.getTime() + retryDelayMs(attempts, this.options.retryBaseSeconds));
-    await recordNotificationAttempt(this.store.db, notification.id, {
-      status: outcome.ok ? 'succeeded' : settled ? 'failed' : 'pending',
-      attempts,
-      next_attempt_at: next?.toISOString() ?? null,
-      last_error: outcome.error,
-      sent_at: outcome.ok ? now.toISOString() : null,
-      updated_at: now.toISOString(),
+    await this.store.db.transaction().execute(async (trx) => {
+      for (const [i, notification] of notifications.entries()) {
+        const outcome = outcomes[i] as SendOutcome;
+        const attempts = notification.attempts + 1;
+        const settled = outcome.ok || outcome.error === GONE || attempts >= MAX_DELIVERY_ATTEMPTS;
+        const next = settled
+          ? null
+          : new Date(now.getTime() + retryDelayMs(attempts, this.options.retryBaseSeconds));
+        await recordNotificationAttempt(trx, notification.id, {
+          status: outcome.ok ? 'succeeded' : settled ? 'failed' : 'pending',
+          attempts,
+          next_attempt_at: next?.toISOString() ?? null,
+          last_error: outcome.error,
+          sent_at: outcome.ok ? now.toISOString() : null,
+          updated_at: now.toISOString(),
+        });
+      }
     });
-    return next;
   }
 }

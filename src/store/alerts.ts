@@ -332,6 +332,32 @@ export async function findNotification(db: Executor, id: string): Promise<Notifi
   return row && asNotification(row);
 }
 
+/** E-mail and chat notifications due by `now`, oldest first (served by alert_notifications_due). */
+export async function dueNotifications(db: Executor, now: string, limit: number): Promise<Notification[]> {
+  const rows = await db
+    .selectFrom('alert_notifications')
+    .selectAll()
+    .where('status', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .where('channel', 'in', ['email', 'chat'])
+    .orderBy('next_attempt_at')
+    .limit(limit)
+    .execute();
+  return rows.map(asNotification);
+}
+
+/** When the next pending e-mail or chat notification is due; null when none is pending. */
+export async function nextNotificationDue(db: Executor): Promise<string | null> {
+  const row = await db
+    .selectFrom('alert_notifications')
+    .select((eb) => eb.fn.min('next_attempt_at').as('next'))
+    .where('status', '=', 'pending')
+    .where('next_attempt_at', 'is not', null)
+    .where('channel', 'in', ['email', 'chat'])
+    .executeTakeFirst();
+  return (row?.next as string | null | undefined) ?? null;
+}
+
 /** Writes an attempt's outcome if the notification is still pending (a repeat after a lost lease writes nothing). */
 export async function recordNotificationAttempt(
   db: Executor,

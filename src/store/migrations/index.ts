@@ -11,6 +11,7 @@ import * as billing from './0009_billing.js';
 import * as writePath from './0010_write_path.js';
 import * as alerts from './0011_alerts.js';
 import * as billingTotals from './0012_billing_totals.js';
+import * as alertNotificationsDue from './0013_alert_notifications_due.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -26,6 +27,7 @@ const migrations: Record<string, Migration> = {
   '0010_write_path': writePath,
   '0011_alerts': alerts,
   '0012_billing_totals': billingTotals,
+  '0013_alert_notifications_due': alertNotificationsDue,
 };
 
 export const migrationProvider: MigrationProvider = {
