@@ -24,7 +24,7 @@ import { BIN, baseEnv, ensureBuilt, ROOT } from '../helpers/cli.js';
 import { serverForSuite } from '../helpers/server.js';
 
 /** The ```sh blocks of the README section under `heading`, in order. */
-export function shellBlocks(readme: string, heading: string): string[] {
+function shellBlocks(readme: string, heading: string): string[] {
   const start = readme.indexOf(`\n## ${heading}\n`);
   if (start === -1) throw new Error(`README.md has no "## ${heading}" section`);
   const end = readme.indexOf('\n## ', start + 1);
