@@ -12,7 +12,7 @@ import { simulatedSample } from '../drivers/simulator/metrics.js';
 import { LocalBroadcaster } from '../events/broadcast.js';
 import type { Store } from '../store/db.js';
 import type { ApiKeyService } from './api-keys.js';
-import { MetricsStreams, type StreamSocket } from './metrics-streams.js';
+import { MetricsStreams, PHASE_MS, PHASES, phaseOf, type StreamSocket } from './metrics-streams.js';
 import type { Principal } from './principal.js';
 import type { RateLimitService } from './rate-limits.js';
 
@@ -23,8 +23,8 @@ class StuckSocket implements StreamSocket {
   pings = 0;
   terminated = false;
   closedWith: number | null = null;
-  send(text: string): void {
-    this.sent.push(text);
+  send(text: string | Buffer): void {
+    this.sent.push(text.toString());
     this.buffered += Buffer.byteLength(text);
   }
   bufferedAmount(): number {
@@ -78,7 +78,13 @@ async function watching(streams: MetricsStreams, socket: StreamSocket, count: nu
       userData: null,
       tags: {},
     };
-    session.watched.set(spec.id, { spec, available: [], status: 'running', readAt: '' });
+    session.watched.set(spec.id, {
+      spec,
+      available: [],
+      phase: phaseOf(spec.id),
+      status: 'running',
+      readAt: '',
+    });
   }
   session.intervalS = 1;
   streams.attach(session);
@@ -91,10 +97,16 @@ describe('metric streams', () => {
     const streams = hub(clock);
     const socket = new StuckSocket();
     await watching(streams, socket, 100);
+    /** One second: a tick in each of its slots. */
+    const second = async () => {
+      for (let slot = 0; slot < PHASES; slot++) {
+        clock.advance(PHASE_MS);
+        await streams.tick();
+      }
+    };
     let peak = 0;
-    for (let second = 0; second < 600; second++) {
-      clock.advance(1_000);
-      await streams.tick();
+    for (let s = 0; s < 600; s++) {
+      await second();
       peak = Math.max(peak, socket.buffered);
     }
     const largest = Math.max(...socket.sent.map((m) => Buffer.byteLength(m)));
@@ -103,13 +115,43 @@ describe('metric streams', () => {
     const delivered = socket.sent.filter((m) => JSON.parse(m).type === 'metrics').length;
     expect(delivered).toBeLessThan(600);
     socket.drain();
-    clock.advance(1_000);
-    await streams.tick();
-    const next = JSON.parse(socket.sent.at(-100) as string);
-    expect(next.type).toBe('metrics');
-    expect(next.dropped).toBe(600 * 100 - delivered);
+    const before = socket.sent.length;
+    await second();
+    const next = socket.sent.slice(before).map((m) => JSON.parse(m));
+    expect(next).toHaveLength(100);
+    expect(next[0].type).toBe('metrics');
+    expect(next[0].dropped).toBe(600 * 100 - delivered);
     // Once reported, the count starts again.
-    expect(JSON.parse(socket.sent.at(-99) as string)).not.toHaveProperty('dropped');
+    expect(next[1]).not.toHaveProperty('dropped');
+  });
+
+  it('spreads instances over the slots of the second: each instance in its own slot, every second', async () => {
+    const clock = new ManualClock(new Date('2026-03-02T12:00:00Z'));
+    const streams = hub(clock);
+    const socket = new StuckSocket();
+    await watching(streams, socket, 100);
+    const slots = new Map<string, Set<number>>();
+    for (let slot = 0; slot < 3 * PHASES; slot++) {
+      clock.advance(PHASE_MS);
+      const before = socket.sent.length;
+      await streams.tick();
+      socket.drain();
+      for (const text of socket.sent.slice(before)) {
+        const message = JSON.parse(text);
+        // The message's time is the slot's, and the slot is the instance's.
+        expect(Date.parse(message.timestamp)).toBe(clock.nowMs());
+        expect((clock.nowMs() % 1_000) / PHASE_MS).toBe(phaseOf(message.instance_id));
+        slots.set(message.instance_id, (slots.get(message.instance_id) ?? new Set()).add(slot % PHASES));
+      }
+    }
+    expect(socket.sent.filter((text) => JSON.parse(text).type === 'metrics')).toHaveLength(300);
+    expect([...slots.values()].every((set) => set.size === 1)).toBe(true);
+    // Spread: no slot holds more than a quarter of the instances.
+    const perSlot = Array.from(
+      { length: PHASES },
+      (_, p) => [...slots.values()].filter((set) => set.has(p)).length,
+    );
+    expect(Math.max(...perSlot)).toBeLessThan(25);
   });
 
   it('pings every socket; one that has not answered the previous ping is dropped', async () => {

@@ -4,10 +4,15 @@
  * messages, pongs and close; everything else — authentication, limits, subscriptions, timing,
  * backpressure — is here.
  *
- * Timing. One timer per process ticks on every whole second. A tick samples each instance some due
- * stream watches once (the driver answers any replica alike), and sends each due stream its values; a
- * stream with interval n is due on the seconds divisible by n, so all streams of one interval share
- * their samples. Status messages come from the status relay through the broadcaster
+ * Timing. One timer per process ticks every PHASE_MS. Each instance has a phase, a fixed slot of the
+ * second (phaseOf: from its id), and its messages go out in that slot: so the sends of many streams are
+ * spread over the second instead of all falling on its start, where the last of 10,000 would leave
+ * several hundred milliseconds after its sample. A tick samples each instance of its slot that some due
+ * stream watches, once, in one driver call (the driver answers any replica alike), and sends each due
+ * stream the values; the sample time, the message's `timestamp`, is the tick's. A stream with interval n
+ * is due in the seconds divisible by n, so all streams of one interval share their samples. A message is made once per instance and choice of metrics, as text and
+ * as UTF-8 bytes, and sent to every stream that wants it (ten viewers of one instance cost one
+ * JSON.stringify and one encoding; what is left per stream is the socket's own write). Status messages come from the status relay through the broadcaster
  * (services/metrics-status.ts), so transitions made on any replica reach every stream.
  *
  * Backpressure. A socket whose unsent data passes SEND_BUFFER_BYTES gets no more samples until it
@@ -29,6 +34,7 @@ import { findAccountInstance } from '../store/instances.js';
 import type { ApiKeyService } from './api-keys.js';
 import { AuthenticationFailed } from './errors.js';
 import { machineSpec } from './instance-kind.js';
+import { sampleMany } from './metric-sampling.js';
 import { STATUS_CHANNEL, type StatusNotice } from './metrics-status.js';
 import type { Principal } from './principal.js';
 import type { RateLimitService } from './rate-limits.js';
@@ -48,6 +54,9 @@ export const PING_INTERVAL_MS = 30_000;
 export const DEFAULT_INTERVAL_S = 5;
 export const MAX_INTERVAL_S = 60;
 export const MAX_INSTANCES_PER_STREAM = 100;
+/** Slots of the second that instances' messages are spread over, PHASE_MS apart. */
+export const PHASES = 10;
+export const PHASE_MS = 1000 / PHASES;
 const SEND_BUFFER_BYTES = 64 * 1024;
 const STATUS_BUFFER_BYTES = 1024 * 1024;
 /** Statuses in which an instance has a machine worth sampling. */
@@ -55,7 +64,8 @@ const SAMPLED_STATUSES = new Set(['running', 'stopping']);
 
 /** The connection as this module needs it; the HTTP layer adapts the `ws` socket to it. */
 export interface StreamSocket {
-  send(text: string): void;
+  /** Sends a text message: a string, or its UTF-8 bytes (one Buffer shared by many sockets). */
+  send(text: string | Buffer): void;
   /** Bytes queued and not yet handed to the network. */
   bufferedAmount(): number;
   close(code: number, reason: string): void;
@@ -73,6 +83,8 @@ export type StreamScope = { instanceId: string } | { account: true };
 interface Watched {
   spec: MachineSpec;
   available: MetricName[];
+  /** The instance's slot of the second (phaseOf). */
+  phase: number;
   status: string;
   /** When `status` was read (ISO): notices of events before it are no news. */
   readAt: string;
@@ -137,14 +149,23 @@ export class StreamSession {
 
   /** Sends a message unless the socket is too far behind; missed samples are reported with the next. */
   deliver(message: Record<string, unknown>, bound = SEND_BUFFER_BYTES): boolean {
+    return this.deliverText(JSON.stringify(message), bound);
+  }
+
+  /**
+   * deliver() of a message already in JSON: a JSON object's text, and optionally the same as UTF-8 bytes
+   * (made once for all the streams it goes to). `dropped` is added as its last member when samples were
+   * missed.
+   */
+  deliverText(text: string, bound = SEND_BUFFER_BYTES, bytes?: Buffer): boolean {
     if (this.closed) return false;
     if (this.socket.bufferedAmount() > bound) {
       this.dropped += 1;
       return false;
     }
-    const body = this.dropped > 0 ? { ...message, dropped: this.dropped } : message;
+    if (this.dropped > 0) this.socket.send(`${text.slice(0, -1)},"dropped":${this.dropped}}`);
+    else this.socket.send(bytes ?? text);
     this.dropped = 0;
-    this.socket.send(JSON.stringify(body));
     return true;
   }
 
@@ -321,6 +342,30 @@ export class StreamSession {
   }
 }
 
+/** The instance's slot of the second, 0 to PHASES - 1: FNV-1a of its id, the same on every replica. */
+export function phaseOf(instanceId: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < instanceId.length; i++) {
+    hash ^= instanceId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % PHASES;
+}
+
+/** A metrics message's text: the values of `metrics` (in that order), or all the sample has. */
+function metricsMessage(
+  instanceId: string,
+  timestamp: string,
+  sample: MetricSample,
+  metrics: readonly MetricName[] | null,
+): string {
+  const values: Record<string, unknown> = { type: 'metrics', instance_id: instanceId, timestamp };
+  for (const metric of metrics ?? (Object.keys(sample) as MetricName[])) {
+    if (metric in sample && metric !== ('timestamp' as string)) values[metric] = sample[metric];
+  }
+  return JSON.stringify(values);
+}
+
 export class MetricsStreams {
   private readonly sessions = new Set<StreamSession>();
   private readonly byInstance = new Map<string, Set<StreamSession>>();
@@ -442,6 +487,7 @@ export class MetricsStreams {
     return {
       spec: machineSpec(instance),
       available: metricsOf(instanceTypeNamed(instance.instance_type)),
+      phase: phaseOf(instance.id),
       status: instance.status,
       readAt: new Date(this.clock.nowMs()).toISOString(),
     };
@@ -483,50 +529,55 @@ export class MetricsStreams {
         this.scheduleTick();
         void this.tick().catch((error) => this.onError(error));
       },
-      1000 - (now % 1000),
+      PHASE_MS - (now % PHASE_MS),
     );
     this.tickTimer.unref();
   }
 
-  /** One second: sample what due streams watch, once per instance, and send. */
+  /** One slot of a second: sample the instances of this phase that due streams watch, once each, and send. */
   async tick(): Promise<void> {
-    if (this.ticking) return; // the previous second is still sending: skip rather than pile up
+    if (this.ticking) return; // the previous slot is still sending: skip rather than pile up
     this.ticking = true;
     try {
-      const atMs = Math.floor(this.clock.nowMs() / 1000) * 1000;
-      const second = atMs / 1000;
+      const atMs = Math.floor(this.clock.nowMs() / PHASE_MS) * PHASE_MS;
+      const second = Math.floor(atMs / 1000);
+      const phase = Math.round((atMs - second * 1000) / PHASE_MS);
       const due: StreamSession[] = [];
       const wanted = new Map<string, MachineSpec>();
       for (const session of this.sessions) {
         if (session.principal === null || session.closed || second % session.intervalS !== 0) continue;
-        due.push(session);
-        for (const [id, w] of session.watched) if (SAMPLED_STATUSES.has(w.status)) wanted.set(id, w.spec);
+        let watches = false;
+        for (const [id, w] of session.watched) {
+          if (w.phase !== phase) continue;
+          watches = true;
+          if (SAMPLED_STATUSES.has(w.status)) wanted.set(id, w.spec);
+        }
+        if (watches) due.push(session);
       }
       if (due.length === 0) return;
       const at = new Date(atMs);
-      const samples = new Map<string, MetricSample>();
-      await Promise.all(
-        [...wanted].map(async ([id, spec]) => {
-          try {
-            samples.set(id, await this.driver.sampleMetrics(spec, at));
-          } catch (error) {
-            this.onError(error);
-          }
-        }),
-      );
+      const samples = await sampleMany(this.driver, [...wanted.values()], at);
       const timestamp = at.toISOString();
+      // Messages by instance and metrics asked for ('' for all), made for the first stream wanting one.
+      const messages = new Map<string, { text: string; bytes: Buffer }>();
       let sent = 0;
       for (const session of due) {
-        for (const id of session.watched.keys()) {
+        const choice = session.metrics?.join(',') ?? '';
+        for (const [id, w] of session.watched) {
+          if (w.phase !== phase) continue;
           const sample = samples.get(id);
-          if (!sample) continue;
-          const values: Record<string, unknown> = { type: 'metrics', instance_id: id, timestamp };
-          for (const metric of session.metrics ?? (Object.keys(sample) as MetricName[])) {
-            if (metric in sample && metric !== ('timestamp' as string)) values[metric] = sample[metric];
+          if (sample === undefined || sample instanceof Error) continue;
+          const key = `${id} ${choice}`;
+          let message = messages.get(key);
+          if (message === undefined) {
+            const text = metricsMessage(id, timestamp, sample, session.metrics);
+            message = { text, bytes: Buffer.from(text) };
+            messages.set(key, message);
           }
-          if (session.deliver(values)) sent++;
+          if (session.deliverText(message.text, undefined, message.bytes)) sent++;
         }
       }
+      for (const sample of samples.values()) if (sample instanceof Error) this.onError(sample);
       this.onTick?.(this.clock.nowMs() - atMs, sent);
     } finally {
       this.ticking = false;

@@ -131,7 +131,8 @@ function headerKey(request: FastifyRequest): string | null {
 /** The `ws` socket as the stream service sees it. */
 function adapt(socket: WebSocket): StreamSocket {
   return {
-    send: (text) => socket.send(text),
+    // A Buffer holds a text message's UTF-8 (ws would frame it as binary without `binary: false`).
+    send: (text) => socket.send(text, { binary: false }),
     bufferedAmount: () => socket.bufferedAmount,
     close: (code, reason) => socket.close(code, reason),
     ping: () => socket.ping(),
