@@ -3101,7 +3101,10 @@ export interface components {
                 meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn";
                 description: string;
                 instance_type: string | null;
-                /** @description group_by=day: the UTC day */
+                /**
+                 * Format: date
+                 * @description group_by=day: the UTC day
+                 */
                 day: string | null;
                 /** @description Hours or GB-months (730 h), 6 decimals */
                 quantity: number;
@@ -3218,7 +3221,10 @@ export interface components {
                 meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn";
                 description: string;
                 instance_type: string | null;
-                /** @description group_by=day: the UTC day */
+                /**
+                 * Format: date
+                 * @description group_by=day: the UTC day
+                 */
                 day: string | null;
                 /** @description Hours or GB-months (730 h), 6 decimals */
                 quantity: number;
