@@ -343,9 +343,12 @@ describe.each(STORES)('a job leased by a process that died (%s)', (store) => {
       .where('key', '=', jobKey)
       .execute();
 
-    expect(await jobs.runDue()).toBe(0);
+    // The server's own periodic jobs (metrics collector, status relay, billing) run in these runDue()
+    // calls too, so what is checked is this job's row and machine, not how many jobs ran.
+    await jobs.runDue();
+    expect(await job()).toMatchObject({ lease_owner: 'runner_dead', attempts: 1 });
     clock.advance(LEASE_MS); // exactly at lease_until: still held
-    expect(await jobs.runDue()).toBe(0);
+    await jobs.runDue();
     expect(await machine()).toBeUndefined();
     expect(await job()).toMatchObject({ lease_owner: 'runner_dead' });
     const stillStarting = await server.request('GET', `/v1/instances/${instance.id}`, {
@@ -354,14 +357,14 @@ describe.each(STORES)('a job leased by a process that died (%s)', (store) => {
     expect(stillStarting.body.data.status).toBe('starting');
 
     clock.advance(1); // 30 001 ms after the claim: the lease has run out
-    expect(await jobs.runDue()).toBe(1);
+    await jobs.runDue();
     expect(await machine()).toMatchObject({ state: 'booting' });
     const waiting = await job();
     expect(waiting).toMatchObject({ lease_owner: null, lease_until: null, attempts: 0 });
 
     // The boot (8 ms at the suite's speed-up) settles at the next run.
     clock.advance(SIM_TIMINGS_MS.boot / server.config.simSpeedup);
-    expect(await jobs.runDue()).toBe(1);
+    await jobs.runDue();
     expect(await job()).toBeUndefined();
     const running = await server.request('GET', `/v1/instances/${instance.id}`, { key: server.rootKey });
     expect(running.body.data.status).toBe('running');
