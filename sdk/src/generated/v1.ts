@@ -22005,12 +22005,6 @@ export interface operations {
                  *       "channels": {
                  *         "email": [
                  *           "oncall@example.com"
-                 *         ],
-                 *         "chat": [
-                 *           {
-                 *             "url": "https://hooks.slack.com/services/T000/B000/XXXX",
-                 *             "format": "slack"
-                 *           }
                  *         ]
                  *       }
                  *     }
@@ -42082,12 +42076,6 @@ export interface operations {
                  *       "channels": {
                  *         "email": [
                  *           "oncall@example.com"
-                 *         ],
-                 *         "chat": [
-                 *           {
-                 *             "url": "https://hooks.slack.com/services/T000/B000/XXXX",
-                 *             "format": "slack"
-                 *           }
                  *         ]
                  *       }
                  *     }
