@@ -57,8 +57,8 @@ describe('operations', () => {
       const reply = await server.request('GET', url);
       expect(reply.status, url).toBe(404);
       expect(reply.body.error.code).toBe('not_found');
-      expect(reply.body.error.message).toMatch(/supported versions: v1/);
-      expect(reply.body.error.details.supported_versions).toEqual(['v1']);
+      expect(reply.body.error.message).toMatch(/supported versions: v1, v2/);
+      expect(reply.body.error.details.supported_versions).toEqual(['v1', 'v2']);
     }
   });
 
