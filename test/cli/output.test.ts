@@ -25,12 +25,15 @@ function onTerminal(
   env: Record<string, string> = {},
 ): Promise<string> {
   const quoted = args.map((arg) => `'${arg}'`).join(' ');
+  // A person's terminal: without CI, which makes Node's styleText judge the terminal colourless.
+  const merged: Record<string, string> = { ...cli.env, SHELL: '/bin/sh', ...env };
+  const { CI: _ci, ...terminalEnv } = merged;
   const command = `stty cols ${columns} rows 50; '${process.execPath}' '${BIN}' ${quoted}`;
   return new Promise((resolve, reject) => {
     execFile(
       'script',
       ['-qefc', command, '/dev/null'],
-      { env: { ...cli.env, SHELL: '/bin/sh', ...env }, timeout: 30_000 },
+      { env: terminalEnv, timeout: 30_000 },
       (error, stdout) => (error ? reject(error) : resolve(stdout.replace(/\r\n/g, '\n'))),
     );
   });
