@@ -10,7 +10,18 @@
  * Under TCG (no KVM here) each boot takes several seconds; the machine has 2 cores shared with others, so
  * the suite runs one VM at a time.
  */
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_MARKS } from '../src/drivers/qemu/guest-files.js';
@@ -184,6 +195,45 @@ describe.skipIf(!canRun)('QEMU driver: real VMs', () => {
     expect(volume.id.endsWith(serial)).toBe(true);
     expect(await inGuest('cat /sys/block/vdb/size')).toBe(String((2 * 1024 ** 3) / 512));
   }, 180_000);
+
+  it('grows the attached volume online, and copies it while in use into a snapshot that restores as a new volume', async () => {
+    // lambda is in group disk: a marker written straight onto the device, past the filesystem's first blocks.
+    await inGuest('echo volume-marker | dd of=/dev/vdb bs=512 seek=2000000 conv=fsync 2>/dev/null');
+    const grow = await server.request('POST', `/v1/volumes/${volume.id}/resize`, {
+      key,
+      body: { size_gb: 3 },
+    });
+    expect(grow.status, grow.text).toBe(202);
+    await waitFor(
+      'the guest to see 3 GB',
+      async () =>
+        (await inGuest('cat /sys/block/vdb/size')) === String((3 * 1024 ** 3) / 512) ? true : undefined,
+      { timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    const snapshot = await availableSnapshot(server, key, { volume_id: volume.id });
+    const restored = await restore(server, key, snapshot.id, { name: 'from-snapshot' });
+    expect(restored.status, restored.text).toBe(202);
+    const copy = restored.body.data.volume;
+    await waitFor(
+      'the restored volume available',
+      async () => {
+        const reply = await server.request('GET', `/v1/volumes/${copy.id}`, { key });
+        return reply.body.data.status === 'available' ? true : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
+    // The copy holds what the volume held when the snapshot was taken.
+    const file = path.join(dataDir(), 'qemu', 'volumes', `${copy.id}.qcow2`);
+    const raw = `${file}.raw`;
+    execFileSync('qemu-img', ['convert', '-f', 'qcow2', '-O', 'raw', file, raw]);
+    const fd = openSync(raw, 'r');
+    const marker = Buffer.alloc(13);
+    readSync(fd, marker, 0, 13, 2_000_000 * 512);
+    closeSync(fd);
+    rmSync(raw);
+    expect(marker.toString()).toBe('volume-marker');
+    expect((await server.request('DELETE', `/v1/volumes/${copy.id}`, { key })).status).toBe(202);
+  }, 300_000);
 
   it(
     'stops in an orderly way (the serial log says so) and starts with the file still there',

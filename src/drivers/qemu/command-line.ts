@@ -24,7 +24,7 @@ export const GUEST_NETWORK = {
   metadata: '169.254.169.254',
 } as const;
 
-/** PCI slots (pc machine): 0 host bridge, 1 PIIX (IDE: the seed CD-ROM). */
+/** PCI slots (pc machine): 0 host bridge, 1 PIIX (IDE: the seed CD-ROM of cloud images). */
 const SLOTS = { net: 3, balloon: 4, rng: 5, root: 6, firstData: 7 } as const;
 
 /** The PCI slot of a data disk by its device name (/dev/vdb → 7 … /dev/vdz → 31). */
@@ -47,6 +47,8 @@ export interface VmLayout {
   image: GuestImage;
   rootDisk: string;
   seedIso: string;
+  /** The seed as plain files (seed.ts), handed to a built image through fw_cfg as opt/nimbus/<name>. */
+  seedFiles: { name: string; file: string }[];
   serialLog: string;
   pidFile: string;
   qmpSocket: string;
@@ -72,7 +74,8 @@ export function metadataCommand(socketPath: string): string {
 }
 
 export function qemuArgs(vm: VmLayout): string[] {
-  for (const file of [vm.rootDisk, vm.seedIso, vm.serialLog, ...vm.dataDisks.map((d) => d.file)]) {
+  const files = [vm.rootDisk, vm.seedIso, vm.serialLog, ...vm.seedFiles.map((f) => f.file)];
+  for (const file of [...files, ...vm.dataDisks.map((d) => d.file)]) {
     // QEMU splits option values at commas; our paths never hold one (checked, not escaped).
     if (file.includes(',')) throw new Error(`qemu driver: path ${file} holds a comma`);
   }
@@ -123,10 +126,6 @@ export function qemuArgs(vm: VmLayout): string[] {
     `driver=qcow2,node-name=root,discard=unmap,file.driver=file,file.filename=${vm.rootDisk},file.aio=threads`,
     '-device',
     `virtio-blk-pci,drive=root,id=root-disk,bus=pci.0,addr=${hex(SLOTS.root)},serial=${diskSerial(vm.id)},bootindex=1`,
-    '-blockdev',
-    `driver=raw,node-name=seed,read-only=on,file.driver=file,file.filename=${vm.seedIso}`,
-    '-device',
-    'ide-cd,drive=seed,bus=ide.1,unit=0',
     '-netdev',
     netdev,
     '-device',
@@ -146,6 +145,15 @@ export function qemuArgs(vm: VmLayout): string[] {
   }
   if (vm.image.kind === 'nimbus') {
     args.push('-kernel', vm.image.kernel, '-initrd', vm.image.initrd, '-append', vm.image.cmdline);
+    for (const seed of vm.seedFiles) args.push('-fw_cfg', `name=opt/nimbus/${seed.name},file=${seed.file}`);
+  } else {
+    // cloud-init finds its NoCloud seed on the CD-ROM labelled cidata.
+    args.push(
+      '-blockdev',
+      `driver=raw,node-name=seed,read-only=on,file.driver=file,file.filename=${vm.seedIso}`,
+      '-device',
+      'ide-cd,drive=seed,bus=ide.1,unit=0',
+    );
   }
   return args;
 }

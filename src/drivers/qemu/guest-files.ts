@@ -1,9 +1,11 @@
 /**
  * The files of the guest that `nimbus admin images build` makes: a busybox initramfs that loads the
- * virtio, CD-ROM and ACPI drivers and hands over to the root disk, and the root disk's configuration —
+ * virtio, fw_cfg and ACPI drivers and hands over to the root disk, and the root disk's configuration —
  * busybox init, dropbear SSH for `lambda` (keys only, no password login, no root login), DHCP, busybox
- * acpid powering off on the ACPI power button, and a seed reader that takes the hostname, SSH keys and
- * user data from the NoCloud seed (the CD-ROM labelled `cidata`, see seed.ts), as cloud-init does.
+ * acpid powering off on the ACPI power button, mdev giving disks to group `disk`, and a seed reader that
+ * takes the hostname, SSH keys and user data from the seed (seed.ts) as QEMU's fw_cfg hands it over
+ * (`opt/nimbus/…`): the same values cloud images read from the NoCloud CD-ROM, without the IDE and
+ * CD-ROM drivers, whose probing cost a noticeable share of a boot under TCG.
  *
  * Every script writes what it does to the console (the serial log under the data dir), so an orderly
  * shutdown can be read there. Nothing here is built from user input: the seed's files are read as data.
@@ -20,9 +22,7 @@ export const INITRAMFS_MODULES = [
   'virtio_net',
   'virtio_balloon',
   'virtio_rng',
-  'ata_piix',
-  'sr_mod',
-  'isofs',
+  'qemu_fw_cfg',
   'button',
   'evdev',
 ] as const;
@@ -64,6 +64,7 @@ export const INITTAB = `# Nimbus guest: busybox init
 ::sysinit:/etc/init.d/rcS
 ::respawn:/usr/sbin/dropbear -F -R -s -g -w -p 22 -P /run/dropbear.pid
 ::respawn:/sbin/acpid -f -c /etc/acpi -l /dev/null
+::respawn:/sbin/mdev -df
 ::ctrlaltdel:/sbin/reboot
 ::shutdown:/etc/init.d/rcK
 `;
@@ -79,14 +80,19 @@ mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
 ln -sf /proc/mounts /etc/mtab
+# Device owners and modes (/etc/mdev.conf: disks to group disk); inittab's mdev -d does hot-plugs.
+mdev -s &
 ip link set lo up
 
-# The NoCloud seed: the CD-ROM labelled cidata; its nimbus/ folder holds plain files for this guest.
+# The seed, as QEMU's fw_cfg hands it over: one file per value under opt/nimbus.
 mkdir -p /run/seed /var/lib/nimbus
-i=0
-while [ ! -b /dev/sr0 ] && [ "$i" -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-if mount -t iso9660 -o ro /dev/sr0 /run/seed 2>/dev/null; then
-  seed=/run/seed/nimbus
+fwcfg=/sys/firmware/qemu_fw_cfg/by_name/opt/nimbus
+if [ -d "$fwcfg" ]; then
+  seed=/run/seed
+  for item in instance-id hostname authorized_keys user-data; do
+    [ -r "$fwcfg/$item/raw" ] && cat "$fwcfg/$item/raw" > "$seed/$item"
+  done
+  chmod 600 "$seed"/*
   if [ -s "$seed/hostname" ]; then
     hostname -F "$seed/hostname"
     cp "$seed/hostname" /etc/hostname
@@ -112,7 +118,7 @@ if mount -t iso9660 -o ro /dev/sr0 /run/seed 2>/dev/null; then
       fi
     fi
   fi
-  umount /run/seed
+  rm -f "$seed"/*
 else
   [ -s /etc/hostname ] && hostname -F /etc/hostname
   console "no seed found"
@@ -178,6 +184,18 @@ ${GUEST_USER}:x:${GUEST_UID}:
 `;
 
 export const SHELLS = '/bin/sh\n/bin/ash\n';
+
+/** busybox mdev rules: virtio disks and the CD-ROM belong to group disk (lambda is in it). */
+export const MDEV_CONF = `vd[a-z]+[0-9]* root:disk 660
+sr[0-9]+ root:disk 660
+null root:root 666
+zero root:root 666
+full root:root 666
+random root:root 666
+urandom root:root 666
+tty root:tty 666
+ptmx root:tty 666
+`;
 
 export const PROFILE = `export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
 export PS1='\\u@\\h:\\w\\$ '

@@ -33,7 +33,7 @@ import {
   waitForExit,
 } from './process.js';
 import { withQmp } from './qmp.js';
-import { writeSeedIso } from './seed.js';
+import { PLAIN_SEED_FILES, writeSeed } from './seed.js';
 import type { SshProxies } from './ssh-proxy.js';
 import { run } from './tools.js';
 
@@ -194,7 +194,9 @@ export class QemuMachines {
     const found = this.records.get(spec.id);
     const record = found ? this.adoptOrphan(found) : undefined;
     if (!record || this.alive(record)) return;
-    if (!exists(this.o.paths.machineFile(spec.id, 'seed.iso'))) await this.writeSeed(spec);
+    if (!exists(this.o.paths.machineFile(spec.id, 'seed.iso')) || !exists(this.seedDir(spec.id))) {
+      await this.writeSeed(spec);
+    }
     await this.serve(spec.id);
     const internalPort = await loopbackPort();
     const paths = this.o.paths;
@@ -210,6 +212,9 @@ export class QemuMachines {
       image: this.bootImage(record),
       rootDisk: paths.machineFile(spec.id, 'root.qcow2'),
       seedIso: paths.machineFile(spec.id, 'seed.iso'),
+      seedFiles: PLAIN_SEED_FILES.map((name) => ({ name, file: `${this.seedDir(spec.id)}/${name}` })).filter(
+        (seed) => exists(seed.file),
+      ),
       serialLog: paths.machineFile(spec.id, 'serial.log'),
       pidFile,
       qmpSocket: paths.qmpSocket(spec.id),
@@ -472,8 +477,9 @@ export class QemuMachines {
 
   private async writeSeed(spec: MachineSpec): Promise<void> {
     const identity = await this.o.identity(spec);
-    await writeSeedIso(
+    await writeSeed(
       this.o.paths.machineFile(spec.id, 'seed.iso'),
+      this.seedDir(spec.id),
       `${this.o.paths.machineDir(spec.id)}/seed.d`,
       {
         instanceId: spec.id,
@@ -482,6 +488,10 @@ export class QemuMachines {
         userData: spec.userData,
       },
     );
+  }
+
+  private seedDir(id: string): string {
+    return `${this.o.paths.machineDir(id)}/seed`;
   }
 
   /** A port of the range no machine holds and nothing listens on. */

@@ -4,8 +4,9 @@
  * cloud-config: the user `lambda` with those keys, no password login, no root login) and `user-data` (the
  * instance's, as given). A real cloud image with cloud-init boots with it as it would on any cloud.
  *
- * The built image's busybox guest reads the same seed from plain files in its `nimbus/` folder (hostname,
- * authorized_keys, instance-id, user-data), so it needs no YAML parser. Every value reaches the guest as
+ * The built image's busybox guest reads the same values as plain files (hostname, authorized_keys,
+ * instance-id, user-data), so it needs no YAML parser: QEMU hands them over through fw_cfg
+ * (`opt/nimbus/<name>`, from the machine's `seed/` folder), and they are on the ISO too, under `nimbus/`. Every value reaches the guest as
  * the contents of a file; none is ever part of a command line. Values written into YAML are JSON strings,
  * which YAML reads as they are, so no key comment or hostname can change the document's shape.
  */
@@ -48,6 +49,27 @@ export function seedFiles(seed: SeedContent): Record<string, string> {
     'nimbus/authorized_keys': keys.map((k) => `${k}\n`).join(''),
     ...(seed.userData !== null ? { 'nimbus/user-data': seed.userData } : {}),
   };
+}
+
+/** The plain-file values of the seed, by name (fw_cfg's opt/nimbus/<name>). */
+export const PLAIN_SEED_FILES = ['instance-id', 'hostname', 'authorized_keys', 'user-data'] as const;
+
+/**
+ * Writes the seed: the ISO to `isoFile` (built in `workDir`, removed after) and the plain files into
+ * `plainDir` (0700; files 0600), replacing what was there.
+ */
+export async function writeSeed(
+  isoFile: string,
+  plainDir: string,
+  workDir: string,
+  seed: SeedContent,
+): Promise<void> {
+  rmSync(plainDir, { recursive: true, force: true });
+  mkdirSync(plainDir, { mode: 0o700 });
+  for (const [file, text] of Object.entries(seedFiles(seed))) {
+    if (file.startsWith('nimbus/')) writeFileSync(path.join(plainDir, file.slice(7)), text, { mode: 0o600 });
+  }
+  await writeSeedIso(isoFile, workDir, seed);
 }
 
 /** Writes the seed ISO to `isoFile` (built in `workDir`, which is removed after). */
