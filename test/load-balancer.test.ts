@@ -112,12 +112,9 @@ describe.runIf(HAVE_POSTGRES && HAVE_REDIS && HAPROXY !== null)(
       );
     }
 
-    async function startReplica(name: string, httpPort: number): Promise<ChildServer> {
-      const replica = await spawnServer({
-        dataDir: newDir(),
-        databaseUrl: database.url,
-        env: { ...env, NIMBUS_HTTP_PORT: String(httpPort) },
-      });
+    // The replica picks its own ports, and new ones if another process takes one before it binds.
+    async function startReplica(name: string): Promise<ChildServer> {
+      const replica = await spawnServer({ dataDir: newDir(), databaseUrl: database.url, env });
       replicas.set(name, replica);
       return replica;
     }
@@ -136,10 +133,10 @@ describe.runIf(HAVE_POSTGRES && HAVE_REDIS && HAPROXY !== null)(
         NIMBUS_SIM_SPEEDUP: String(SPEEDUP),
         NIMBUS_PUBLIC_IP_POOLS: 'us-east-1=10.64.0.0/16',
       };
-      ports.a = await freePort();
-      ports.b = await freePort();
-      const a = await startReplica('a', ports.a);
-      await startReplica('b', ports.b);
+      const a = await startReplica('a');
+      const b = await startReplica('b');
+      ports.a = a.httpPort;
+      ports.b = b.httpPort;
       const tls = path.join(dirs[0] as string, 'tls');
       ca = readFileSync(path.join(tls, 'cert.pem'));
       balancer = await startBalancer({
@@ -321,7 +318,7 @@ describe.runIf(HAVE_POSTGRES && HAVE_REDIS && HAPROXY !== null)(
       const gone = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGKILL');
       await gone;
-      const next = await startReplica('c', await freePort());
+      const next = await startReplica('c');
       expect((await next.request('GET', '/healthz')).status).toBe(200);
       const key = await newAccount(1000, 100);
       expect((await next.request('GET', '/v1/instances?limit=1', { key })).status).toBe(200);

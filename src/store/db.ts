@@ -56,10 +56,12 @@ function openPostgres(url: string, max: number): Kysely<Database> {
         oid === PG_INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format),
     } as pg.CustomTypesConfig,
   });
-  // PostgreSQL may close an idle connection (restart, failover, pg_terminate_backend); the pool then
-  // drops it and opens another on the next query. It also emits 'error', which would crash the
-  // process if nobody listened.
+  // PostgreSQL may close a connection at any time (restart, failover, pg_terminate_backend). The pool
+  // drops a dead connection and opens another on the next query, and the query that was running on
+  // it fails on its own. Both the pool (for idle connections) and each client (for one checked out
+  // by a query or transaction) also emit 'error', which would crash the process if nobody listened.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 

@@ -56,6 +56,8 @@ export interface ChildServerOptions {
 export interface ChildServer {
   url: string;
   pid: number;
+  /** The plain-HTTP port (for a TLS-terminating proxy in front), chosen anew on every start attempt. */
+  httpPort: number;
   /** The bootstrap account's key, read from `<data dir>/bootstrap-api-key`. */
   rootKey: string;
   /** Everything the child wrote to stdout and stderr. */
@@ -80,10 +82,11 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 
 async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'port-taken'> {
   const httpsPort = await freePort();
+  const httpPort = await freePort();
   const env = childEnv({
     NIMBUS_DATA_DIR: options.dataDir,
     NIMBUS_HTTPS_PORT: String(httpsPort),
-    NIMBUS_HTTP_PORT: String(await freePort()),
+    NIMBUS_HTTP_PORT: String(httpPort),
     NIMBUS_METRICS_PORT: String(await freePort()),
     NIMBUS_METADATA_PORT: String(await freePort()),
     NIMBUS_LOG_LEVEL: 'info',
@@ -145,6 +148,7 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
   return {
     url,
     pid,
+    httpPort,
     rootKey,
     output: () => output,
     request: (method, urlPath, requestOptions) => sendRequest(url, ca, method, urlPath, requestOptions),
