@@ -30,6 +30,9 @@ const anyValue = fc.oneof(
   fc.integer({ min: 0, max: 2 ** 40 }),
   fc.integer({ min: -(2 ** 53) + 1, max: 2 ** 53 - 1 }),
   fc.integer({ min: 0, max: 100_000 }).map((n) => n / 100),
+  // Hundredths of any size and sign, as percentages are shown, written without String().
+  fc.integer({ min: -(1e15 - 1), max: 1e15 - 1 }).map((n) => n / 100),
+  fc.double({ min: -1e14, max: 1e14, noNaN: true }).map((x) => Math.round(x * 100) / 100),
   fc.double({ noNaN: true, noDefaultInfinity: true }),
   fc.constantFrom(0, -0, 2 ** 53, 1e21, 1e-7, 0.1 + 0.2),
 );

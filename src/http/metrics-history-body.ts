@@ -25,14 +25,30 @@ const COLON = 0x3a;
 const ZERO = 0x30;
 const OPEN = 0x5b;
 const CLOSE = 0x5d;
+const DOT = 0x2e;
+/**
+ * Below 1e15 hundredths a value has at most 15 significant digits, where the nearest double and the
+ * decimal name each other one to one (a double holds 15 decimal digits exactly).
+ */
+const MAX_HUNDREDTHS = 1e15;
 /** `.000Z"`, the end of a whole-second timestamp. */
-const WHOLE_SECOND_END = [0x2e, ZERO, ZERO, ZERO, 0x5a, QUOTE];
+const WHOLE_SECOND_END = [DOT, ZERO, ZERO, ZERO, 0x5a, QUOTE];
+
+const BILLION = 1_000_000_000;
+
+/** `value` (0–99) as two digits at `at`; returns the position after them. */
+function twoDigits(out: Buffer, at: number, value: number): number {
+  const tens = (value / 10) | 0;
+  out[at] = ZERO + tens;
+  out[at + 1] = ZERO + value - tens * 10;
+  return at + 2;
+}
 
 class ByteWriter {
   private buffer: Buffer;
   length = 0;
-  /** The day of the last whole-second timestamp written, and its date part (`2026-03-02T`) as bytes. */
-  private day = Number.NaN;
+  /** The start of the day of the last timestamp written, and its date part (`2026-03-02T`) as bytes. */
+  private dayStartMs = Number.NaN;
   private readonly datePrefix = new Uint8Array(11);
 
   constructor(capacity: number) {
@@ -73,25 +89,75 @@ class ByteWriter {
 
   /** A number as JSON.stringify writes it. */
   private number(value: number): void {
-    if (!Number.isSafeInteger(value)) {
-      this.ascii(Number.isFinite(value) ? String(value) : 'null');
+    if (Number.isSafeInteger(value)) {
+      this.integer(value);
       return;
     }
-    this.room(17);
-    const out = this.buffer;
-    let rest = value;
-    if (rest < 0) {
-      out[this.length++] = 0x2d;
-      rest = -rest;
+    // Percentages are shown to 0.01 (services/metrics.ts): when the value is the double nearest to
+    // hundredths/100, its shortest round-trip form, which String() writes, is that decimal with
+    // trailing zeros dropped, so it is written from the integer without making a string.
+    const hundredths = Math.round(value * 100);
+    if (hundredths / 100 === value && Math.abs(hundredths) < MAX_HUNDREDTHS) {
+      this.hundredths(hundredths);
+      return;
     }
+    this.ascii(Number.isFinite(value) ? String(value) : 'null');
+  }
+
+  /** hundredths/100 as a decimal: `12.3` for 1230, `-0.05` for -5 (never a whole number here). */
+  private hundredths(hundredths: number): void {
+    if (hundredths < 0) {
+      this.byte(0x2d);
+      hundredths = -hundredths;
+    }
+    this.integer(Math.floor(hundredths / 100));
+    const cents = hundredths % 100;
+    this.room(3);
+    const out = this.buffer;
+    out[this.length++] = DOT;
+    out[this.length++] = ZERO + Math.floor(cents / 10);
+    if (cents % 10 !== 0) out[this.length++] = ZERO + (cents % 10);
+  }
+
+  /**
+   * A safe integer's digits. Byte counts pass 2^31, where arithmetic leaves V8's small integers for
+   * doubles, so a large value is cut into parts below 10^9 and each part's digits come from int32 math.
+   */
+  private integer(value: number): void {
+    this.room(17);
+    if (value < 0) {
+      this.buffer[this.length++] = 0x2d;
+      value = -value;
+    }
+    if (value < BILLION) {
+      this.smallInteger(value | 0, 0);
+      return;
+    }
+    const high = Math.floor(value / BILLION);
+    const low = (value - high * BILLION) | 0;
+    if (high < BILLION) {
+      this.smallInteger(high | 0, 0);
+    } else {
+      const top = Math.floor(high / BILLION);
+      this.smallInteger(top | 0, 0);
+      this.smallInteger((high - top * BILLION) | 0, 9);
+    }
+    this.smallInteger(low, 9);
+  }
+
+  /** An integer in [0, 10^9) as digits, left-padded with zeros to `width` digits. */
+  private smallInteger(value: number, width: number): void {
     let digits = 1;
-    for (let scale = 10; scale <= rest; scale *= 10) digits++;
+    for (let scale = 10; scale <= value && digits < 9; scale *= 10) digits++;
+    if (digits < width) digits = width;
+    const out = this.buffer;
     let at = this.length + digits;
     this.length = at;
-    do {
-      out[--at] = ZERO + (rest % 10);
-      rest = Math.floor(rest / 10);
-    } while (rest > 0);
+    for (let i = 0; i < digits; i++) {
+      const next = (value / 10) | 0;
+      out[--at] = ZERO + value - next * 10;
+      value = next;
+    }
   }
 
   /** Text known to be ASCII (a number's), byte by byte: shorter than a call into Buffer.write. */
@@ -102,35 +168,44 @@ class ByteWriter {
 
   /** A quoted ISO 8601 timestamp, as JSON.stringify(new Date(ms).toISOString()) writes it. */
   private timestamp(ms: number): void {
-    if (ms % 1000 !== 0 || ms < 0 || ms > LAST_FOUR_DIGIT_YEAR_MS) {
+    let sinceMidnight = ms - this.dayStartMs;
+    if (!(sinceMidnight >= 0 && sinceMidnight < DAY_MS)) {
+      if (ms < 0 || ms > LAST_FOUR_DIGIT_YEAR_MS) {
+        this.json(new Date(ms).toISOString());
+        return;
+      }
+      this.startDay(ms);
+      sinceMidnight = ms - this.dayStartMs;
+    }
+    // Below a day, so int32 math from here; a time with milliseconds is rare enough for toISOString.
+    const seconds = sinceMidnight / 1000;
+    const whole = seconds | 0;
+    if (whole !== seconds) {
       this.json(new Date(ms).toISOString());
       return;
-    }
-    const day = Math.floor(ms / DAY_MS);
-    if (day !== this.day) {
-      this.day = day;
-      const date = new Date(day * DAY_MS).toISOString();
-      for (let i = 0; i < 11; i++) this.datePrefix[i] = date.charCodeAt(i);
     }
     this.room(26);
     const out = this.buffer;
     let at = this.length;
     out[at++] = QUOTE;
     for (let i = 0; i < 11; i++) out[at++] = this.datePrefix[i] as number;
-    const seconds = (ms - day * DAY_MS) / 1000;
-    const hours = Math.floor(seconds / 3600);
-    const minutes = Math.floor((seconds % 3600) / 60);
-    const second = seconds % 60;
-    out[at++] = ZERO + Math.floor(hours / 10);
-    out[at++] = ZERO + (hours % 10);
+    const hours = (whole / 3600) | 0;
+    const minutes = ((whole - hours * 3600) / 60) | 0;
+    const second = whole - hours * 3600 - minutes * 60;
+    at = twoDigits(out, at, hours);
     out[at++] = COLON;
-    out[at++] = ZERO + Math.floor(minutes / 10);
-    out[at++] = ZERO + (minutes % 10);
+    at = twoDigits(out, at, minutes);
     out[at++] = COLON;
-    out[at++] = ZERO + Math.floor(second / 10);
-    out[at++] = ZERO + (second % 10);
+    at = twoDigits(out, at, second);
     for (let i = 0; i < 6; i++) out[at++] = WHOLE_SECOND_END[i] as number;
     this.length = at;
+  }
+
+  /** Remembers the day of `ms` and its date part (`2026-03-02T`) as bytes. */
+  private startDay(ms: number): void {
+    this.dayStartMs = Math.floor(ms / DAY_MS) * DAY_MS;
+    const date = new Date(this.dayStartMs).toISOString();
+    for (let i = 0; i < 11; i++) this.datePrefix[i] = date.charCodeAt(i);
   }
 
   result(): Buffer {
