@@ -31,6 +31,7 @@ import { alertRoutes } from './routes/alerts.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { billingRoutes } from './routes/billing.js';
 import { catalogRoutes } from './routes/catalog.js';
+import { consoleRoutes } from './routes/console.js';
 import { eventRoutes } from './routes/events.js';
 import { firewallRuleRoutes } from './routes/firewall-rules.js';
 import { healthRoutes } from './routes/health.js';
@@ -96,6 +97,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });
+  // The web console (GET / and /console/…): public, hidden from the OpenAPI document.
+  await app.register(consoleRoutes, {});
   // /v1 and /v2 serve the same routes; /v2 adds the previews (list-versions.ts: cursor pagination).
   for (const version of SUPPORTED_VERSIONS) {
     await app.withTypeProvider<TypeBoxTypeProvider>().register(

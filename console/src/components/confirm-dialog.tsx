@@ -1,0 +1,51 @@
+/**
+ * Asks before a destructive action, in a native modal <dialog> (focus is trapped and Escape cancels).
+ * `useConfirm()` gives a `confirm(question)` promise and the element to render once.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+
+interface Question {
+  title: string;
+  body: string;
+  confirmLabel: string;
+  resolve: (yes: boolean) => void;
+}
+
+export function useConfirm() {
+  const [question, setQuestion] = useState<Question | null>(null);
+  const confirm = (title: string, body: string, confirmLabel: string) =>
+    new Promise<boolean>((resolve) => setQuestion({ title, body, confirmLabel, resolve }));
+  const answer = (yes: boolean) => {
+    question?.resolve(yes);
+    setQuestion(null);
+  };
+  return { confirm, dialog: question ? <ConfirmDialog question={question} onAnswer={answer} /> : null };
+}
+
+function ConfirmDialog({ question, onAnswer }: { question: Question; onAnswer: (yes: boolean) => void }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    ref.current?.showModal();
+  }, []);
+  return (
+    <dialog
+      ref={ref}
+      aria-labelledby="confirm-title"
+      onCancel={(event) => {
+        event.preventDefault();
+        onAnswer(false);
+      }}
+    >
+      <h2 id="confirm-title">{question.title}</h2>
+      <p>{question.body}</p>
+      <div class="actions">
+        <button type="button" onClick={() => onAnswer(false)}>
+          Cancel
+        </button>
+        <button type="button" class="danger" onClick={() => onAnswer(true)}>
+          {question.confirmLabel}
+        </button>
+      </div>
+    </dialog>
+  );
+}

@@ -1,0 +1,25 @@
+/** How the console writes dates, money and sizes. */
+
+export function formatDate(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+export function formatPrice(perHour: number): string {
+  return `$${perHour.toFixed(perHour < 1 ? 4 : 2)}/h`;
+}
+
+export function formatMoney(amount: number): string {
+  return `$${amount.toFixed(2)}`;
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(value < 10 && unit > 0 ? 1 : 0)} ${units[unit]}`;
+}

@@ -1,0 +1,25 @@
+/**
+ * The console's pages: one entry per navigation link, in the order the header shows them. To add a page,
+ * write console/src/pages/<name>.tsx and point its entry here (and add any sub-routes in app.tsx).
+ */
+import type { FunctionComponent } from 'preact';
+import { ApiKeysPage } from './pages/api-keys.tsx';
+import { comingSoon } from './pages/coming-soon.tsx';
+import { InstancesPage } from './pages/instances.tsx';
+
+export interface NavEntry {
+  label: string;
+  path: string;
+  page: FunctionComponent;
+}
+
+export const NAV: NavEntry[] = [
+  { label: 'Instances', path: '/console/instances', page: InstancesPage },
+  { label: 'Volumes', path: '/console/volumes', page: comingSoon('Volumes') },
+  { label: 'Snapshots', path: '/console/snapshots', page: comingSoon('Snapshots') },
+  { label: 'Networking', path: '/console/networking', page: comingSoon('Networking') },
+  { label: 'Alerts', path: '/console/alerts', page: comingSoon('Alerts') },
+  { label: 'Webhooks', path: '/console/webhooks', page: comingSoon('Webhooks') },
+  { label: 'Billing', path: '/console/billing', page: comingSoon('Billing') },
+  { label: 'Settings', path: '/console/settings', page: ApiKeysPage },
+];

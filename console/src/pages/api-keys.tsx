@@ -1,0 +1,230 @@
+/**
+ * Settings → API Keys: the account's keys (GET /v1/account/api-keys) with last use and expiry, Create
+ * API key (name, permissions, expiry; the secret shown once), and delete after a confirmation.
+ */
+import { useState } from 'preact/hooks';
+import type { paths } from '../../../sdk/src/generated/v1.ts';
+import { type ApiKey, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { Table } from '../components/table.tsx';
+import { formatDate } from '../format.ts';
+import { useLoad } from '../load.ts';
+import { currentSession } from '../session.ts';
+
+type Permission = NonNullable<
+  paths['/v1/account/api-keys']['post']['requestBody']['content']['application/json']['permissions']
+>[number];
+const AREAS = [
+  'instances',
+  'volumes',
+  'snapshots',
+  'networking',
+  'monitoring',
+  'billing',
+  'account',
+  'webhooks',
+];
+
+export function ApiKeysPage() {
+  const api = currentSession().api;
+  const keys = useLoad(
+    async () => (await unwrap(api.GET('/v1/account/api-keys', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+
+  const remove = async (key: ApiKey) => {
+    if (
+      !(await confirm(`Delete the key ${key.name}?`, 'Programs using it are refused from now on.', 'Delete'))
+    )
+      return;
+    setError(null);
+    try {
+      await unwrap(api.DELETE('/v1/account/api-keys/{id}', { params: { path: { id: key.id } } }));
+      keys.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <section>
+      <h1>Settings</h1>
+      <div class="page-head">
+        <h2>API Keys</h2>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          Create API key
+        </button>
+      </div>
+      {created && <NewKey name={created.name} secret={created.key} onDone={() => setCreated(null)} />}
+      {creating && (
+        <CreateKeyForm
+          onCancel={() => setCreating(false)}
+          onCreated={(name, key) => {
+            setCreating(false);
+            setCreated({ name, key });
+            keys.reload();
+          }}
+        />
+      )}
+      <ErrorNotice error={error ?? keys.error} />
+      {keys.data && keys.data.length === 0 ? (
+        <EmptyState title="No API keys">
+          <p>
+            Create a key for each program or person that calls the API, with only the permissions it needs.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption="API keys"
+          rows={keys.data ?? []}
+          rowKey={(k) => k.id}
+          columns={[
+            { label: 'Name', render: (k) => k.name },
+            { label: 'Prefix', render: (k) => <code>{k.prefix}…</code> },
+            { label: 'Permissions', render: (k) => k.permissions.join(', ') },
+            { label: 'Last used', render: (k) => (k.last_used_at ? formatDate(k.last_used_at) : 'never') },
+            { label: 'Expires', render: (k) => (k.expires_at ? formatDate(k.expires_at) : 'never') },
+            {
+              label: 'Actions',
+              render: (k) => (
+                <button
+                  type="button"
+                  class="danger"
+                  aria-label={`Delete ${k.name}`}
+                  onClick={() => remove(k)}
+                >
+                  Delete
+                </button>
+              ),
+            },
+          ]}
+        />
+      )}
+      {dialog}
+    </section>
+  );
+}
+
+/** The secret, once: the API never returns it again. */
+function NewKey({ name, secret, onDone }: { name: string; secret: string; onDone: () => void }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <section class="notice notice-secret" aria-label="New API key">
+      <p>
+        <strong>Copy the key {name} now: it will not be shown again.</strong>
+      </p>
+      <p>
+        <label for="new-key">New API key</label>
+        <input
+          id="new-key"
+          class="secret"
+          readOnly
+          value={secret}
+          onFocus={(e) => e.currentTarget.select()}
+        />
+      </p>
+      <div class="actions">
+        <button
+          type="button"
+          onClick={async () => {
+            await navigator.clipboard.writeText(secret);
+            setCopied(true);
+          }}
+        >
+          {copied ? 'Copied' : 'Copy key'}
+        </button>
+        <button type="button" onClick={onDone}>
+          I have saved it
+        </button>
+      </div>
+    </section>
+  );
+}
+
+function CreateKeyForm(props: { onCancel: () => void; onCreated: (name: string, key: string) => void }) {
+  const [name, setName] = useState('');
+  const [everything, setEverything] = useState(true);
+  const [permissions, setPermissions] = useState<Permission[]>([]);
+  const [expiry, setExpiry] = useState('');
+  const [error, setError] = useState<unknown>(null);
+
+  const toggle = (permission: Permission, on: boolean) =>
+    setPermissions(on ? [...permissions, permission] : permissions.filter((p) => p !== permission));
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const answer = await unwrap(
+        currentSession().api.POST('/v1/account/api-keys', {
+          body: {
+            name,
+            permissions: everything ? ['*'] : permissions,
+            ...(expiry ? { expires_at: new Date(`${expiry}T23:59:59Z`).toISOString() } : {}),
+          },
+        }),
+      );
+      props.onCreated(answer.data.name, answer.data.key ?? '');
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Create API key">
+      <div class="field">
+        <label for="key-name">Name</label>
+        <input id="key-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </div>
+      <fieldset>
+        <legend>Permissions</legend>
+        <label class="check">
+          <input
+            type="checkbox"
+            checked={everything}
+            onChange={(e) => setEverything(e.currentTarget.checked)}
+          />
+          Everything (*)
+        </label>
+        {!everything && (
+          <div class="permission-grid">
+            {AREAS.flatMap((area) =>
+              (['read', 'write'] as const).map((access) => {
+                const permission = `${area}:${access}` as Permission;
+                return (
+                  <label key={permission} class="check">
+                    <input
+                      type="checkbox"
+                      checked={permissions.includes(permission)}
+                      onChange={(e) => toggle(permission, e.currentTarget.checked)}
+                    />
+                    {permission}
+                  </label>
+                );
+              }),
+            )}
+          </div>
+        )}
+      </fieldset>
+      <div class="field">
+        <label for="key-expiry">Expires on (optional)</label>
+        <input id="key-expiry" type="date" value={expiry} onInput={(e) => setExpiry(e.currentTarget.value)} />
+      </div>
+      <ErrorNotice error={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Create key
+        </button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,182 @@
+/**
+ * The actions on one instance — start, stop, force stop, restart, resize, delete — each through its API
+ * call, destructive ones after a confirmation. Shared by the list rows and the detail page.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { type Instance, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { currentSession } from '../session.ts';
+import { type InstanceTypeName, useInstanceTypes } from './instance-types.ts';
+
+interface Props {
+  instance: Instance;
+  /** The live status (the stream's, when newer than the loaded instance). */
+  status: string;
+  /** The status an action's answer reports (e.g. `stopping`), shown until the stream says more. */
+  onStatus: (status: string) => void;
+  onChanged: () => void;
+}
+
+export function InstanceActions({ instance, status, onStatus, onChanged }: Props) {
+  const { confirm, dialog } = useConfirm();
+  const [error, setError] = useState<unknown>(null);
+  const [resizing, setResizing] = useState(false);
+  const api = currentSession().api;
+  const path = { params: { path: { id: instance.id } } };
+
+  const run = async (action: () => Promise<{ data: Instance }>) => {
+    setError(null);
+    try {
+      const answer = await action();
+      onStatus(answer.data.status);
+      onChanged();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const ask = async (
+    title: string,
+    body: string,
+    label: string,
+    action: () => Promise<{ data: Instance }>,
+  ) => {
+    if (await confirm(title, body, label)) await run(action);
+  };
+
+  const stoppable = status === 'running' || status === 'starting';
+  return (
+    <fieldset class="row-actions">
+      <legend class="visually-hidden">Actions for {instance.name}</legend>
+      {status === 'stopped' && (
+        <button type="button" onClick={() => run(() => unwrap(api.POST('/v1/instances/{id}/start', path)))}>
+          Start
+        </button>
+      )}
+      {stoppable && (
+        <button
+          type="button"
+          onClick={() =>
+            ask(
+              `Stop ${instance.name}?`,
+              'The instance shuts down cleanly; its disks are kept.',
+              'Stop',
+              () => unwrap(api.POST('/v1/instances/{id}/stop', path)),
+            )
+          }
+        >
+          Stop
+        </button>
+      )}
+      {(stoppable || status === 'stopping') && (
+        <button
+          type="button"
+          onClick={() =>
+            ask(
+              `Force stop ${instance.name}?`,
+              'Like pulling the plug: unsaved data in the instance is lost.',
+              'Force stop',
+              () => unwrap(api.POST('/v1/instances/{id}/stop', { ...path, body: { force: true } })),
+            )
+          }
+        >
+          Force stop
+        </button>
+      )}
+      {status === 'running' && (
+        <button
+          type="button"
+          onClick={() =>
+            ask(
+              `Restart ${instance.name}?`,
+              'The instance reboots; it is unreachable meanwhile.',
+              'Restart',
+              () => unwrap(api.POST('/v1/instances/{id}/restart', path)),
+            )
+          }
+        >
+          Restart
+        </button>
+      )}
+      <button type="button" onClick={() => setResizing(true)}>
+        Resize
+      </button>
+      <button
+        type="button"
+        class="danger"
+        onClick={() =>
+          ask(
+            `Delete ${instance.name}?`,
+            'The instance and its root disk are deleted. This cannot be undone.',
+            'Delete',
+            async () => {
+              await unwrap(api.DELETE('/v1/instances/{id}', path));
+              return { data: { ...instance, status: 'deleting' } };
+            },
+          )
+        }
+      >
+        Delete
+      </button>
+      {resizing && (
+        <ResizeDialog
+          instance={instance}
+          onClose={() => setResizing(false)}
+          onResize={(type) => {
+            setResizing(false);
+            void run(() =>
+              unwrap(api.POST('/v1/instances/{id}/resize', { ...path, body: { instance_type: type } })),
+            );
+          }}
+        />
+      )}
+      {dialog}
+      <ErrorNotice error={error} />
+    </fieldset>
+  );
+}
+
+function ResizeDialog(props: {
+  instance: Instance;
+  onClose: () => void;
+  onResize: (type: InstanceTypeName) => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const types = useInstanceTypes(props.instance.region);
+  const [choice, setChoice] = useState(props.instance.instance_type);
+  useEffect(() => {
+    ref.current?.showModal();
+  }, []);
+  return (
+    <dialog ref={ref} aria-labelledby="resize-title" onCancel={props.onClose}>
+      <form
+        method="dialog"
+        onSubmit={(event) => {
+          event.preventDefault();
+          props.onResize(choice as InstanceTypeName);
+        }}
+      >
+        <h2 id="resize-title">Resize {props.instance.name}</h2>
+        <p>The instance must be stopped; its disk keeps its data.</p>
+        <div class="field">
+          <label for="resize-type">New instance type</label>
+          <select id="resize-type" value={choice} onChange={(event) => setChoice(event.currentTarget.value)}>
+            {(types.data ?? []).map((type) => (
+              <option key={type.name} value={type.name}>
+                {type.name} — {type.vcpus} vCPU, {type.memory_gb} GB
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="actions">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary">
+            Resize
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}

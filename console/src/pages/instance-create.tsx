@@ -1,0 +1,254 @@
+/**
+ * Create instance: the form for POST /v1/instances. The type picker lists the catalogue for the chosen
+ * region (vCPU, RAM, GPU, price) and the estimate comes from GET /v1/billing/estimate as choices change.
+ */
+
+import { useState } from 'preact/hooks';
+import { useLocation } from 'preact-iso';
+import { unwrap } from '../api.ts';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { formatMoney, formatPrice } from '../format.ts';
+import { useLoad } from '../load.ts';
+import { currentSession } from '../session.ts';
+import {
+  type ImageName,
+  type InstanceTypeName,
+  type RegionName,
+  useInstanceTypes,
+} from './instance-types.ts';
+import { REGIONS } from './instances.tsx';
+
+const HOURS_PER_MONTH = 730;
+const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
+type BackupFrequency = 'hourly' | 'daily' | 'weekly';
+
+/** "env=prod, team=web" → { env: 'prod', team: 'web' }. */
+function parseTags(text: string): Record<string, string> {
+  const tags: Record<string, string> = {};
+  for (const pair of text.split(',')) {
+    const [key, ...value] = pair.split('=');
+    if (key?.trim()) tags[key.trim()] = value.join('=').trim();
+  }
+  return tags;
+}
+
+export function InstanceCreatePage() {
+  const { route } = useLocation();
+  const api = currentSession().api;
+  const [name, setName] = useState('');
+  const [region, setRegion] = useState<RegionName>('us-east-1');
+  const [type, setType] = useState<InstanceTypeName>('compute-1x');
+  const [image, setImage] = useState<ImageName>('ubuntu-24.04');
+  const [sshKeys, setSshKeys] = useState<string[]>([]);
+  const [tags, setTags] = useState('');
+  const [userData, setUserData] = useState('');
+  const [firewall, setFirewall] = useState<(typeof FIREWALL_PRESETS)[number]>('ssh-only');
+  const [backup, setBackup] = useState<BackupFrequency | ''>('');
+  const [retention, setRetention] = useState(7);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  const types = useInstanceTypes(region);
+  const images = useLoad(async () => (await unwrap(api.GET('/v1/images', {}))).data, []);
+  const keys = useLoad(async () => (await unwrap(api.GET('/v1/ssh-keys', {}))).data, []);
+  const estimate = useLoad(
+    async () =>
+      (
+        await unwrap(
+          api.GET('/v1/billing/estimate', {
+            params: { query: { instance_type: type, region, hours: HOURS_PER_MONTH } },
+          }),
+        )
+      ).data,
+    [type, region],
+  );
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await unwrap(
+        api.POST('/v1/instances', {
+          body: {
+            name,
+            instance_type: type,
+            region,
+            image,
+            ssh_keys: sshKeys,
+            tags: parseTags(tags),
+            firewall_preset: firewall,
+            ...(userData ? { user_data: userData } : {}),
+            ...(backup ? { backup_schedule: { frequency: backup, retention } } : {}),
+          },
+        }),
+      );
+      // Back to the list, where the new instance's badge follows it from starting to running.
+      route('/console/instances');
+    } catch (failure) {
+      setError(failure);
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section>
+      <h1>Create instance</h1>
+      <form class="stack" onSubmit={submit}>
+        <div class="field">
+          <label for="create-name">Name</label>
+          <input
+            id="create-name"
+            required
+            value={name}
+            onInput={(event) => setName(event.currentTarget.value)}
+            placeholder="web-1"
+          />
+        </div>
+        <div class="field">
+          <label for="create-region">Region</label>
+          <select
+            id="create-region"
+            value={region}
+            onChange={(event) => setRegion(event.currentTarget.value as RegionName)}
+          >
+            {REGIONS.map((r) => (
+              <option key={r}>{r}</option>
+            ))}
+          </select>
+        </div>
+        <fieldset class="type-picker">
+          <legend>Instance type</legend>
+          <ErrorNotice error={types.error} />
+          {(types.data ?? []).map((t) => (
+            <label key={t.name} class={`type-option${t.name === type ? ' selected' : ''}`}>
+              <input
+                type="radio"
+                name="instance-type"
+                value={t.name}
+                checked={t.name === type}
+                onChange={() => setType(t.name as InstanceTypeName)}
+              />
+              <span class="type-name">{t.name}</span>
+              <span>{t.vcpus} vCPU</span>
+              <span>{t.memory_gb} GB RAM</span>
+              <span>{t.gpu ? `${t.gpu.count}× ${t.gpu.model}` : 'no GPU'}</span>
+              <span>{formatPrice(t.price_per_hour)}</span>
+            </label>
+          ))}
+        </fieldset>
+        <p class="estimate" aria-live="polite">
+          {estimate.data
+            ? `Estimate: ${formatMoney(estimate.data.total)} a month (${HOURS_PER_MONTH} h)`
+            : 'Estimating…'}
+        </p>
+        <div class="field">
+          <label for="create-image">Image</label>
+          <select
+            id="create-image"
+            value={image}
+            onChange={(event) => setImage(event.currentTarget.value as ImageName)}
+          >
+            {(images.data ?? [{ name: image, description: image }]).map((i) => (
+              <option key={i.name} value={i.name}>
+                {i.name} — {i.description}
+              </option>
+            ))}
+          </select>
+        </div>
+        <fieldset>
+          <legend>SSH keys</legend>
+          {keys.data?.length === 0 && (
+            <p class="muted">
+              No SSH keys yet: add one in Settings (or with <code>nimbus ssh-keys add</code>) to log in with
+              it.
+            </p>
+          )}
+          {(keys.data ?? []).map((key) => (
+            <label key={key.id} class="check">
+              <input
+                type="checkbox"
+                checked={sshKeys.includes(key.id)}
+                onChange={(event) =>
+                  setSshKeys(
+                    event.currentTarget.checked
+                      ? [...sshKeys, key.id]
+                      : sshKeys.filter((id) => id !== key.id),
+                  )
+                }
+              />
+              {key.name} <code class="muted">{key.fingerprint}</code>
+            </label>
+          ))}
+        </fieldset>
+        <div class="field">
+          <label for="create-tags">Tags</label>
+          <input
+            id="create-tags"
+            value={tags}
+            onInput={(event) => setTags(event.currentTarget.value)}
+            placeholder="env=prod, team=web"
+          />
+        </div>
+        <div class="field">
+          <label for="create-firewall">Firewall preset</label>
+          <select
+            id="create-firewall"
+            value={firewall}
+            onChange={(event) => setFirewall(event.currentTarget.value as typeof firewall)}
+          >
+            {FIREWALL_PRESETS.map((preset) => (
+              <option key={preset}>{preset}</option>
+            ))}
+          </select>
+        </div>
+        <div class="field-row">
+          <div class="field">
+            <label for="create-backup">Backups</label>
+            <select
+              id="create-backup"
+              value={backup}
+              onChange={(event) => setBackup(event.currentTarget.value as BackupFrequency | '')}
+            >
+              <option value="">No backups</option>
+              <option value="hourly">hourly</option>
+              <option value="daily">daily</option>
+              <option value="weekly">weekly</option>
+            </select>
+          </div>
+          {backup && (
+            <div class="field">
+              <label for="create-retention">Backups kept</label>
+              <input
+                id="create-retention"
+                type="number"
+                min={1}
+                value={retention}
+                onInput={(event) => setRetention(Number(event.currentTarget.value))}
+              />
+            </div>
+          )}
+        </div>
+        <div class="field">
+          <label for="create-user-data">User data</label>
+          <textarea
+            id="create-user-data"
+            rows={4}
+            value={userData}
+            onInput={(event) => setUserData(event.currentTarget.value)}
+            placeholder="#cloud-config"
+          />
+        </div>
+        <ErrorNotice error={error} />
+        <div class="actions">
+          <a class="button" href="/console/instances">
+            Cancel
+          </a>
+          <button type="submit" class="primary" disabled={busy}>
+            Create instance
+          </button>
+        </div>
+      </form>
+    </section>
+  );
+}

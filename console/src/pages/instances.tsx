@@ -1,0 +1,152 @@
+/**
+ * Instances: the list (filters, sort, pages), with statuses kept live by the account-wide stream, and
+ * the row actions. Data: GET /v1/instances. Actions: instance-actions.tsx.
+ */
+import { useState } from 'preact/hooks';
+import { type Instance, type InstanceStatus, unwrap } from '../api.ts';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { StreamBanner } from '../components/stream-banner.tsx';
+import { type Column, Pager, type Sort, Table } from '../components/table.tsx';
+import { formatDate } from '../format.ts';
+import { useLive } from '../live.ts';
+import { useLoad } from '../load.ts';
+import { currentSession } from '../session.ts';
+import { InstanceActions } from './instance-actions.tsx';
+
+export const STATUSES: InstanceStatus[] = ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'];
+export const REGIONS = ['us-east-1', 'us-west-2', 'eu-central-1', 'ap-northeast-1'] as const;
+type Region = (typeof REGIONS)[number];
+const PAGE_SIZE = 20;
+
+interface Filters {
+  status: InstanceStatus | '';
+  region: Region | '';
+  /** `key=value` or `key`, as the API's tag filter takes it. */
+  tag: string;
+}
+
+export function InstancesPage() {
+  const [filters, setFilters] = useState<Filters>({ status: '', region: '', tag: '' });
+  const [sort, setSort] = useState<Sort>({ key: 'created_at', order: 'desc' });
+  const [page, setPage] = useState(1);
+  const list = useLoad(
+    () =>
+      unwrap(
+        currentSession().api.GET('/v1/instances', {
+          params: {
+            query: {
+              page,
+              limit: PAGE_SIZE,
+              sort: sort.key as 'created_at',
+              order: sort.order,
+              ...(filters.status ? { status: filters.status } : {}),
+              ...(filters.region ? { region: filters.region } : {}),
+              ...(filters.tag.trim() ? { tag: [filters.tag.trim()] } : {}),
+            },
+          },
+        }),
+      ),
+    [page, sort.key, sort.order, filters.status, filters.region, filters.tag],
+  );
+  const instances = list.data?.data ?? [];
+  const live = useLive({ instances: instances.map((instance) => instance.id) });
+  const statusOf = (instance: Instance) => live.statuses[instance.id] ?? instance.status;
+  const changeFilter = (change: Partial<Filters>) => {
+    setFilters({ ...filters, ...change });
+    setPage(1);
+  };
+
+  const columns: Column<Instance>[] = [
+    { label: 'Name', sortKey: 'name', render: (i) => <a href={`/console/instances/${i.id}`}>{i.name}</a> },
+    { label: 'Status', sortKey: 'status', render: (i) => <StatusBadge status={statusOf(i)} /> },
+    { label: 'Type', sortKey: 'instance_type', render: (i) => i.instance_type },
+    { label: 'Region', render: (i) => i.region },
+    { label: 'Public IP', render: (i) => <code>{i.public_ip}</code> },
+    { label: 'Created', sortKey: 'created_at', render: (i) => formatDate(i.created_at) },
+    {
+      label: 'Actions',
+      render: (i) => (
+        <InstanceActions
+          instance={i}
+          status={statusOf(i)}
+          onStatus={(status) => live.setStatus(i.id, status)}
+          onChanged={list.reload}
+        />
+      ),
+    },
+  ];
+
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Instances</h1>
+        <a class="button primary" href="/console/instances/new">
+          Create instance
+        </a>
+      </div>
+      <form class="filters" aria-label="Filter instances" onSubmit={(event) => event.preventDefault()}>
+        <div class="field">
+          <label for="filter-status">Status</label>
+          <select
+            id="filter-status"
+            value={filters.status}
+            onChange={(event) => changeFilter({ status: event.currentTarget.value as Filters['status'] })}
+          >
+            <option value="">Any status</option>
+            {STATUSES.map((status) => (
+              <option key={status}>{status}</option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="filter-region">Region</label>
+          <select
+            id="filter-region"
+            value={filters.region}
+            onChange={(event) => changeFilter({ region: event.currentTarget.value as Filters['region'] })}
+          >
+            <option value="">Any region</option>
+            {REGIONS.map((region) => (
+              <option key={region}>{region}</option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="filter-tag">Tag</label>
+          <input
+            id="filter-tag"
+            placeholder="env=prod"
+            value={filters.tag}
+            onChange={(event) => changeFilter({ tag: event.currentTarget.value })}
+          />
+        </div>
+      </form>
+      <StreamBanner state={live.state} />
+      <ErrorNotice error={list.error} />
+      {list.data && instances.length === 0 ? (
+        <EmptyState title="No instances here yet">
+          <p>
+            {filters.status || filters.region || filters.tag
+              ? 'No instance matches these filters: clear them to see every instance.'
+              : 'Create your first instance: pick a type, a region and an image.'}
+          </p>
+          <a class="button primary" href="/console/instances/new">
+            Create instance
+          </a>
+        </EmptyState>
+      ) : (
+        <Table
+          caption="Instances"
+          columns={columns}
+          rows={instances}
+          rowKey={(i) => i.id}
+          sort={sort}
+          onSort={setSort}
+        />
+      )}
+      {list.data && <Pager page={page} totalPages={list.data.pagination.total_pages} onPage={setPage} />}
+    </section>
+  );
+}

@@ -1,0 +1,55 @@
+/**
+ * Sign-in: the key is checked against GET /v1/account before it is kept, so a bad key shows the API's
+ * own error message and is never stored.
+ */
+import { useState } from 'preact/hooks';
+import { createApi, unwrap } from '../api.ts';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { signIn } from '../session.ts';
+
+export function SignInPage() {
+  const [apiKey, setApiKey] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await unwrap(createApi(apiKey.trim()).GET('/v1/account'));
+      signIn(apiKey.trim());
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <main id="main" class="sign-in">
+      <h1>Nimbus console</h1>
+      <form onSubmit={submit}>
+        <div class="field">
+          <label for="api-key">API key</label>
+          <input
+            id="api-key"
+            type="password"
+            autocomplete="off"
+            required
+            value={apiKey}
+            onInput={(event) => setApiKey(event.currentTarget.value)}
+          />
+          <small class="muted">
+            Paste a key (nmb_…). A new server prints its bootstrap key on first start and keeps it in its data
+            directory. The key stays in this tab only.
+          </small>
+        </div>
+        <ErrorNotice error={error} />
+        <button type="submit" class="primary" disabled={busy}>
+          Sign in
+        </button>
+      </form>
+    </main>
+  );
+}
