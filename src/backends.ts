@@ -55,7 +55,11 @@ const scheduledSlot = (sourceId: string) => ({
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
   const clock = options.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const store = openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    commitDelayMs: config.testCommitDelayMs,
+  });
   await migrateToLatest(store.db);
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 })

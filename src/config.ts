@@ -72,6 +72,11 @@ const EnvSchema = Type.Object({
   NIMBUS_SMTP_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /** Where the console is, for links in alert messages (default: https://NIMBUS_HOST:NIMBUS_HTTPS_PORT/console). */
   NIMBUS_CONSOLE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /**
+   * Tests only (refused unless NODE_ENV=test): milliseconds SQLite's group commit waits before each
+   * COMMIT, so a test can kill the server while answers wait for their commit.
+   */
+  NIMBUS_TEST_COMMIT_DELAY_MS: Type.Integer({ default: 0, minimum: 0, maximum: 60_000 }),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -114,6 +119,8 @@ export interface Config {
   invoiceDueDays: number;
   /** Alert notifications: the SMTP relay (null: e-mail channels are refused), sender, console links. */
   alerts: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
+  /** NIMBUS_TEST_COMMIT_DELAY_MS: the wait before each SQLite group COMMIT (tests only; 0 otherwise). */
+  testCommitDelayMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -133,6 +140,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const raw = converted as Static<typeof EnvSchema>;
   if (Boolean(raw.NIMBUS_TLS_CERT) !== Boolean(raw.NIMBUS_TLS_KEY)) {
     throw new ConfigError('Invalid configuration: NIMBUS_TLS_CERT and NIMBUS_TLS_KEY must be set together');
+  }
+  // A delayed commit slows every write: never in a server that serves anyone.
+  if (raw.NIMBUS_TEST_COMMIT_DELAY_MS > 0 && env.NODE_ENV !== 'test') {
+    throw new ConfigError('Invalid configuration: NIMBUS_TEST_COMMIT_DELAY_MS is for tests only (NODE_ENV=test)');
   }
   return {
     dataDir: path.resolve(raw.NIMBUS_DATA_DIR),
@@ -181,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         raw.NIMBUS_CONSOLE_URL ?? `https://${raw.NIMBUS_HOST}:${raw.NIMBUS_HTTPS_PORT ?? 8443}/console`
       ).replace(/\/+$/, ''),
     },
+    testCommitDelayMs: raw.NIMBUS_TEST_COMMIT_DELAY_MS,
   };
 }
 

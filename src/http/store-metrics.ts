@@ -26,6 +26,12 @@ const SERIES: readonly { key: keyof GroupCommitStats; name: string; type: string
     type: 'gauge',
     help: 'The most members one COMMIT has held',
   },
+  {
+    key: 'waiting',
+    name: 'nimbus_sqlite_commit_waiting',
+    type: 'gauge',
+    help: 'Transactions and plain writes waiting for the open batch to COMMIT (not answered yet)',
+  },
 ];
 
 /** Empty on PostgreSQL (null stats). */

@@ -18,6 +18,8 @@ export interface StoreOptions {
   dataDir: string;
   /** Connections in the PostgreSQL pool. */
   poolSize?: number;
+  /** Test-only: SQLite waits this long before each group COMMIT (GroupCommitOptions). */
+  commitDelayMs?: number;
 }
 
 export interface Store {
@@ -33,12 +35,12 @@ export interface Store {
 const PG_INT8 = 20;
 
 export function openStore(options: StoreOptions): Store {
-  const sqlite = options.databaseUrl ? null : openSqlite(options.dataDir);
+  const sqlite = options.databaseUrl ? null : openSqlite(options.dataDir, options.commitDelayMs ?? 0);
   const db = sqlite?.db ?? openPostgres(options.databaseUrl as string, options.poolSize ?? 10);
   return {
     db,
     kind: isPostgres(db) ? 'postgres' : 'sqlite',
-    commitStats: () => (sqlite ? { ...sqlite.commits.stats } : null),
+    commitStats: () => (sqlite ? sqlite.commits.stats : null),
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -65,7 +67,10 @@ function openPostgres(url: string, max: number): Kysely<Database> {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-function openSqlite(dataDir: string): { db: Kysely<Database>; commits: GroupCommitDriver } {
+function openSqlite(
+  dataDir: string,
+  commitDelayMs: number,
+): { db: Kysely<Database>; commits: GroupCommitDriver } {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, 'nimbus.db');
   // Created owner-only before SQLite opens it (its -wal and -shm files take the same mode).
@@ -91,7 +96,7 @@ function openSqlite(dataDir: string): { db: Kysely<Database>; commits: GroupComm
     // The admin CLI writes to the same file as the server; wait for the lock instead of failing.
     database.pragma('busy_timeout = 5000');
   }
-  const commits = new GroupCommitDriver(writer, reader);
+  const commits = new GroupCommitDriver(writer, reader, { commitDelayMs });
   return { db: new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(commits) }), commits };
 }
 

@@ -57,6 +57,16 @@ export interface GroupCommitStats {
   rolledBack: number;
   /** The largest batch committed. */
   largestBatch: number;
+  /** Members of the open batch waiting for its COMMIT now (none were answered yet). */
+  waiting: number;
+}
+
+export interface GroupCommitOptions {
+  /**
+   * Test-only (config's NIMBUS_TEST_COMMIT_DELAY_MS): milliseconds to wait, holding the batch open,
+   * before each COMMIT, so a test can kill the process while answers wait for their commit.
+   */
+  commitDelayMs?: number;
 }
 
 const MEMBER = 'nimbus_member';
@@ -171,7 +181,7 @@ class MemberConnection implements DatabaseConnection {
 }
 
 export class GroupCommitDriver implements Driver {
-  readonly stats: GroupCommitStats = { commits: 0, members: 0, rolledBack: 0, largestBatch: 0 };
+  private readonly counted = { commits: 0, members: 0, rolledBack: 0, largestBatch: 0 };
   private readonly lock = new FifoLock();
   private readonly writer: StatementCache;
   private readonly reader: StatementCache;
@@ -187,9 +197,14 @@ export class GroupCommitDriver implements Driver {
   constructor(
     private readonly writerDb: SqliteDatabase.Database,
     private readonly readerDb: SqliteDatabase.Database,
+    private readonly options: GroupCommitOptions = {},
   ) {
     this.writer = new StatementCache(writerDb);
     this.reader = new StatementCache(readerDb);
+  }
+
+  get stats(): GroupCommitStats {
+    return { ...this.counted, waiting: this.batch?.waiting.length ?? 0 };
   }
 
   async init(): Promise<void> {}
@@ -335,7 +350,7 @@ export class GroupCommitDriver implements Driver {
 
   /** Undoes the member holding the lock, keeps the batch, and lets the next one in. */
   private abandonMember(): void {
-    this.stats.rolledBack++;
+    this.counted.rolledBack++;
     try {
       if (this.writerDb.inTransaction) {
         this.exec(`rollback to ${MEMBER}`);
@@ -374,6 +389,8 @@ export class GroupCommitDriver implements Driver {
     await this.lock.acquire();
     this.flushQueued = false;
     try {
+      const delayMs = this.options.commitDelayMs ?? 0;
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (!this.destroyed) this.commitBatch();
     } finally {
       this.lock.release();
@@ -403,9 +420,9 @@ export class GroupCommitDriver implements Driver {
     }
     for (const reader of readers) reader();
     if (waiting.length === 0) return;
-    this.stats.commits++;
-    this.stats.members += waiting.length;
-    if (waiting.length > this.stats.largestBatch) this.stats.largestBatch = waiting.length;
+    this.counted.commits++;
+    this.counted.members += waiting.length;
+    if (waiting.length > this.counted.largestBatch) this.counted.largestBatch = waiting.length;
     for (const waiter of waiting) waiter.resolve();
   }
 
