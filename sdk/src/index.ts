@@ -37,6 +37,7 @@ export {
 } from './errors.js';
 export type { components, operations, paths } from './generated/v1.js';
 export {
+  type AlertMessage,
   type MetricsMessage,
   type MetricsStream,
   MetricsStreamClosedError,

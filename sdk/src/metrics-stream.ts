@@ -6,6 +6,7 @@
  *   const stream = openMetricsStream({ baseUrl, apiKey, instanceId, interval: 1, WebSocket, socketOptions: { ca } });
  *   stream.onMetrics((m) => console.log(m.timestamp, m.cpu_percent));
  *   stream.onStatus((s) => console.log(s.status));
+ *   stream.onAlert((a) => console.log(a.event, a.name, a.value));
  *   await stream.ready;
  *   …
  *   stream.close();
@@ -45,6 +46,32 @@ export interface StatusMessage {
   instance_id: string;
   status: string;
   event: string;
+  timestamp: string;
+  dropped?: number;
+}
+
+/** An alert incident firing or resolving on a watched instance (the `alert.firing` / `alert.resolved` event). */
+export interface AlertMessage {
+  type: 'alert';
+  event: 'alert.firing' | 'alert.resolved';
+  instance_id: string;
+  /** The alert policy (`alr_…`). */
+  policy_id: string;
+  incident_id: string;
+  /** The policy's name. */
+  name: string;
+  /** A metric policy's metric, compare and window; null for a state policy. */
+  metric: string | null;
+  compare: 'above' | 'below' | null;
+  /** A state policy's state (`error`, `stuck`); null for a metric policy. */
+  state: string | null;
+  window: string | null;
+  /** The window's average that crossed (firing) or came back (resolved); null for a state policy's firing. */
+  value: number | null;
+  threshold: number | null;
+  started_at: string;
+  resolved_at: string | null;
+  /** When the transition was recorded. */
   timestamp: string;
   dropped?: number;
 }
@@ -110,6 +137,8 @@ export interface MetricsStream {
   closed: Promise<{ code: number; reason: string }>;
   onMetrics(handler: (message: MetricsMessage) => void): void;
   onStatus(handler: (message: StatusMessage) => void): void;
+  /** Alert incidents of the account's policies firing or resolving on the watched instances. */
+  onAlert(handler: (message: AlertMessage) => void): void;
   /** Changes the interval, metrics or (account-wide) instances; resolves with the server's confirmation. */
   subscribe(change: {
     interval?: number;
@@ -135,6 +164,7 @@ export function openMetricsStream(options: MetricsStreamOptions): MetricsStream 
     : new Socket(streamUrl(options.baseUrl, options.instanceId));
   const metricsHandlers: ((message: MetricsMessage) => void)[] = [];
   const statusHandlers: ((message: StatusMessage) => void)[] = [];
+  const alertHandlers: ((message: AlertMessage) => void)[] = [];
   let confirm: ((message: ReadyMessage) => void)[] = [];
   let lastError: StreamErrorMessage | null = null;
   let resolveReady: (message: ReadyMessage) => void = () => {};
@@ -173,6 +203,9 @@ export function openMetricsStream(options: MetricsStreamOptions): MetricsStream 
       case 'status':
         for (const handler of statusHandlers) handler(message as StatusMessage);
         break;
+      case 'alert':
+        for (const handler of alertHandlers) handler(message as AlertMessage);
+        break;
       case 'error':
         lastError = message as StreamErrorMessage;
         break;
@@ -196,6 +229,9 @@ export function openMetricsStream(options: MetricsStreamOptions): MetricsStream 
     },
     onStatus: (handler) => {
       statusHandlers.push(handler);
+    },
+    onAlert: (handler) => {
+      alertHandlers.push(handler);
     },
     subscribe: (change) => subscribe(change),
     close: () => socket.close(1000, 'client closed'),

@@ -1,7 +1,9 @@
 /**
  * The status relay: passes every instance event of the outbox (the events table) to the broadcaster's
- * `instance-status` channel, which every replica's live metric streams listen to. So a stream sees a
- * transition whichever replica made it (with NIMBUS_REDIS_URL; in one process the broadcaster is local).
+ * `instance-status` channel, and every alert incident event (`alert.firing`, `alert.resolved`; not the
+ * test events of POST /v1/alerts/{id}/test) to its `instance-alerts` channel, which every replica's live
+ * metric streams listen to. So a stream sees a transition or an incident whichever replica made it (with
+ * NIMBUS_REDIS_URL; in one process the broadcaster is local).
  *
  * How it works. One durable job (`metrics-status:relay`), so one process relays at a time, polling every
  * `pollMs`. It reads events by `seq` after the last one it passed on. On PostgreSQL `seq` is taken at
@@ -11,14 +13,16 @@
  * twice; streams drop a repeated event id. Best effort, as the broadcaster is: a stream that must not
  * miss a transition reads `GET /v1/events`.
  */
+import type { AlertEventData } from '../domain/alert-messages.js';
 import type { Clock } from '../domain/clock.js';
 import type { Broadcaster } from '../events/broadcast.js';
 import type { JobRunner } from '../jobs/runner.js';
 import type { Store } from '../store/db.js';
-import { instanceEventsAfter, lastEventSeq } from '../store/metric-events.js';
+import { type InstanceStatusEvent, lastEventSeq, streamEventsAfter } from '../store/metric-events.js';
 
 export const STATUS_RELAY_JOB = { kind: 'metrics-status', subject: 'relay' } as const;
 export const STATUS_CHANNEL = 'instance-status';
+export const ALERT_CHANNEL = 'instance-alerts';
 
 /** Events read again behind the last one passed on (see above). */
 const LOOKBACK = 200;
@@ -34,6 +38,27 @@ export interface StatusNotice {
   instance_id: string;
   type: string;
   status: string;
+  timestamp: string;
+}
+
+/** What a stream receives for an alert incident event: the incident's transition on one instance. */
+export interface AlertNotice {
+  [key: string]: unknown;
+  event_id: string;
+  account_id: string;
+  instance_id: string;
+  type: 'alert.firing' | 'alert.resolved';
+  policy_id: string;
+  incident_id: string;
+  name: string;
+  metric: string | null;
+  state: string | null;
+  compare: string | null;
+  window: string | null;
+  value: number | null;
+  threshold: number | null;
+  started_at: string | null;
+  resolved_at: string | null;
   timestamp: string;
 }
 
@@ -55,13 +80,18 @@ export class StatusRelay {
   async run(): Promise<Date> {
     const first = this.cursor === null;
     if (this.cursor === null) this.cursor = Math.max(0, (await lastEventSeq(this.store.db)) - LOOKBACK);
-    const events = await instanceEventsAfter(this.store.db, Math.max(0, this.cursor - LOOKBACK), READ_LIMIT);
+    const events = await streamEventsAfter(this.store.db, Math.max(0, this.cursor - LOOKBACK), READ_LIMIT);
     const freshSince = new Date(this.clock.nowMs() - FRESH_MS).toISOString();
     for (const event of events) {
       if (this.passed.has(event.id)) continue;
       this.passed.add(event.id);
       if (event.seq > this.cursor) this.cursor = event.seq;
       if (first && event.created_at < freshSince) continue;
+      if (event.type.startsWith('alert.')) {
+        const notice = alertNotice(event);
+        if (notice) await this.broadcaster.publish(ALERT_CHANNEL, notice);
+        continue;
+      }
       const status = event.type === 'instance.deleted' ? 'deleted' : String(event.data.status ?? '');
       const notice: StatusNotice = {
         event_id: event.id,
@@ -87,4 +117,29 @@ export class StatusRelay {
     await this.jobs.enqueue(this.store.db, STATUS_RELAY_JOB.kind, STATUS_RELAY_JOB.subject);
     this.jobs.wake();
   }
+}
+
+/** An incident event's notice; null for a test notification's event (no incident, no instance). */
+function alertNotice(event: InstanceStatusEvent): AlertNotice | null {
+  const data = event.data as unknown as AlertEventData;
+  if (data.test || data.incident_id === null || data.instance_id === null) return null;
+  if (event.type !== 'alert.firing' && event.type !== 'alert.resolved') return null;
+  return {
+    event_id: event.id,
+    account_id: event.account_id,
+    instance_id: data.instance_id,
+    type: event.type,
+    policy_id: data.alert_id,
+    incident_id: data.incident_id,
+    name: data.name,
+    metric: data.metric,
+    state: data.state,
+    compare: data.compare,
+    window: data.window,
+    value: data.value,
+    threshold: data.threshold,
+    started_at: data.started_at,
+    resolved_at: data.resolved_at,
+    timestamp: event.created_at,
+  };
 }

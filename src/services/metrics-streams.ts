@@ -12,13 +12,16 @@
  * stream the values; the sample time, the message's `timestamp`, is the tick's. A stream with interval n
  * is due in the seconds divisible by n, so all streams of one interval share their samples. A message is made once per instance and choice of metrics, as text and
  * as UTF-8 bytes, and sent to every stream that wants it (ten viewers of one instance cost one
- * JSON.stringify and one encoding; what is left per stream is the socket's own write). Status messages come from the status relay through the broadcaster
- * (services/metrics-status.ts), so transitions made on any replica reach every stream.
+ * JSON.stringify and one encoding; what is left per stream is the socket's own write). Status messages,
+ * and alert messages (an incident firing or resolving on a watched instance), come from the status relay
+ * through the broadcaster (services/metrics-status.ts), so transitions and incidents made on any replica
+ * reach every stream of the owning account (alerts need no permission beyond the stream's own
+ * monitoring:read, which is also what reading policies and incidents takes).
  *
  * Backpressure. A socket whose unsent data passes SEND_BUFFER_BYTES gets no more samples until it
  * drains; each sample it misses is counted and the count goes out as `dropped` in the next message it
  * gets. So a client that stops reading costs the server a bounded buffer, never growing memory.
- * Status messages are few and matter more: they wait for a larger bound, STATUS_BUFFER_BYTES.
+ * Status and alert messages are few and matter more: they wait for a larger bound, STATUS_BUFFER_BYTES.
  *
  * Liveness. Every 30 s each socket is pinged; one that has not answered the previous ping is dropped.
  */
@@ -35,7 +38,7 @@ import type { ApiKeyService } from './api-keys.js';
 import { AuthenticationFailed } from './errors.js';
 import { machineSpec } from './instance-kind.js';
 import { sampleMany } from './metric-sampling.js';
-import { STATUS_CHANNEL, type StatusNotice } from './metrics-status.js';
+import { ALERT_CHANNEL, type AlertNotice, STATUS_CHANNEL, type StatusNotice } from './metrics-status.js';
 import type { Principal } from './principal.js';
 import type { RateLimitService } from './rate-limits.js';
 
@@ -391,6 +394,7 @@ export class MetricsStreams {
 
   async start(): Promise<void> {
     await this.broadcaster.subscribe(STATUS_CHANNEL, (notice) => this.statusChanged(notice));
+    await this.broadcaster.subscribe(ALERT_CHANNEL, (notice) => this.alertChanged(notice));
     this.pingTimer = setInterval(() => this.pingAll(), PING_INTERVAL_MS);
     this.pingTimer.unref();
     this.scheduleTick();
@@ -584,15 +588,53 @@ export class MetricsStreams {
     }
   }
 
-  private statusChanged(raw: Notice): void {
-    const notice = raw as StatusNotice;
-    if (typeof notice.event_id !== 'string' || this.seenEvents.has(notice.event_id)) return;
-    this.seenEvents.add(notice.event_id);
+  /** Whether this event's notice is news (the relay may pass one twice when its job moves). */
+  private firstSight(eventId: unknown): boolean {
+    if (typeof eventId !== 'string' || this.seenEvents.has(eventId)) return false;
+    this.seenEvents.add(eventId);
     if (this.seenEvents.size > 10_000) {
       const keep = [...this.seenEvents].slice(-5_000);
       this.seenEvents.clear();
       for (const id of keep) this.seenEvents.add(id);
     }
+    return true;
+  }
+
+  /** An incident fired or resolved: every stream of the account watching the instance is told. */
+  private alertChanged(raw: Notice): void {
+    const notice = raw as AlertNotice;
+    if (!this.firstSight(notice.event_id)) return;
+    const viewers = this.byInstance.get(notice.instance_id);
+    if (!viewers) return;
+    let text: string | null = null;
+    for (const session of viewers) {
+      if (session.principal?.accountId !== notice.account_id) continue;
+      const watched = session.watched.get(notice.instance_id);
+      if (!watched || notice.timestamp < watched.readAt) continue;
+      text ??= JSON.stringify({
+        type: 'alert',
+        event: notice.type,
+        instance_id: notice.instance_id,
+        policy_id: notice.policy_id,
+        incident_id: notice.incident_id,
+        name: notice.name,
+        metric: notice.metric,
+        compare: notice.compare,
+        state: notice.state,
+        window: notice.window,
+        value: notice.value,
+        threshold: notice.threshold,
+        started_at: notice.started_at,
+        resolved_at: notice.resolved_at,
+        timestamp: notice.timestamp,
+      });
+      session.deliverText(text, STATUS_BUFFER_BYTES);
+    }
+  }
+
+  private statusChanged(raw: Notice): void {
+    const notice = raw as StatusNotice;
+    if (!this.firstSight(notice.event_id)) return;
     for (const session of this.byInstance.get(notice.instance_id) ?? []) {
       if (session.principal?.accountId !== notice.account_id) continue;
       const watched = session.watched.get(notice.instance_id);

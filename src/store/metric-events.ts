@@ -1,6 +1,7 @@
 /**
- * The instance events the status relay (services/metrics-status.ts) passes on to live streams: read
- * from the outbox (the events table) in insertion order.
+ * The events the status relay (services/metrics-status.ts) passes on to live streams — instance
+ * transitions and alert incidents (`alert.firing`, `alert.resolved`) — read from the outbox (the events
+ * table) in insertion order.
  */
 import { sql } from 'kysely';
 import type { Executor } from './schema.js';
@@ -24,8 +25,8 @@ export async function lastEventSeq(db: Executor): Promise<number> {
   return Number(row?.seq ?? 0);
 }
 
-/** Instance events with `seq` above `afterSeq`, oldest first, at most `limit`. */
-export async function instanceEventsAfter(
+/** Instance and alert events with `seq` above `afterSeq`, oldest first, at most `limit`. */
+export async function streamEventsAfter(
   db: Executor,
   afterSeq: number,
   limit: number,
@@ -34,7 +35,7 @@ export async function instanceEventsAfter(
     .selectFrom('events')
     .select(['seq', 'id', 'account_id', 'type', 'resource_id', 'data', 'created_at'])
     .where('seq', '>', afterSeq)
-    .where(sql<boolean>`${sql.ref('type')} like 'instance.%'`)
+    .where(sql<boolean>`(${sql.ref('type')} like 'instance.%' or ${sql.ref('type')} like 'alert.%')`)
     .orderBy('seq')
     .limit(limit)
     .execute();
