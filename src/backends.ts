@@ -19,6 +19,7 @@ import { migrateToLatest, openStore, type Store } from './store/db.js';
 import { findInstance } from './store/instances.js';
 import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
 import { findSshKey } from './store/ssh-keys.js';
+import { FileClock } from './test-clock.js';
 
 export interface Backends {
   store: Store;
@@ -53,7 +54,7 @@ const scheduledSlot = (sourceId: string) => ({
 
 /** Store, Redis and services, as the server and the admin CLI both need them. */
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
-  const clock = options.clock ?? systemClock;
+  const clock = options.clock ?? (config.testClockFile ? new FileClock(config.testClockFile) : systemClock);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const store = openStore({
     databaseUrl: config.databaseUrl,

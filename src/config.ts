@@ -72,6 +72,8 @@ const EnvSchema = Type.Object({
   NIMBUS_SMTP_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /** Where the console is, for links in alert messages (default: https://NIMBUS_HOST:NIMBUS_HTTPS_PORT/console). */
   NIMBUS_CONSOLE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** Tests only (NODE_ENV=test): a file holding an ISO time the process takes as now (src/test-clock.ts). */
+  NIMBUS_TEST_CLOCK_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /**
    * Tests only (refused unless NODE_ENV=test): milliseconds SQLite's group commit waits before each
    * COMMIT, so a test can kill the server while answers wait for their commit.
@@ -119,6 +121,8 @@ export interface Config {
   invoiceDueDays: number;
   /** Alert notifications: the SMTP relay (null: e-mail channels are refused), sender, console links. */
   alerts: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
+  /** NIMBUS_TEST_CLOCK_FILE: the process runs on the time in this file (tests only); null: the system clock. */
+  testClockFile: string | null;
   /** NIMBUS_TEST_COMMIT_DELAY_MS: the wait before each SQLite group COMMIT (tests only; 0 otherwise). */
   testCommitDelayMs: number;
 }
@@ -143,7 +147,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   // A delayed commit slows every write: never in a server that serves anyone.
   if (raw.NIMBUS_TEST_COMMIT_DELAY_MS > 0 && env.NODE_ENV !== 'test') {
-    throw new ConfigError('Invalid configuration: NIMBUS_TEST_COMMIT_DELAY_MS is for tests only (NODE_ENV=test)');
+    throw new ConfigError(
+      'Invalid configuration: NIMBUS_TEST_COMMIT_DELAY_MS is for tests only (NODE_ENV=test)',
+    );
+  }
+  // A clock from a file would let whoever can write that file decide what everyone is billed.
+  if (raw.NIMBUS_TEST_CLOCK_FILE && env.NODE_ENV !== 'test') {
+    throw new ConfigError('Invalid configuration: NIMBUS_TEST_CLOCK_FILE is for tests only (NODE_ENV=test)');
   }
   return {
     dataDir: path.resolve(raw.NIMBUS_DATA_DIR),
@@ -192,6 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         raw.NIMBUS_CONSOLE_URL ?? `https://${raw.NIMBUS_HOST}:${raw.NIMBUS_HTTPS_PORT ?? 8443}/console`
       ).replace(/\/+$/, ''),
     },
+    testClockFile: raw.NIMBUS_TEST_CLOCK_FILE ? path.resolve(raw.NIMBUS_TEST_CLOCK_FILE) : null,
     testCommitDelayMs: raw.NIMBUS_TEST_COMMIT_DELAY_MS,
   };
 }
