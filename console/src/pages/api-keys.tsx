@@ -115,7 +115,7 @@ export function ApiKeysPage() {
 function NewKey({ name, secret, onDone }: { name: string; secret: string; onDone: () => void }) {
   const [copied, setCopied] = useState(false);
   return (
-    <section class="notice notice-secret" aria-label="New API key">
+    <section class="notice notice-secret" aria-label="Your new API key">
       <p>
         <strong>Copy the key {name} now: it will not be shown again.</strong>
       </p>
