@@ -6,7 +6,7 @@ import { LocationProvider, Route, Router, useLocation } from 'preact-iso';
 import { rateLimit, unwrap } from './api.ts';
 import { ErrorNotice } from './components/error-notice.tsx';
 import { useLoad } from './load.ts';
-import { NAV } from './nav.ts';
+import { NAV, type NavEntry } from './nav.ts';
 import { InstanceCreatePage } from './pages/instance-create.tsx';
 import { InstanceDetailPage } from './pages/instance-detail.tsx';
 import { NotFoundPage } from './pages/not-found.tsx';
@@ -41,7 +41,7 @@ function Shell() {
         <ul>
           {NAV.map((entry) => (
             <li key={entry.path}>
-              <a href={entry.path} aria-current={path.startsWith(entry.path) ? 'page' : undefined}>
+              <a href={entry.path} aria-current={isCurrent(entry, path) ? 'page' : undefined}>
                 {entry.label}
               </a>
             </li>
@@ -62,6 +62,12 @@ function Shell() {
       </main>
     </>
   );
+}
+
+/** The entry whose area `path` is in; /console itself shows the first page. */
+function isCurrent(entry: NavEntry, path: string): boolean {
+  if (path === '/console' || path === '/console/') return entry === NAV[0];
+  return path === entry.path || path.startsWith(`${entry.path}/`);
 }
 
 /** Account name, plan and the rate-limit budget left (from the latest answer's X-RateLimit-* headers). */
