@@ -4,11 +4,12 @@
  */
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
-import { type Column, printList, printMessage } from '../output.js';
+import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   type ListFlags,
   listOptions,
@@ -304,17 +305,13 @@ export function alertsCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete a policy with its incidents')
-    .argument('<id>', 'policy id');
-  example(remove, 'nimbus alerts delete alr_0123');
-  remove.action(
-    withSession(async (session, [id]) => {
-      await session.nimbus.delete('/v1/alerts/{id}', { params: { path: { id: id! } } });
-      printMessage(`Deleted alert policy ${id}`, session.out);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a policy with its incidents',
+    argument: ['<id>', 'policy id'],
+    example: 'nimbus alerts delete alr_0123',
+    path: '/v1/alerts/{id}',
+    mode: { now: 'alert policy' },
+  });
 
   const test = new Command('test')
     .description('send a test notification to every channel of a policy now')

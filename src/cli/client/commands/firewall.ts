@@ -1,11 +1,12 @@
 /** `nimbus firewall …`: the account's firewall rules, and which rule decides a given packet. */
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
-import { type Column, printMessage } from '../output.js';
+import type { Column } from '../output.js';
 import { withSession } from '../session.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   integer,
   type ListFlags,
@@ -203,14 +204,13 @@ export function firewallCommand(): Command {
     ),
   );
 
-  const remove = new Command('delete').alias('rm').description('delete a rule').argument('<id>', 'rule id');
-  example(remove, 'nimbus firewall delete fwr_0123');
-  remove.action(
-    withSession(async (session, [id]) => {
-      await session.nimbus.delete('/v1/firewall/rules/{id}', { params: { path: { id: id! } } });
-      printMessage(`Deleted firewall rule ${id}`, session.out);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a rule',
+    argument: ['<id>', 'rule id'],
+    example: 'nimbus firewall delete fwr_0123',
+    path: '/v1/firewall/rules/{id}',
+    mode: { now: 'firewall rule' },
+  });
 
   const check = new Command('check')
     .description('which rule decides a packet to or from an instance, and whether it passes')

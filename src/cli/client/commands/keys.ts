@@ -1,10 +1,11 @@
 /** `nimbus keys …`: the account's API keys (the value is shown once, when the key is created). */
 import { Command } from 'commander';
-import { type Column, printMessage } from '../output.js';
+import type { Column } from '../output.js';
 import { withSession } from '../session.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   type ListFlags,
   listOptions,
@@ -75,16 +76,12 @@ export function keysCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('revoke an API key at once')
-    .argument('<id>', 'key id (key_…)');
-  example(remove, 'nimbus keys delete key_0123');
-  remove.action(
-    withSession(async (session, [id]) => {
-      await session.nimbus.delete('/v1/account/api-keys/{id}', { params: { path: { id: id! } } });
-      printMessage(`Deleted API key ${id}`, session.out);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'revoke an API key at once',
+    argument: ['<id>', 'key id (key_…)'],
+    example: 'nimbus keys delete key_0123',
+    path: '/v1/account/api-keys/{id}',
+    mode: { now: 'API key' },
+  });
   return group.addCommand(create).addCommand(list).addCommand(get).addCommand(remove);
 }

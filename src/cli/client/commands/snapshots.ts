@@ -7,6 +7,7 @@ import { type WaitFlags, waitOptions } from '../wait.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   finishAction,
   type InstanceType,
@@ -202,18 +203,13 @@ export function snapshotsCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete a snapshot')
-    .argument('<id>', 'snapshot id');
-  for (const option of waitOptions('deleted')) remove.addOption(option);
-  example(remove, 'nimbus snapshots delete snap_0123 --wait');
-  remove.action(
-    withSession<WaitFlags>(async (session, [id], flags) => {
-      const { data } = await session.nimbus.delete('/v1/snapshots/{id}', { params: { path: { id: id! } } });
-      await finishAction(session, data, 'deleted', flags);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a snapshot',
+    argument: ['<id>', 'snapshot id'],
+    example: 'nimbus snapshots delete snap_0123 --wait',
+    path: '/v1/snapshots/{id}',
+    mode: 'async',
+  });
 
   return group
     .addCommand(create)

@@ -1,9 +1,17 @@
 /** `nimbus ssh-keys …`: the account's SSH public keys, which instances are created with. */
 import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
-import { type Column, printMessage } from '../output.js';
+import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { example, type ListFlags, listOptions, printItem, resolveId, runList } from './shared.js';
+import {
+  deleteCommand,
+  example,
+  type ListFlags,
+  listOptions,
+  printItem,
+  resolveId,
+  runList,
+} from './shared.js';
 import { readPublicKeyFile } from './ssh-key-files.js';
 
 const COLUMNS: Column[] = [
@@ -65,17 +73,13 @@ export function sshKeysCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete an SSH key')
-    .argument('<key>', 'id or name');
-  example(remove, 'nimbus ssh-keys delete laptop');
-  remove.action(
-    withSession(async (session, [reference]) => {
-      const id = await resolveId(session, reference!, SSH_KEY);
-      await session.nimbus.delete('/v1/ssh-keys/{id}', { params: { path: { id } } });
-      printMessage(`Deleted SSH key ${id}`, session.out);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete an SSH key',
+    argument: ['<key>', 'id or name'],
+    example: 'nimbus ssh-keys delete laptop',
+    path: '/v1/ssh-keys/{id}',
+    mode: { now: 'SSH key' },
+    named: SSH_KEY,
+  });
   return group.addCommand(add).addCommand(list).addCommand(get).addCommand(remove);
 }

@@ -8,6 +8,7 @@ import { parseBackupSchedule } from './instances.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   finishAction,
   integer,
@@ -232,19 +233,14 @@ export function volumesCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete a detached volume')
-    .argument('<volume>', 'id or name');
-  for (const option of waitOptions('deleted')) remove.addOption(option);
-  example(remove, 'nimbus volumes delete data-1 --wait');
-  remove.action(
-    withSession<WaitFlags>(async (session, [reference], flags) => {
-      const id = await resolveId(session, reference!, VOLUME);
-      const { data } = await session.nimbus.delete('/v1/volumes/{id}', { params: { path: { id } } });
-      await finishAction(session, data, 'deleted', flags);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a detached volume',
+    argument: ['<volume>', 'id or name'],
+    example: 'nimbus volumes delete data-1 --wait',
+    path: '/v1/volumes/{id}',
+    mode: 'async',
+    named: VOLUME,
+  });
 
   return group
     .addCommand(create)

@@ -7,6 +7,7 @@ import { type WaitFlags, waitOptions } from '../wait.js';
 import {
   collect,
   defined,
+  deleteCommand,
   example,
   finishAction,
   type ListFlags,
@@ -225,18 +226,13 @@ export function vpnCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete a VPN and its peers')
-    .argument('<id>', 'VPN id');
-  for (const option of waitOptions('deleted')) remove.addOption(option);
-  example(remove, 'nimbus vpn delete vpn_0123 --wait');
-  remove.action(
-    withSession<WaitFlags>(async (session, [id], flags) => {
-      const { data } = await session.nimbus.delete('/v1/vpn/{id}', { params: { path: { id: id! } } });
-      await finishAction(session, data, 'deleted', flags);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a VPN and its peers',
+    argument: ['<id>', 'VPN id'],
+    example: 'nimbus vpn delete vpn_0123 --wait',
+    path: '/v1/vpn/{id}',
+    mode: 'async',
+  });
 
   return group
     .addCommand(create)

@@ -1,9 +1,18 @@
 /** `nimbus webhooks …`: event subscriptions, their deliveries, tests and secrets. */
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
-import { type Column, printMessage } from '../output.js';
+import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { collect, defined, example, type ListFlags, listOptions, printItem, runList } from './shared.js';
+import {
+  collect,
+  defined,
+  deleteCommand,
+  example,
+  type ListFlags,
+  listOptions,
+  printItem,
+  runList,
+} from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (w) => w.id },
@@ -120,17 +129,13 @@ export function webhooksCommand(): Command {
     }),
   );
 
-  const remove = new Command('delete')
-    .alias('rm')
-    .description('delete a subscription')
-    .argument('<id>', 'webhook id');
-  example(remove, 'nimbus webhooks delete whk_0123');
-  remove.action(
-    withSession(async (session, [id]) => {
-      await session.nimbus.delete('/v1/webhooks/{id}', { params: { path: { id: id! } } });
-      printMessage(`Deleted webhook ${id}`, session.out);
-    }),
-  );
+  const remove = deleteCommand({
+    description: 'delete a subscription',
+    argument: ['<id>', 'webhook id'],
+    example: 'nimbus webhooks delete whk_0123',
+    path: '/v1/webhooks/{id}',
+    mode: { now: 'webhook' },
+  });
 
   const test = new Command('test')
     .description('send a webhook.test delivery now')
