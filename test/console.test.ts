@@ -217,8 +217,20 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
     }
     await page.setViewportSize({ width: 375, height: 800 });
     await page.emulateMedia({ colorScheme: 'dark' });
+    // The list's stream is dropped twice before it is admitted: the page says so, backs off (1 s, then
+    // 2 s), and comes back live on the third connection.
+    let connections = 0;
+    await page.routeWebSocket(/\/v1\/metrics\/stream$/, (socket) => {
+      const upstream = socket.connectToServer();
+      if (++connections > 2) return;
+      upstream.onMessage(() => socket.close({ code: 1012, reason: 'dropped by the test' }));
+    });
     await page.getByRole('link', { name: 'Instances', exact: true }).click();
     await page.getByRole('row', { name: /console-e2e/ }).waitFor();
+    await page.getByText('Live updates lost; reconnecting in 2 s (attempt 2).').waitFor();
+    await screenshot('instances-reconnecting');
+    await expect.poll(() => page.getByText(/Live updates|Connecting/).count(), { timeout: 15_000 }).toBe(0);
+    expect(connections).toBe(3);
     const overflow = await page.evaluate(() => {
       const { document, innerWidth } = globalThis as unknown as {
         document: { documentElement: { scrollWidth: number } };

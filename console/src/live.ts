@@ -61,7 +61,7 @@ export function useLive(options: LiveOptions): Live {
     let close = () => {};
 
     const connect = () => {
-      if (attempt === 0) setState({ kind: 'connecting' });
+      setState({ kind: 'connecting' });
       const stream = openMetricsStream({
         baseUrl: window.location.origin,
         apiKey,
