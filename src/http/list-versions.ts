@@ -24,6 +24,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Set by cursorLists() on the /v2 list routes. */
     cursorList?: boolean;
+    /** A route with `page` that keeps numbered pages on /v2 (its answer is worked out whole each time). */
+    numberedPages?: boolean;
   }
 }
 
@@ -59,7 +61,7 @@ export function cursorLists(scope: FastifyInstance, cursors: CursorSigner): void
 /** onRoute: a numbered-page list route becomes a cursor list (new schema objects; the shared ones stay). */
 function toCursorList(route: RouteOptions): void {
   const query = route.schema?.querystring as JsonObjectSchema | undefined;
-  if (query?.properties?.page === undefined) return;
+  if (query?.properties?.page === undefined || route.config?.numberedPages) return;
   const { page: _page, ...others } = query.properties;
   const ok = (route.schema?.response as Record<string, JsonObjectSchema> | undefined)?.[200];
   route.schema = {

@@ -64,6 +64,12 @@ export interface UsageView {
   total: number;
 }
 
+/** Usage asked for a page at a time: the view with the page's place among all the lines. */
+export function pagedUsageView(usage: Usage) {
+  if (!usage.pagination) throw new Error('usage without pagination');
+  return { view: usageView(usage), pagination: usage.pagination };
+}
+
 export function usageView(usage: Usage): UsageView {
   return {
     currency: 'USD',

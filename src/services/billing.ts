@@ -16,6 +16,7 @@
  * active again.
  */
 import {
+  accrue,
   epochSecond,
   type GroupBy,
   groupUsage,
@@ -37,13 +38,14 @@ import {
 } from '../domain/billing-invoices.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
-import type { Page, PageRequest } from '../domain/pagination.js';
+import { type Page, type PageRequest, type Pagination, pagination } from '../domain/pagination.js';
 import { recordEvent } from '../events/outbox.js';
 import type { JobHandler, JobRunner } from '../jobs/runner.js';
 import { findAccount, updateAccount } from '../store/accounts.js';
 import {
   firstMeteredSecond,
   intervalsWithin,
+  usageLinesPage,
   usagePieces,
   usagePiecesOfAll,
   type Window,
@@ -75,13 +77,26 @@ export interface UsageQuery {
   group_by?: GroupBy | undefined;
 }
 
+/** A page of usage lines: `page` from 1, `limit` lines a page. */
+export interface UsagePaging {
+  page: number;
+  limit: number;
+}
+
+/** Lines a usage page holds by default and at most; an account with fewer lines gets them all at once. */
+export const USAGE_PAGE_SIZE = 1000;
+
 export interface Usage {
   start: Date;
   end: Date;
   asOf: Date;
   groupBy: GroupBy;
+  /** All the lines, or the page's. */
   lines: LineItem[];
+  /** The whole window's, whatever the page. */
   subtotal: bigint;
+  /** Set when the lines were asked for a page at a time. */
+  pagination?: Pagination;
 }
 
 /** An invoice with its lines (a draft's computed now). */
@@ -127,7 +142,13 @@ export class BillingService implements JobHandler {
 
   // ——— Usage ———
 
-  async usage(accountId: string, query: UsageQuery): Promise<Usage> {
+  /**
+   * Usage in a window. With `paging`, the lines of one page (the subtotal still the whole window's): by
+   * resource over whole months — the default, and the answer that grows with the account — the database
+   * groups, orders and sums, so a page costs about the same however many lines there are; other groupings
+   * have a few lines per day at most and are cut into pages here.
+   */
+  async usage(accountId: string, query: UsageQuery, paging?: UsagePaging): Promise<Usage> {
     const now = this.clock.now();
     const start = query.start ? instant('start', query.start) : monthOf(now).start;
     const end = query.end ? instant('end', query.end) : now;
@@ -144,8 +165,32 @@ export class BillingService implements JobHandler {
       });
     }
     const groupBy = query.group_by ?? 'resource';
+    const usage = { start, end, asOf: now, groupBy };
+    if (paging && groupBy === 'resource') {
+      const offset = (paging.page - 1) * paging.limit;
+      const window = windowOf({ start, end }, now);
+      const page = await usageLinesPage(this.store.db, accountId, window, { offset, limit: paging.limit });
+      if (page) {
+        let subtotal = 0n;
+        for (const price of page.byPrice) subtotal += accrue(price, price.seconds);
+        return {
+          ...usage,
+          lines: groupUsage(page.pieces, 'resource'),
+          subtotal,
+          pagination: pagination(paging.page, paging.limit, page.lineCount),
+        };
+      }
+    }
     const lines = await this.linesWithin(accountId, { start, end }, now, groupBy);
-    return { start, end, asOf: now, groupBy, lines, subtotal: sumAmounts(lines) };
+    const subtotal = sumAmounts(lines);
+    if (!paging) return { ...usage, lines, subtotal };
+    const offset = (paging.page - 1) * paging.limit;
+    return {
+      ...usage,
+      lines: lines.slice(offset, offset + paging.limit),
+      subtotal,
+      pagination: pagination(paging.page, paging.limit, lines.length),
+    };
   }
 
   private async linesWithin(

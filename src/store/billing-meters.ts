@@ -363,3 +363,92 @@ export async function firstMeteredSecond(db: Executor): Promise<number | null> {
     .executeTakeFirst();
   return row?.first === null || row?.first === undefined ? null : Number(row.first);
 }
+
+/** One page of an account's usage lines by resource, and what the whole window adds up to. */
+export interface UsageLinesPage {
+  /** The page's lines, one piece each (a resource at one price), in the order lines are shown. */
+  pieces: UsagePiece[];
+  /** Lines in the whole window (pieces with seconds). */
+  lineCount: number;
+  /** The whole window's seconds per price (a handful of rows): the exact total is worked out from these. */
+  byPrice: { unit: BillingUnit; unit_price_micros: number; size_gb: number | null; seconds: number }[];
+}
+
+/**
+ * An account's usage by resource for a window of whole months (see wholeMonths; null for other windows),
+ * one page at a time, with the grouping, the ordering and the sums done by the database: the month totals
+ * and the open intervals are merged per resource and price in SQL, which answers only the page's lines
+ * and the seconds per price, instead of every line of a large account (tens of thousands) as objects.
+ * The order is the one groupUsage gives lines grouped by resource: resource type, resource id, meter, then
+ * when each price began.
+ */
+export async function usageLinesPage(
+  db: Executor,
+  accountId: string,
+  window: Window,
+  page: { offset: number; limit: number },
+): Promise<UsageLinesPage | null> {
+  if (!wholeMonths(window)) return null;
+  const months: number[] = [];
+  for (
+    let month = window.start;
+    month < window.end;
+    month = monthOf(new Date(month * 1000)).end.getTime() / 1000
+  ) {
+    months.push(month);
+  }
+  const greatest = isPostgres(db) ? 'greatest' : 'max';
+  const openEnd = Math.min(window.now, window.end);
+  // Every total and open interval of the window, with its seconds in it (`live`: the open one, whose name
+  // is the resource's latest).
+  const rows = sql`
+    select resource_id, resource_type, meter, instance_type, size_gb, unit, unit_price_micros, resource_name,
+      0 as live, seconds, first_seq
+    from meter_month_totals where month_s in (${sql.join(months)}) and account_id = ${accountId}
+    union all
+    select resource_id, resource_type, meter, instance_type, size_gb, unit, unit_price_micros, resource_name,
+      1, ${openEnd} - ${sql.raw(greatest)}(start_s, ${window.start}), seq
+    from meter_segments where end_s is null and start_s < ${openEnd} and account_id = ${accountId}`;
+  const lineColumns = sql`resource_id, resource_type, meter, instance_type, size_gb, unit, unit_price_micros`;
+  const [lines, prices] = await Promise.all([
+    sql<PieceRow & { first_seq_min: number }>`
+      select ${lineColumns},
+        coalesce(max(case when live = 1 then resource_name end), max(resource_name)) as resource_name,
+        sum(seconds) as seconds, min(first_seq) as first_seq_min
+      from (${rows}) as r
+      group by ${lineColumns}
+      having sum(seconds) > 0
+      order by case resource_type when 'instance' then 0 when 'volume' then 1 when 'snapshot' then 2 else 3 end,
+        resource_id${sql.raw(isPostgres(db) ? ' collate "C"' : '')},
+        case meter when 'instance_compute' then 0 when 'instance_storage' then 1 when 'volume_storage' then 2
+          when 'snapshot_storage' then 3 else 4 end,
+        first_seq_min
+      limit ${page.limit} offset ${page.offset}`.execute(db),
+    sql<{
+      unit: string;
+      unit_price_micros: number;
+      size_gb: number | null;
+      seconds: number | string;
+      n: number | string;
+    }>`
+      select unit, unit_price_micros, size_gb, sum(seconds) as seconds, count(*) as n
+      from (select ${lineColumns}, sum(seconds) as seconds from (${rows}) as r
+        group by ${lineColumns} having sum(seconds) > 0) as l
+      group by unit, unit_price_micros, size_gb`.execute(db),
+  ]);
+  let lineCount = 0;
+  for (const price of prices.rows) lineCount += Number(price.n);
+  return {
+    pieces: lines.rows.map((row) => {
+      const { account_id: _account, ...usage } = piece({ ...row, account_id: accountId });
+      return usage;
+    }),
+    lineCount,
+    byPrice: prices.rows.map((price) => ({
+      unit: price.unit as BillingUnit,
+      unit_price_micros: Number(price.unit_price_micros),
+      size_gb: price.size_gb === null ? null : Number(price.size_gb),
+      seconds: Number(price.seconds),
+    })),
+  };
+}

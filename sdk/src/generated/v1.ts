@@ -1087,7 +1087,7 @@ export interface paths {
         };
         /**
          * Get usage (live)
-         * @description What the account has used between `start` and `end` (default: this month so far), metered per second from recorded state changes: running instances at their hourly price, stopped ones for their root disk, volumes and snapshots per GB-month, VPN gateways per hour. Grouped by resource (default), resource_type, instance_type or day.
+         * @description What the account has used between `start` and `end` (default: this month so far), metered per second from recorded state changes: running instances at their hourly price, stopped ones for their root disk, volumes and snapshots per GB-month, VPN gateways per hour. Grouped by resource (default), resource_type, instance_type or day. The lines come a page at a time (`page`, `limit`: up to 1,000 lines a page, `pagination` as in lists); `subtotal` and `total` are always the whole window's.
          */
         get: operations["getBillingUsage"];
         put?: never;
@@ -2377,7 +2377,7 @@ export interface paths {
         };
         /**
          * Get usage (live)
-         * @description What the account has used between `start` and `end` (default: this month so far), metered per second from recorded state changes: running instances at their hourly price, stopped ones for their root disk, volumes and snapshots per GB-month, VPN gateways per hour. Grouped by resource (default), resource_type, instance_type or day.
+         * @description What the account has used between `start` and `end` (default: this month so far), metered per second from recorded state changes: running instances at their hourly price, stopped ones for their root disk, volumes and snapshots per GB-month, VPN gateways per hour. Grouped by resource (default), resource_type, instance_type or day. The lines come a page at a time (`page`, `limit`: up to 1,000 lines a page, `pagination` as in lists); `subtotal` and `total` are always the whole window's.
          */
         get: operations["getV2BillingUsage"];
         put?: never;
@@ -20172,6 +20172,9 @@ export interface operations {
                 end?: string;
                 /** @description Default: resource */
                 group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                page?: number;
+                /** @description Lines per page (default and most: 1000); subtotal and total are the whole window's */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -20179,7 +20182,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Usage and totals */
+            /** @description Usage (a page of its lines) and the whole window's totals */
             200: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20204,6 +20207,14 @@ export interface operations {
                              * @description ISO 8601 UTC
                              */
                             timestamp: string;
+                        };
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
                         };
                     };
                 };
@@ -40243,6 +40254,9 @@ export interface operations {
                 end?: string;
                 /** @description Default: resource */
                 group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                page?: number;
+                /** @description Lines per page (default and most: 1000); subtotal and total are the whole window's */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -40250,7 +40264,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Usage and totals */
+            /** @description Usage (a page of its lines) and the whole window's totals */
             200: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40275,6 +40289,14 @@ export interface operations {
                              * @description ISO 8601 UTC
                              */
                             timestamp: string;
+                        };
+                        pagination: {
+                            page: number;
+                            limit: number;
+                            total_items: number;
+                            total_pages: number;
+                            has_next: boolean;
+                            has_prev: boolean;
                         };
                     };
                 };

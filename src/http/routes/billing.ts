@@ -9,19 +9,27 @@ import type { FastifyReply } from 'fastify';
 import { GROUP_BYS, PERIOD_PATTERN } from '../../domain/billing.js';
 import { INVOICE_SORTS, INVOICE_STATUSES } from '../../domain/billing-invoices.js';
 import { INSTANCE_TYPES, REGION_NAMES } from '../../domain/catalog.js';
-import type { BillingService, Download } from '../../services/billing.js';
+import { type BillingService, type Download, USAGE_PAGE_SIZE } from '../../services/billing.js';
 import { estimateItem, estimatePlan } from '../../services/billing-estimate.js';
 import {
   estimateView,
   invoiceSummaryView,
   invoiceView,
+  pagedUsageView,
   planEstimateView,
-  usageView,
 } from '../../services/billing-view.js';
 import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  PaginationSchema,
+  StringEnum,
+  Timestamp,
+} from '../schemas.js';
 
 const Usd = (description: string) => Type.Number({ description });
 /**
@@ -114,6 +122,22 @@ const UsageQuery = Type.Object(
   { additionalProperties: false },
 );
 
+const PagedUsageQuery = Type.Object(
+  {
+    ...UsageQuery.properties,
+    page: Type.Integer({ minimum: 1, default: 1 }),
+    limit: Type.Integer({
+      minimum: 1,
+      maximum: USAGE_PAGE_SIZE,
+      default: USAGE_PAGE_SIZE,
+      description: `Lines per page (default and most: ${USAGE_PAGE_SIZE}); subtotal and total are the whole window's`,
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const UsageEnvelope = Type.Object({ ...Envelope(Usage).properties, pagination: PaginationSchema });
+
 const ListInvoicesQuery = ListQuery(
   INVOICE_SORTS,
   { sort: 'period_start' },
@@ -200,13 +224,23 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ billing: BillingService 
           'What the account has used between `start` and `end` (default: this month so far), metered per second from ' +
           'recorded state changes: running instances at their hourly price, stopped ones for their root disk, volumes ' +
           'and snapshots per GB-month, VPN gateways per hour. Grouped by resource (default), resource_type, ' +
-          'instance_type or day.',
-        querystring: UsageQuery,
-        response: { 200: described(Envelope(Usage), 'Usage and totals') },
+          'instance_type or day. The lines come a page at a time (`page`, `limit`: up to 1,000 lines a page, ' +
+          "`pagination` as in lists); `subtotal` and `total` are always the whole window's.",
+        querystring: PagedUsageQuery,
+        response: {
+          200: described(UsageEnvelope, "Usage (a page of its lines) and the whole window's totals"),
+        },
       },
-      config: read,
+      // Numbered pages on /v2 too: an answer is worked out whole each time, so a cursor would save nothing.
+      config: { ...read, numberedPages: true },
     },
-    async (request) => ok(request, usageView(await billing.usage(accountOf(request), request.query))),
+    async (request) => {
+      const { page, limit, ...query } = request.query;
+      const { view, pagination } = pagedUsageView(
+        await billing.usage(accountOf(request), query, { page, limit }),
+      );
+      return { ...ok(request, view), pagination };
+    },
   );
 
   app.get(
