@@ -69,11 +69,16 @@ describe('web console serving', () => {
   });
 
   it('answers a clear 503 while the console is not built', async () => {
+    // The console's routes alone, over a directory with no build (the suite's server has one).
     const app = Fastify();
     await app.register(consoleRoutes, { dir: mkdtempSync(path.join(os.tmpdir(), 'nimbus-no-console-')) });
-    const reply = await app.inject({ method: 'GET', url: '/console/instances' });
-    expect(reply.statusCode).toBe(503);
-    expect(reply.body).toMatch(/npm run build/);
-    await app.close();
+    const address = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const reply = await sendRequest(address, null, 'GET', '/console/instances', { notApi: true });
+      expect(reply.status).toBe(503);
+      expect(reply.text).toMatch(/npm run build/);
+    } finally {
+      await app.close();
+    }
   });
 });
