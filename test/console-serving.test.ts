@@ -23,7 +23,12 @@ describe('web console serving', () => {
   });
 
   it('answers index.html, uncached and under the CSP, for /console/ and every deep link', async () => {
-    for (const urlPath of ['/console/', '/console', '/console/instances/ins_01abc', '/console/settings']) {
+    for (const urlPath of [
+      '/console/',
+      '/console',
+      '/console/instances/ins_01abc',
+      '/console/settings?tab=keys',
+    ]) {
       const reply = await get(urlPath);
       expect(reply.status, urlPath).toBe(200);
       expect(reply.headers['content-type']).toMatch(/^text\/html/);

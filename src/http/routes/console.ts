@@ -64,7 +64,12 @@ export async function consoleRoutes(app: FastifyInstance, options: { dir?: strin
     build ??= readBuild(dir);
     return build;
   };
-  const hidden = { schema: { hide: true }, config: { public: true } };
+  // Any query string is the app's business (its router reads it), so the API's unknown-query refusal
+  // (schemas.ts, rejectUnknownQuery) must not apply: an explicit open querystring schema says so.
+  const hidden = {
+    schema: { hide: true, querystring: { type: 'object', additionalProperties: true } },
+    config: { public: true },
+  };
 
   const sendIndex = (reply: FastifyReply) => {
     reply.header('content-security-policy', CONSOLE_CSP);
