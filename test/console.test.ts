@@ -110,8 +110,11 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
     expect(await alert.textContent()).toMatch(/Request id: req_/);
     await screenshot('sign-in-refused');
 
-    await page.getByLabel('API key').fill(user.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    // By keyboard alone: type the key, Enter submits.
+    await page.getByLabel('API key').fill('');
+    await page.getByLabel('API key').focus();
+    await page.keyboard.type(user.key);
+    await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Instances' }).waitFor();
     for (const label of NAV_LABELS) await page.getByRole('link', { name: label, exact: true }).waitFor();
     await page.getByText(/Rate limit: \d+\/\d+ left/).waitFor();
@@ -168,6 +171,12 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
     const dialog = page.getByRole('dialog');
     await dialog.waitFor();
     await checkAccessibility('stop confirmation');
+    // Escape cancels, and focus was inside the dialog (it is modal).
+    expect(await dialog.evaluate((node) => node.contains(node.ownerDocument.activeElement))).toBe(true);
+    await page.keyboard.press('Escape');
+    await expect.poll(() => dialog.count()).toBe(0);
+    expect(await page.locator('.page-head .badge').textContent()).toBe('running');
+    await page.getByRole('button', { name: 'Stop', exact: true }).click();
     await dialog.getByRole('button', { name: 'Stop', exact: true }).click();
     const badge = page.locator('.page-head .badge');
     await expect.poll(() => badge.textContent(), { timeout: 30_000 }).toBe('stopped');
