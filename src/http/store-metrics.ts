@@ -27,6 +27,12 @@ const SERIES: readonly { key: keyof GroupCommitStats; name: string; type: string
     help: 'The most members one COMMIT has held',
   },
   {
+    key: 'statements',
+    name: 'nimbus_sqlite_statements_total',
+    type: 'counter',
+    help: 'Statements run on the SQLite store for callers (reads and writes)',
+  },
+  {
     key: 'waiting',
     name: 'nimbus_sqlite_commit_waiting',
     type: 'gauge',

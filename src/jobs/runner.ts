@@ -19,9 +19,19 @@ import type { Store } from '../store/db.js';
 import { claimDueJobs, finishJob, rescheduleJob, upsertJob } from '../store/jobs.js';
 import type { Executor, JobRow } from '../store/schema.js';
 
+/** What a handler may do with the job it runs. */
+export interface RunningJob {
+  /**
+   * Finishes the job inside the handler's own transaction, with the write that ended its work (one
+   * commit instead of two). Once that transaction has committed and the handler returns null, the runner
+   * has nothing left to write; if the transaction rolls back, neither happened.
+   */
+  finishWithin(trx: Executor): Promise<void>;
+}
+
 export interface JobHandler {
   /** Does the next step for the subject; returns when to come back, or null when there is nothing left. */
-  run(subjectId: string): Promise<Date | null>;
+  run(subjectId: string, job?: RunningJob): Promise<Date | null>;
   /** Called once a job has failed MAX_ATTEMPTS times in a row. */
   giveUp(subjectId: string, error: unknown): Promise<void>;
 }
@@ -194,9 +204,16 @@ export class JobRunner {
     const handler = this.handlers.get(job.kind);
     try {
       if (!handler) throw new Error(`no handler for job kind ${job.kind}`);
-      const next = await handler.run(job.subject_id);
+      let finishedWithin = false;
+      const next = await handler.run(job.subject_id, {
+        finishWithin: async (trx) => {
+          await finishJob(trx, job);
+          finishedWithin = true;
+        },
+      });
       if (next === null) {
-        await finishJob(db, job);
+        // Finished in the handler's transaction, which committed (the handler returned): nothing to do.
+        if (!finishedWithin) await finishJob(db, job);
       } else {
         await rescheduleJob(db, job, next, { progressed: true });
         this.wake(next);

@@ -151,9 +151,11 @@ export class InstanceService {
       await lockAccount(trx, accountId);
       const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
       const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
-      await this.quotas.ensureRoom(trx, accountId, 'instances', 1);
-      await this.quotas.ensureRoom(trx, accountId, 'vcpus', type.vcpus);
-      await this.quotas.ensureRoom(trx, accountId, 'gpus', gpusOf(type));
+      await this.quotas.ensureRooms(trx, accountId, [
+        ['instances', 1],
+        ['vcpus', type.vcpus],
+        ['gpus', gpusOf(type)],
+      ]);
       await this.reserveGpus(trx, input.region, gpusOf(type));
       const now = this.clock.now();
       const at = now.toISOString();
@@ -301,8 +303,11 @@ export class InstanceService {
       await lockAccount(trx, accountId);
       const vcpuDelta = next.vcpus - current.vcpus;
       const gpuDelta = gpusOf(next) - gpusOf(current);
-      if (vcpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'vcpus', vcpuDelta);
-      if (gpuDelta > 0) await this.quotas.ensureRoom(trx, accountId, 'gpus', gpuDelta);
+      // Only growth is checked (ensureRooms skips what asks for nothing or less).
+      await this.quotas.ensureRooms(trx, accountId, [
+        ['vcpus', vcpuDelta],
+        ['gpus', gpuDelta],
+      ]);
       if (gpuDelta > 0) {
         await this.reserveGpus(trx, instance.region, gpuDelta);
       } else if (gpuDelta < 0) {

@@ -26,7 +26,7 @@ import type { Clock } from '../domain/clock.js';
 import type { EventData, EventType } from '../domain/event-catalog.js';
 import { isAllowed, type StateTable, statusAfter } from '../domain/lifecycle.js';
 import { recordEvent } from '../events/outbox.js';
-import type { JobHandler, JobRunner } from '../jobs/runner.js';
+import type { JobHandler, JobRunner, RunningJob } from '../jobs/runner.js';
 import { switchMeter } from '../store/billing-meters.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
@@ -266,7 +266,8 @@ export class Lifecycle {
 
   /**
    * Carries out a reconciler's write (with its event and related write, if any); false when another
-   * writer got there first.
+   * writer got there first. `finish`: the job that made the write is done, finished in the same
+   * transaction when the write is made.
    */
   async write<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
     kind: ResourceKind<S, A, R, C, E>,
@@ -274,15 +275,17 @@ export class Lifecycle {
     changes: Write<S, C>,
     event?: KindEvent<E>,
     related?: RelatedWrite,
+    finish?: RunningJob,
   ): Promise<boolean> {
     const at = this.clock.now().toISOString();
-    if (!event && !related && !this.changesMeter(kind, current, changes))
+    if (!event && !related && !finish && !this.changesMeter(kind, current, changes))
       return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
     const written = await this.store.db.transaction().execute(async (trx) => {
       const written = await kind.update(trx, current, { ...changes, updated_at: at });
       if (written) await this.meterChange(trx, kind, current, written);
       if (written && event) await this.recordKindEvent(trx, kind, written, event);
       if (written && related) await related(trx);
+      if (written && finish) await finish.finishWithin(trx);
       return written !== undefined;
     });
     if (written && related) this.jobs.wake();
@@ -294,11 +297,13 @@ export class Lifecycle {
     kind: ResourceKind<S, A, R, C, E>,
     current: R,
     event: KindEvent<E>,
+    finish?: RunningJob,
   ): Promise<boolean> {
     return this.store.db.transaction().execute(async (trx) => {
       if (!(await kind.remove(trx, current))) return false;
       await this.meterChange(trx, kind, current, undefined);
       await this.recordKindEvent(trx, kind, current, event);
+      await finish?.finishWithin(trx);
       return true;
     });
   }
@@ -367,11 +372,11 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
     private readonly clock: Clock,
   ) {}
 
-  async run(id: string): Promise<Date | null> {
+  async run(id: string, job?: RunningJob): Promise<Date | null> {
     for (let step = 0; step < MAX_STEPS_PER_RUN; step++) {
       const record = await this.kind.find(this.store.db, id);
       if (!record) return null;
-      const outcome = await this.carryOut(record, await this.reconciler.step(record));
+      const outcome = await this.carryOut(record, await this.reconciler.step(record), job);
       if (outcome !== 'again') return outcome;
     }
     return this.clock.now();
@@ -383,8 +388,11 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
     if (record && step) await this.carryOut(record, step);
   }
 
-  /** 'again' to look once more (also when a write lost to a concurrent one), or when to come back. */
-  private async carryOut(record: R, step: Step<S, C, E>): Promise<'again' | Date | null> {
+  /**
+   * 'again' to look once more (also when a write lost to a concurrent one), or when to come back. A
+   * settling write or a removal ends the job: it is finished in the same transaction (`job`).
+   */
+  private async carryOut(record: R, step: Step<S, C, E>, job?: RunningJob): Promise<'again' | Date | null> {
     switch (step.next) {
       case 'again':
         return 'again';
@@ -396,11 +404,11 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
         await this.lifecycle.write(this.kind, record, step.changes, step.event, step.related);
         return 'again';
       case 'settle':
-        return (await this.lifecycle.write(this.kind, record, step.changes, step.event, step.related))
+        return (await this.lifecycle.write(this.kind, record, step.changes, step.event, step.related, job))
           ? null
           : 'again';
       case 'remove':
-        return (await this.lifecycle.remove(this.kind, record, step.event)) ? null : 'again';
+        return (await this.lifecycle.remove(this.kind, record, step.event, job)) ? null : 'again';
     }
   }
 }

@@ -15,7 +15,7 @@ import { findAccount, lockAccount, quotaOverrides } from '../store/accounts.js';
 import { countApiKeys } from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
-import { lockUsage, setUsage, usageOf } from '../store/usage.js';
+import { lockUsage, setUsage, usageOf, usagesOf } from '../store/usage.js';
 import { NotFound, QuotaExceeded } from './errors.js';
 
 export type UsageCounter = (db: Executor, accountId: string) => Promise<number>;
@@ -96,10 +96,28 @@ export class QuotaService {
   }
 
   async ensureRoom(trx: Executor, accountId: string, name: QuotaName, requested: number): Promise<void> {
+    await this.ensureRooms(trx, accountId, [[name, requested]]);
+  }
+
+  /**
+   * Several quotas at once (an instance takes an instance, vCPUs and GPUs): the limits and the counters
+   * are read once for all; the first request that does not fit, in the order given, is refused.
+   */
+  async ensureRooms(
+    trx: Executor,
+    accountId: string,
+    requests: readonly (readonly [name: QuotaName, requested: number])[],
+  ): Promise<void> {
     // Asking for nothing always fits, even when an operator has lowered a limit below what is in use.
-    if (requested <= 0) return;
-    const limit = (await this.limits(trx, accountId))[name];
-    const used = await this.used(trx, accountId, name);
-    if (used + requested > limit) throw new QuotaExceeded(name, limit, used, requested);
+    const asked = requests.filter(([, requested]) => requested > 0);
+    if (asked.length === 0) return;
+    const limits = await this.limits(trx, accountId);
+    const counted = asked.map(([name]) => name).filter(isCountedQuota);
+    const counters = counted.length > 0 ? await usagesOf(trx, accountId, counted) : null;
+    for (const [name, requested] of asked) {
+      const limit = limits[name];
+      const used = isCountedQuota(name) ? (counters?.get(name) ?? 0) : await this.count(trx, accountId, name);
+      if (used + requested > limit) throw new QuotaExceeded(name, limit, used, requested);
+    }
   }
 }

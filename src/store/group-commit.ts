@@ -57,6 +57,8 @@ export interface GroupCommitStats {
   rolledBack: number;
   /** The largest batch committed. */
   largestBatch: number;
+  /** Statements run for callers, reads and writes (not the batches' own BEGIN, SAVEPOINT, COMMIT). */
+  statements: number;
   /** Members of the open batch waiting for its COMMIT now (none were answered yet). */
   waiting: number;
 }
@@ -181,7 +183,7 @@ class MemberConnection implements DatabaseConnection {
 }
 
 export class GroupCommitDriver implements Driver {
-  private readonly counted = { commits: 0, members: 0, rolledBack: 0, largestBatch: 0 };
+  private readonly counted = { commits: 0, members: 0, rolledBack: 0, largestBatch: 0, statements: 0 };
   private readonly lock = new FifoLock();
   private readonly writer: StatementCache;
   private readonly reader: StatementCache;
@@ -290,6 +292,7 @@ export class GroupCommitDriver implements Driver {
     try {
       const statement = this.writer.prepare(compiledQuery.sql);
       if (!statement.readonly) (this.batch as Batch).dirty = true;
+      this.counted.statements++;
       return Promise.resolve(run<R>(statement, compiledQuery.parameters));
     } catch (error) {
       this.afterFailedStatement(error);
@@ -301,6 +304,7 @@ export class GroupCommitDriver implements Driver {
   async runPlain<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
     if (this.destroyed) throw new Error('the store is closed');
     const statement = this.writer.prepare(compiledQuery.sql);
+    this.counted.statements++;
     if (statement.readonly) {
       const open = this.batch;
       if (open?.dirty) await new Promise<void>((resolve) => open.readers.push(resolve));

@@ -57,13 +57,19 @@ export interface InstanceFilters {
   tags?: readonly (readonly [string, string])[] | undefined;
 }
 
-async function adjustCount(db: Executor, accountId: string, region: string, status: string, delta: number) {
+/** Moves the account's per-status counts by each delta, in one statement (a status change moves two). */
+async function adjustCounts(
+  db: Executor,
+  accountId: string,
+  region: string,
+  deltas: readonly (readonly [status: string, delta: number])[],
+) {
   await db
     .insertInto('instance_counts')
-    .values({ account_id: accountId, region, status, count: delta })
+    .values(deltas.map(([status, delta]) => ({ account_id: accountId, region, status, count: delta })))
     .onConflict((oc) =>
       oc.columns(['account_id', 'region', 'status']).doUpdateSet({
-        count: sql<number>`instance_counts.count + ${delta}`,
+        count: sql<number>`instance_counts.count + excluded.count`,
       }),
     )
     .execute();
@@ -92,8 +98,22 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
     backup_schedule: instance.backup_schedule ? JSON.stringify(instance.backup_schedule) : null,
   };
   await db.insertInto('instances').values(row).execute();
-  await writeTags(db, instance, instance.tags);
-  await adjustCount(db, instance.account_id, instance.region, instance.status, 1);
+  // A new instance has no tag rows to replace: insert only.
+  const tags = Object.entries(instance.tags);
+  if (tags.length > 0) {
+    await db
+      .insertInto('instance_tags')
+      .values(
+        tags.map(([key, value]) => ({
+          instance_id: instance.id,
+          account_id: instance.account_id,
+          key,
+          value,
+        })),
+      )
+      .execute();
+  }
+  await adjustCounts(db, instance.account_id, instance.region, [[instance.status, 1]]);
   await adjustUsage(db, instance.account_id, usageDelta(null, instanceUsage(instance)));
 }
 
@@ -152,8 +172,10 @@ export async function updateInstance(
   const updated = fromRow(row);
   if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
   if (updated.status !== current.status) {
-    await adjustCount(db, current.account_id, current.region, current.status, -1);
-    await adjustCount(db, current.account_id, current.region, updated.status, 1);
+    await adjustCounts(db, current.account_id, current.region, [
+      [current.status, -1],
+      [updated.status, 1],
+    ]);
   }
   if (updated.instance_type !== current.instance_type) {
     await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), instanceUsage(updated)));
@@ -170,7 +192,7 @@ export async function deleteInstance(db: Executor, current: Instance): Promise<b
     .where('version', '=', current.version)
     .executeTakeFirst();
   if (deleted.numDeletedRows === 0n) return false;
-  await adjustCount(db, current.account_id, current.region, current.status, -1);
+  await adjustCounts(db, current.account_id, current.region, [[current.status, -1]]);
   await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), null));
   await returnAddress(db, publicScopeKey(current.region), current.public_ip);
   await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);

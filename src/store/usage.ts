@@ -9,16 +9,34 @@ import { isPostgres } from './dialect.js';
 import type { Executor } from './schema.js';
 
 export async function adjustUsage(db: Executor, accountId: string, delta: Usage): Promise<void> {
-  for (const [name, change] of Object.entries(delta)) {
-    if (!change) continue;
-    await db
-      .insertInto('account_usage')
-      .values({ account_id: accountId, name, used: change })
-      .onConflict((oc) =>
-        oc.columns(['account_id', 'name']).doUpdateSet({ used: sql<number>`account_usage.used + ${change}` }),
-      )
-      .execute();
-  }
+  const changes = Object.entries(delta).filter(([, change]) => change);
+  if (changes.length === 0) return;
+  // Every counter the write moves, in one statement.
+  await db
+    .insertInto('account_usage')
+    .values(changes.map(([name, change]) => ({ account_id: accountId, name, used: change as number })))
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'name'])
+        .doUpdateSet({ used: sql<number>`account_usage.used + excluded.used` }),
+    )
+    .execute();
+}
+
+/** Several of the account's counters in one read (0 for a counter never written). */
+export async function usagesOf(
+  db: Executor,
+  accountId: string,
+  names: readonly CountedQuota[],
+): Promise<Map<CountedQuota, number>> {
+  const rows = await db
+    .selectFrom('account_usage')
+    .select(['name', 'used'])
+    .where('account_id', '=', accountId)
+    .where('name', 'in', names)
+    .execute();
+  const found = new Map(rows.map((row) => [row.name, Number(row.used)]));
+  return new Map(names.map((name) => [name, found.get(name) ?? 0]));
 }
 
 export async function usageOf(db: Executor, accountId: string, name: CountedQuota): Promise<number> {

@@ -70,7 +70,8 @@ export async function insertVolume(db: Executor, volume: Volume): Promise<void> 
       backup_schedule: volume.backup_schedule ? JSON.stringify(volume.backup_schedule) : null,
     })
     .execute();
-  await writeTags(db, volume, volume.tags);
+  // A new volume has no tag rows to replace.
+  if (Object.keys(volume.tags).length > 0) await writeTags(db, volume, volume.tags);
   await adjustUsage(db, volume.account_id, usageDelta(null, volumeUsage(volume)));
 }
 

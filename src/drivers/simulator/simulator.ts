@@ -151,75 +151,96 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   async provision(spec: MachineSpec): Promise<void> {
-    await this.count(spec, 'provision');
-    if (await findMachine(this.db, spec.id)) return;
-    const now = this.clock.now().toISOString();
-    await insertMachine(this.db, {
-      id: spec.id,
-      instance_type: spec.instanceType.name,
-      image: spec.image,
-      state: 'off',
-      state_since: now,
-      boot_started_at: null,
-      created_at: now,
+    await this.machineCall(spec, 'provision', async (db) => {
+      if (await findMachine(db, spec.id)) return;
+      const now = this.clock.now().toISOString();
+      await insertMachine(db, {
+        id: spec.id,
+        instance_type: spec.instanceType.name,
+        image: spec.image,
+        state: 'off',
+        state_since: now,
+        boot_started_at: null,
+        created_at: now,
+      });
     });
   }
 
   async start(spec: MachineSpec): Promise<void> {
-    await this.count(spec, 'start');
-    const { row, state } = await this.current(spec);
-    if (!row || (state.power !== 'off' && state.power !== 'failed')) return;
-    const now = this.clock.now().toISOString();
-    await updateMachine(this.db, spec.id, { state: 'booting', state_since: now, boot_started_at: now });
+    await this.machineCall(spec, 'start', async (db) => {
+      const { row, state } = await this.current(spec, db);
+      if (!row || (state.power !== 'off' && state.power !== 'failed')) return;
+      const now = this.clock.now().toISOString();
+      await updateMachine(db, spec.id, { state: 'booting', state_since: now, boot_started_at: now });
+    });
   }
 
   async stop(spec: MachineSpec, options: { force: boolean }): Promise<void> {
-    await this.count(spec, 'stop');
-    const { row, state } = await this.current(spec);
-    if (!row || state.power === 'off') return;
-    const now = this.clock.now().toISOString();
-    if (options.force || state.power === 'failed') {
-      await updateMachine(this.db, spec.id, { state: 'off', state_since: now });
-    } else if (state.power === 'running' || state.power === 'booting') {
-      await updateMachine(this.db, spec.id, { state: 'stopping', state_since: now });
-    }
+    await this.machineCall(spec, 'stop', async (db) => {
+      const { row, state } = await this.current(spec, db);
+      if (!row || state.power === 'off') return;
+      const now = this.clock.now().toISOString();
+      if (options.force || state.power === 'failed') {
+        await updateMachine(db, spec.id, { state: 'off', state_since: now });
+      } else if (state.power === 'running' || state.power === 'booting') {
+        await updateMachine(db, spec.id, { state: 'stopping', state_since: now });
+      }
+    });
   }
 
   async reboot(spec: MachineSpec): Promise<void> {
-    await this.count(spec, 'reboot');
-    const { row, state } = await this.current(spec);
-    if (!row || state.power !== 'running') return;
-    const now = this.clock.now().getTime();
-    await updateMachine(this.db, spec.id, {
-      state: 'rebooting',
-      state_since: at(now).toISOString(),
-      boot_started_at: at(now + this.timings.stop).toISOString(),
+    await this.machineCall(spec, 'reboot', async (db) => {
+      const { row, state } = await this.current(spec, db);
+      if (!row || state.power !== 'running') return;
+      const now = this.clock.now().getTime();
+      await updateMachine(db, spec.id, {
+        state: 'rebooting',
+        state_since: at(now).toISOString(),
+        boot_started_at: at(now + this.timings.stop).toISOString(),
+      });
     });
   }
 
   async resize(spec: MachineSpec): Promise<void> {
-    await this.count(spec, 'resize');
-    const { row, state } = await this.current(spec);
-    if (!row) throw new Error(`simulator: machine ${spec.id} does not exist`);
-    if (row.instance_type === spec.instanceType.name) return;
-    if (state.power !== 'off' && state.power !== 'failed') {
-      throw new Error(`simulator: machine ${spec.id} must be off to resize, it is ${state.power}`);
-    }
-    await updateMachine(this.db, spec.id, {
-      state: 'resizing',
-      state_since: this.clock.now().toISOString(),
-      instance_type: spec.instanceType.name,
+    await this.machineCall(spec, 'resize', async (db) => {
+      const { row, state } = await this.current(spec, db);
+      if (!row) throw new Error(`simulator: machine ${spec.id} does not exist`);
+      if (row.instance_type === spec.instanceType.name) return;
+      if (state.power !== 'off' && state.power !== 'failed') {
+        throw new Error(`simulator: machine ${spec.id} must be off to resize, it is ${state.power}`);
+      }
+      await updateMachine(db, spec.id, {
+        state: 'resizing',
+        state_since: this.clock.now().toISOString(),
+        instance_type: spec.instanceType.name,
+      });
     });
   }
 
   async destroy(spec: MachineSpec): Promise<void> {
-    await this.count(spec, 'destroy');
-    await deleteMachine(this.db, spec.id);
+    await this.machineCall(spec, 'destroy', (db) => deleteMachine(db, spec.id));
   }
 
-  /** Counted on every call, changing anything or not (calls.ts): how tests see a step run twice. */
-  private count(spec: MachineSpec, call: MachineCall): Promise<void> {
-    return countCall(this.db, spec.id, call);
+  /**
+   * One call on a machine: counted on every call, changing anything or not (calls.ts: how tests see a
+   * step run twice), and its change to the machine, in one transaction: one durable commit per call, as
+   * a hypervisor call is one, and never a count without its change. A call that throws still counts.
+   */
+  private async machineCall(
+    spec: MachineSpec,
+    call: MachineCall,
+    change: (db: SimulatorDb) => Promise<void>,
+  ): Promise<void> {
+    let failure: unknown = null;
+    await this.db.transaction().execute(async (trx) => {
+      await countCall(trx, spec.id, call);
+      try {
+        await change(trx);
+      } catch (error) {
+        failure = error;
+      }
+    });
+    if (failure !== null) throw failure;
   }
 
   async inspect(spec: MachineSpec): Promise<MachineState> {
@@ -466,8 +487,11 @@ export class SimulatedDriver implements ComputeDriver {
     }
   }
 
-  private async current(spec: MachineSpec): Promise<{ row: SimMachineRow | undefined; state: MachineState }> {
-    const row = await findMachine(this.db, spec.id);
+  private async current(
+    spec: MachineSpec,
+    db: SimulatorDb = this.db,
+  ): Promise<{ row: SimMachineRow | undefined; state: MachineState }> {
+    const row = await findMachine(db, spec.id);
     if (!row)
       return { row, state: { power: 'absent', instanceType: null, settlesAt: null, bootStartedAt: null } };
     return { row, state: this.stateOf(row, faultOf(spec), this.clock.now().getTime()) };

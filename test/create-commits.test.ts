@@ -1,0 +1,77 @@
+/**
+ * What one create costs the SQLite store (issue 18, item 2), counted by group commit (store.commitStats()):
+ * the request commits once, and the boot job commits only as often as the state machine needs. One
+ * request at a time, jobs stepped by hand, so every commit holds one member and nothing else writes:
+ * a regression that adds a commit (or many statements) to the write path fails here.
+ */
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/domain/clock.js';
+import type { GroupCommitStats } from '../src/store/group-commit.js';
+import { COMPUTE } from './helpers/instances.js';
+import { serverForSuite } from './helpers/server.js';
+
+/** Budgets: the figures measured when they were set, so a regression shows. */
+const CREATE_COMMITS = 1;
+const CREATE_STATEMENTS = 20;
+const BOOT_COMMITS = 6;
+const BOOT_STATEMENTS = 29;
+
+describe('Commits per create (SQLite)', () => {
+  const clock = new ManualClock(new Date('2026-09-01T00:00:00Z'));
+  const server = serverForSuite({ store: 'sqlite', clock, steppedJobs: true });
+
+  function stats(): GroupCommitStats {
+    const found = server.running.backends.store.commitStats();
+    if (!found) throw new Error('no group commit on this store');
+    return found;
+  }
+
+  const since = (before: GroupCommitStats) => {
+    const now = stats();
+    return { commits: now.commits - before.commits, statements: now.statements - before.statements };
+  };
+
+  it(`a create commits ${CREATE_COMMITS} time(s) and its boot at most ${BOOT_COMMITS}`, async () => {
+    const key = server.rootKey;
+    const jobs = server.running.backends.jobs;
+    // A first create sets up what is made once per account and region (address scopes); then quiet.
+    const first = await server.request('POST', '/v1/instances', { key, body: { name: 'first', ...COMPUTE } });
+    expect(first.status, first.text).toBe(202);
+    for (let i = 0; i < 20; i++) {
+      clock.advance(10_000);
+      await jobs.runDue();
+    }
+
+    const beforeCreate = stats();
+    const reply = await server.request('POST', '/v1/instances', {
+      key,
+      body: { name: 'counted', ...COMPUTE },
+    });
+    expect(reply.status, reply.text).toBe(202);
+    const create = since(beforeCreate);
+
+    // The boot's own statements: the status checks between runs are taken out.
+    const boot = { commits: 0, statements: 0 };
+    let status = '';
+    for (let i = 0; i < 20 && status !== 'running'; i++) {
+      const beforeRun = stats();
+      await jobs.runDue();
+      const run = since(beforeRun);
+      boot.commits += run.commits;
+      boot.statements += run.statements;
+      // Read from the store, not through the API (a request writes its key's last use).
+      const row = await server.running.backends.store.db
+        .selectFrom('instances')
+        .select('status')
+        .where('id', '=', reply.body.data.id)
+        .executeTakeFirstOrThrow();
+      status = row.status;
+      if (status !== 'running') clock.advance(100);
+    }
+    expect(status).toBe('running');
+    expect(create.commits).toBeLessThanOrEqual(CREATE_COMMITS);
+    expect(create.statements).toBeLessThanOrEqual(CREATE_STATEMENTS);
+    expect(boot.commits).toBeLessThanOrEqual(BOOT_COMMITS);
+    expect(boot.statements).toBeLessThanOrEqual(BOOT_STATEMENTS);
+  });
+});
