@@ -1,0 +1,338 @@
+/**
+ * Benchmark of issue 18 (tests and benchmarks): durable creates per second with 64 concurrent clients,
+ * and whether the boots keep pace.
+ *
+ * Three configurations, each on a fresh data dir (and a fresh PostgreSQL database), a built Nimbus with
+ * NIMBUS_SIM_SPEEDUP=1000 (a boot takes 8 ms of simulated time, so the boot jobs run during the load):
+ * - sqlite: one `bin/nimbus serve`, SQLite WAL with synchronous=FULL (group commit);
+ * - postgres-1: one server on PostgreSQL and Redis;
+ * - postgres-2: two servers on one PostgreSQL database and one Redis, the clients split over both.
+ *
+ * The creating account is the bootstrap one (enterprise) with its rate limit and its `instances`/`vcpus`
+ * quotas raised; the public pool is 100.64.0.0/10. Per configuration: a warm-up, then POST /v1/instances
+ * over --connections keep-alive TLS connections for --duration seconds (autocannon), every answer 202;
+ * every second meanwhile, the instances still `starting` (the boot backlog), and after the load how long
+ * the last boots took. Server CPU is the user+system time of the Nimbus processes (PostgreSQL's own is
+ * not in it). --cpu-prof writes a V8 CPU profile of the SQLite server and prints its top functions by
+ * self time.
+ *
+ * Usage (from the repository root):
+ *   node bench/create-throughput.mjs [--duration 10] [--connections 64] [--warmup-creates 64]
+ *     [--only sqlite,postgres-1,postgres-2] [--pg-url postgres://postgres@127.0.0.1:5432]
+ *     [--redis-url redis://127.0.0.1:6379] [--cpu-prof] [--no-build] [--no-write] [--keep]
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  accountIdOf,
+  atCleanUp,
+  bootstrapAuth,
+  cleanUp,
+  cleanUpOnExit,
+  cleanup,
+  fail,
+  fmt,
+  HOST,
+  positiveInt,
+  prepareRun,
+  RAISED_LIMIT,
+  ROOT,
+  raiseLimits,
+  removeDir,
+  request,
+  runHeader,
+  runLoad,
+  sleep,
+  startNimbus,
+  step,
+  stopChild,
+  summarize,
+  tempDir,
+  writeSection,
+} from './lib.mjs';
+
+const SCRIPT = 'bench/create-throughput.mjs';
+const CONFIGURATIONS = ['sqlite', 'postgres-1', 'postgres-2'];
+const TARGETS = { sqlite: 1_000, 'postgres-1': null, 'postgres-2': 500 };
+const CREATE_BODY = JSON.stringify({
+  name: 'burst',
+  instance_type: 'compute-1x',
+  region: 'us-east-1',
+  image: 'ubuntu-24.04',
+});
+const QUOTAS = [
+  ['instances', 10_000_000],
+  ['vcpus', RAISED_LIMIT],
+];
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '64' },
+    'warmup-creates': { type: 'string', default: '64' },
+    only: { type: 'string', default: CONFIGURATIONS.join(',') },
+    'pg-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432' },
+    'redis-url': { type: 'string', default: 'redis://127.0.0.1:6379' },
+    'cpu-prof': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const DURATION = positiveInt(values.duration, 'duration');
+const CONNECTIONS = positiveInt(values.connections, 'connections');
+const WARMUP_CREATES = positiveInt(values['warmup-creates'], 'warmup-creates');
+const ONLY = values.only.split(',').filter(Boolean);
+for (const name of ONLY) if (!CONFIGURATIONS.includes(name)) fail(`unknown configuration ${name}`);
+cleanup.keep = values.keep;
+cleanUpOnExit();
+
+// ---------------------------------------------------------------------------------------------------
+// PostgreSQL: a fresh database per configuration, dropped at the end
+// ---------------------------------------------------------------------------------------------------
+function databaseUrl(name) {
+  const url = new URL(values['pg-url']);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+function psql(statement) {
+  const result = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import pg from 'pg';
+       const client = new pg.Client({ connectionString: process.argv[1] });
+       await client.connect();
+       const res = await client.query(process.argv[2]);
+       process.stdout.write(JSON.stringify(res.rows));
+       await client.end();`,
+      databaseUrl('postgres'),
+      statement,
+    ],
+    { cwd: ROOT, encoding: 'utf8', timeout: 30_000 },
+  );
+  if (result.status !== 0) fail(`PostgreSQL: ${statement}: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One configuration
+// ---------------------------------------------------------------------------------------------------
+async function count(port, auth, query) {
+  const res = await request(port, 'GET', `/v1/instances?limit=1${query}`, auth);
+  if (res.status !== 200) fail(`GET /v1/instances${query} answered ${res.status}: ${res.body}`);
+  return JSON.parse(res.body).pagination.total_items;
+}
+
+async function measure(autocannon, name) {
+  const replicas = name === 'postgres-2' ? 2 : 1;
+  const dataDir = tempDir(`nimbus-bench-burst-${name}-`);
+  const env = { NIMBUS_SIM_SPEEDUP: '1000', NIMBUS_PUBLIC_IP_POOLS: 'us-east-1=100.64.0.0/10' };
+  let database = null;
+  let durability = 'SQLite WAL, synchronous=FULL, group commit';
+  if (name !== 'sqlite') {
+    database = `nimbus_burst_${process.pid}_${Date.now().toString(36)}`;
+    psql(`create database "${database}"`);
+    atCleanUp(() => psql(`drop database if exists "${database}" with (force)`));
+    env.NIMBUS_DATABASE_URL = databaseUrl(database);
+    env.NIMBUS_REDIS_URL = values['redis-url'];
+    const [settings] = psql(
+      "select current_setting('server_version') as v, current_setting('fsync') as f, current_setting('synchronous_commit') as s",
+    );
+    durability = `PostgreSQL ${settings.v}, fsync=${settings.f}, synchronous_commit=${settings.s}; Redis; pool of 10 per server`;
+  }
+  step(`${name}: data dir ${dataDir}`);
+  const logFile = path.join(dataDir, 'nimbus.log');
+  const first = await startNimbus(dataDir, logFile, env);
+  const auth = bootstrapAuth(dataDir);
+  const accountId = await accountIdOf(first.port, auth);
+  await stopChild(first.child);
+  const adminEnv = env.NIMBUS_DATABASE_URL ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL } : {};
+  raiseLimits(dataDir, accountId, QUOTAS, adminEnv);
+  const profileDir = values['cpu-prof'] && name === 'sqlite' ? path.join(dataDir, 'profile') : null;
+  const nodeArgs = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];
+  const servers = [];
+  // Each replica on the same database and Redis (the second on a data dir of its own, same key file).
+  for (let replica = 0; replica < replicas; replica++) {
+    servers.push(await startNimbus(dataDir, logFile, env, ROOT, nodeArgs));
+  }
+  const perServer = Math.ceil(CONNECTIONS / replicas);
+  const loadOn = (server, duration) => ({
+    url: `https://${HOST}:${server.port}/v1/instances`,
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: CREATE_BODY,
+    connections: perServer,
+    duration,
+  });
+  // Warm-up: the first creates on each server (connections, statement caches, address scopes).
+  step(`${name}: warm-up, ${WARMUP_CREATES} creates per server`);
+  await Promise.all(
+    servers.map(async (server) => {
+      const agent = new https.Agent({ keepAlive: true, maxSockets: 8 });
+      const replies = await Promise.all(
+        Array.from({ length: WARMUP_CREATES }, () =>
+          request(server.port, 'POST', '/v1/instances', auth, JSON.parse(CREATE_BODY), agent),
+        ),
+      );
+      agent.destroy();
+      const refused = replies.filter((reply) => reply.status !== 202);
+      if (refused.length > 0) {
+        fail(`${name} warm-up: ${refused.length} creates answered ${refused[0].status}: ${refused[0].body}`);
+      }
+    }),
+  );
+  await waitForBoots(servers[0].port, auth, 60_000);
+  const before = await count(servers[0].port, auth, '');
+
+  // The backlog: instances still starting, once a second during the load.
+  const backlog = [];
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      await sleep(1000);
+      if (sampling) backlog.push(await count(servers[0].port, auth, '&status=starting'));
+    }
+  })();
+  const results = await Promise.all(
+    servers.map((server, i) =>
+      runLoad(autocannon, `${name} create ${i + 1}`, loadOn(server, DURATION), server.child.pid, 202),
+    ),
+  );
+  sampling = false;
+  await sampler;
+  const stopped = performance.now();
+  const startingAtEnd = await count(servers[0].port, auth, '&status=starting');
+  await waitForBoots(servers[0].port, auth, 300_000);
+  const drainSeconds = (performance.now() - stopped) / 1000;
+  await sleep(500);
+  const created = (await count(servers[0].port, auth, '')) - before;
+  const answered = results.reduce((sum, r) => sum + r.requests.total, 0);
+  if (created < answered || created > answered + CONNECTIONS) {
+    fail(`${name}: ${answered} creates answered 202 but the account grew by ${created}`);
+  }
+  for (const server of servers) await stopChild(server.child);
+  const profile = profileDir ? summarizeProfile(profileDir) : null;
+  if (database) psql(`drop database if exists "${database}" with (force)`);
+  removeDir(dataDir);
+  return combine(name, replicas, durability, results, { backlog, startingAtEnd, drainSeconds, profile });
+}
+
+async function waitForBoots(port, auth, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const starting = await count(port, auth, '&status=starting');
+    if (starting === 0) return;
+    if ((await count(port, auth, '&status=error')) > 0) fail('instances went to error');
+    if (Date.now() > deadline) fail(`${starting} instances still starting after ${timeoutMs / 1000} s`);
+    await sleep(200);
+  }
+}
+
+/** One row from the replicas' loads: their rates add up, latencies are the worse replica's. */
+function combine(name, replicas, durability, results, extra) {
+  const parts = results.map(summarize);
+  const requests = parts.reduce((sum, p) => sum + p.requests, 0);
+  const cpuSeconds = results.reduce((sum, r) => sum + (r.serverCpuSeconds ?? 0), 0);
+  return {
+    name,
+    replicas,
+    durability,
+    rps: parts.reduce((sum, p) => sum + p.rps, 0),
+    firstRate: parts.reduce((sum, p) => sum + p.firstRate, 0),
+    lastRate: parts.reduce((sum, p) => sum + p.lastRate, 0),
+    p50: Math.max(...parts.map((p) => p.p50)),
+    p99: Math.max(...parts.map((p) => p.p99)),
+    requests,
+    cpuShare: cpuSeconds / DURATION,
+    cpuUsPerCreate: (cpuSeconds * 1e6) / requests,
+    ...extra,
+  };
+}
+
+/** The V8 profile's functions by self time (top 15) and the share of the samples each took. */
+function summarizeProfile(dir) {
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) return null;
+  const profile = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
+  const selfByNode = new Map();
+  for (const sample of profile.samples) selfByNode.set(sample, (selfByNode.get(sample) ?? 0) + 1);
+  const byFunction = new Map();
+  let total = 0;
+  for (const node of profile.nodes) {
+    const hits = selfByNode.get(node.id) ?? 0;
+    if (hits === 0) continue;
+    total += hits;
+    const { functionName, url, lineNumber } = node.callFrame;
+    const where = url ? `${path.relative(ROOT, url.replace(/^file:\/\//, ''))}:${lineNumber + 1}` : '';
+    const label = `${functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
+    byFunction.set(label, (byFunction.get(label) ?? 0) + hits);
+  }
+  return [...byFunction]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 15)
+    .map(([label, hits]) => ({ label, share: hits / total }));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------------
+function report(rows) {
+  const lines = [
+    `POST /v1/instances, ${CONNECTIONS} keep-alive TLS connections (split evenly over the replicas), ${WARMUP_CREATES} warm-up creates per server, then ${DURATION} s measured; NIMBUS_SIM_SPEEDUP=1000, so every create's boot job runs in the servers during the load. "starting" is the boot backlog sampled once a second during the load.`,
+    '',
+    '| configuration | durability | creates/s | first → last | p50 (ms) | p99 (ms) | server CPU | CPU per create | starting during the load | starting at end → all running after | target |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|',
+  ];
+  for (const row of rows) {
+    const target = TARGETS[row.name];
+    lines.push(
+      `| ${row.name} (${row.replicas} server${row.replicas > 1 ? 's' : ''}) | ${row.durability} | **${fmt(row.rps)}** | ${fmt(row.firstRate)} → ${fmt(row.lastRate)}/s | ${row.p50} | ${row.p99} | ${Math.round(row.cpuShare * 100)}% of a core | ${fmt(row.cpuUsPerCreate)} µs | ${row.backlog.join(', ')} | ${row.startingAtEnd} → ${row.drainSeconds.toFixed(1)} s | ${target === null ? 'none' : `≥ ${fmt(target)}/s: ${row.rps >= target ? 'met' : '**not met**'}`} |`,
+    );
+  }
+  for (const row of rows) {
+    if (!row.profile) continue;
+    lines.push(
+      '',
+      `CPU profile of the ${row.name} server over the whole run (--cpu-prof), top functions by self time:`,
+      '',
+    );
+    lines.push('| function | share of samples |', '|---|---:|');
+    for (const { label, share } of row.profile) lines.push(`| \`${label}\` | ${(share * 100).toFixed(1)}% |`);
+  }
+  return lines;
+}
+
+async function main() {
+  const { command, loadAverage, autocannon } = await prepareRun(SCRIPT, { build: !values['no-build'] });
+  const rows = [];
+  for (const name of ONLY) {
+    rows.push(await measure(autocannon, name));
+    process.stdout.write(`${report(rows.slice(-1)).slice(2).join('\n')}\n`);
+  }
+  const lines = report(rows);
+  process.stdout.write(`\n${lines.join('\n')}\n`);
+  if (!values['no-write']) {
+    writeSection(SCRIPT, [
+      '## Create throughput with 64 clients (issue 18)',
+      '',
+      ...runHeader({
+        loadAverage,
+        command,
+        npmScript: 'bench:create-throughput',
+        machineNote:
+          ' The host was shared with other agents working at the same time: servers, load generator and PostgreSQL share its 2 cores with them.',
+      }),
+      ...lines,
+      '',
+    ]);
+  }
+  cleanUp();
+}
+
+await main();
