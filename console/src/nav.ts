@@ -6,6 +6,9 @@ import type { FunctionComponent } from 'preact';
 import { ApiKeysPage } from './pages/api-keys.tsx';
 import { comingSoon } from './pages/coming-soon.tsx';
 import { InstancesPage } from './pages/instances.tsx';
+import { NetworkingPage } from './pages/networking.tsx';
+import { SnapshotsPage } from './pages/snapshots.tsx';
+import { VolumesPage } from './pages/volumes.tsx';
 
 export interface NavEntry {
   label: string;
@@ -15,9 +18,9 @@ export interface NavEntry {
 
 export const NAV: NavEntry[] = [
   { label: 'Instances', path: '/console/instances', page: InstancesPage },
-  { label: 'Volumes', path: '/console/volumes', page: comingSoon('Volumes') },
-  { label: 'Snapshots', path: '/console/snapshots', page: comingSoon('Snapshots') },
-  { label: 'Networking', path: '/console/networking', page: comingSoon('Networking') },
+  { label: 'Volumes', path: '/console/volumes', page: VolumesPage },
+  { label: 'Snapshots', path: '/console/snapshots', page: SnapshotsPage },
+  { label: 'Networking', path: '/console/networking', page: NetworkingPage },
   { label: 'Alerts', path: '/console/alerts', page: comingSoon('Alerts') },
   { label: 'Webhooks', path: '/console/webhooks', page: comingSoon('Webhooks') },
   { label: 'Billing', path: '/console/billing', page: comingSoon('Billing') },

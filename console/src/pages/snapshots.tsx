@@ -1,0 +1,466 @@
+/**
+ * Snapshots: the list (GET /v1/snapshots), take one of a volume, restore (as a new volume, over a detached
+ * volume of the region, or over a stopped instance's root disk when the snapshot is of a root volume) and
+ * delete after a confirmation; the data volumes' backup schedules (PATCH /v1/volumes/{id}). The list is
+ * polled only while a snapshot is being made or deleted.
+ */
+import { useState } from 'preact/hooks';
+import { type Schemas, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { type Column, Pager, Table } from '../components/table.tsx';
+import { formatDate } from '../format.ts';
+import { useLoad } from '../load.ts';
+import { usePollWhile } from '../poll.ts';
+import { currentSession } from '../session.ts';
+import { useInstanceChoices } from './volumes.tsx';
+
+type Snapshot = Schemas['Snapshot'];
+type Volume = Schemas['Volume'];
+const PAGE_SIZE = 20;
+
+function useVolumeChoices() {
+  return useLoad(
+    async () =>
+      (await unwrap(currentSession().api.GET('/v1/volumes', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+}
+
+type Panel = { kind: 'create' } | { kind: 'restore'; snapshot: Snapshot };
+
+export function SnapshotsPage() {
+  const api = currentSession().api;
+  const [page, setPage] = useState(1);
+  const list = useLoad(
+    () => unwrap(api.GET('/v1/snapshots', { params: { query: { page, limit: PAGE_SIZE } } })),
+    [page],
+  );
+  const volumes = useVolumeChoices();
+  const snapshots = list.data?.data ?? [];
+  usePollWhile(
+    snapshots.some((s) => s.status === 'creating' || s.status === 'deleting'),
+    list.reload,
+  );
+  const [panel, setPanel] = useState<Panel | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+  const volumeName = (id: string) => volumes.data?.find((v) => v.id === id)?.name ?? id;
+
+  const remove = async (snapshot: Snapshot) => {
+    if (!(await confirm(`Delete ${snapshot.name}?`, 'It cannot be restored afterwards.', 'Delete'))) return;
+    setError(null);
+    setNotice(null);
+    try {
+      await unwrap(api.DELETE('/v1/snapshots/{id}', { params: { path: { id: snapshot.id } } }));
+      list.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  const columns: Column<Snapshot>[] = [
+    { label: 'Name', render: (s) => s.name },
+    {
+      label: 'Status',
+      render: (s) => (
+        <>
+          <StatusBadge status={s.status} />
+          {s.error && <small class="muted"> {s.error}</small>}
+        </>
+      ),
+    },
+    { label: 'Size', render: (s) => `${s.size_gb} GB` },
+    { label: 'Region', render: (s) => s.region },
+    { label: 'Kind', render: (s) => s.kind },
+    {
+      label: 'Source',
+      render: (s) =>
+        s.source_instance_id ? (
+          <a href={`/console/instances/${s.source_instance_id}`}>root disk of {s.source_instance_id}</a>
+        ) : (
+          volumeName(s.source_volume_id)
+        ),
+    },
+    { label: 'Created', render: (s) => formatDate(s.created_at) },
+    {
+      label: 'Actions',
+      render: (s) => (
+        <div class="row-actions">
+          {s.status === 'available' && (
+            <button
+              type="button"
+              aria-label={`Restore ${s.name}`}
+              onClick={() => setPanel({ kind: 'restore', snapshot: s })}
+            >
+              Restore
+            </button>
+          )}
+          {(s.status === 'available' || s.status === 'failed') && (
+            <button type="button" class="danger" aria-label={`Delete ${s.name}`} onClick={() => remove(s)}>
+              Delete
+            </button>
+          )}
+        </div>
+      ),
+    },
+  ];
+  const dataVolumes = (volumes.data ?? []).filter((v) => v.kind === 'data');
+
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Snapshots</h1>
+        <button type="button" class="primary" onClick={() => setPanel({ kind: 'create' })}>
+          Take snapshot
+        </button>
+      </div>
+      {panel?.kind === 'create' && (
+        <CreateSnapshotForm
+          volumes={(volumes.data ?? []).filter((v) => v.status === 'available' || v.status === 'in-use')}
+          onCancel={() => setPanel(null)}
+          onCreated={(name) => {
+            setPanel(null);
+            setNotice(`Snapshot ${name} is being taken.`);
+            list.reload();
+          }}
+        />
+      )}
+      {panel?.kind === 'restore' && (
+        <RestoreForm
+          snapshot={panel.snapshot}
+          volumes={dataVolumes}
+          onCancel={() => setPanel(null)}
+          onRestored={(what) => {
+            setPanel(null);
+            setNotice(what);
+            volumes.reload();
+          }}
+        />
+      )}
+      {notice && (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      )}
+      <ErrorNotice error={error ?? list.error} />
+      {list.data && snapshots.length === 0 ? (
+        <EmptyState title="No snapshots yet">
+          <p>
+            Take a snapshot of a volume before a risky change, or give a volume a backup schedule below to
+            take them for you.
+          </p>
+          <button type="button" class="primary" onClick={() => setPanel({ kind: 'create' })}>
+            Take snapshot
+          </button>
+        </EmptyState>
+      ) : (
+        <Table caption="Snapshots" columns={columns} rows={snapshots} rowKey={(s) => s.id} />
+      )}
+      {list.data && <Pager page={page} totalPages={list.data.pagination.total_pages} onPage={setPage} />}
+      <Schedules volumes={dataVolumes} onChanged={volumes.reload} />
+      {dialog}
+    </section>
+  );
+}
+
+function CreateSnapshotForm(props: {
+  volumes: Volume[];
+  onCancel: () => void;
+  onCreated: (name: string) => void;
+}) {
+  const [volumeId, setVolumeId] = useState('');
+  const [name, setName] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const chosen = volumeId || props.volumes[0]?.id || '';
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const answer = await unwrap(
+        currentSession().api.POST('/v1/snapshots', { body: { name, volume_id: chosen } }),
+      );
+      props.onCreated(answer.data.name);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Take snapshot">
+      {props.volumes.length === 0 ? (
+        <p>No volume can be copied now: create one on the Volumes page (or wait for one to be available).</p>
+      ) : (
+        <div class="field-row">
+          <div class="field">
+            <label for="snap-volume">Volume</label>
+            <select id="snap-volume" value={chosen} onChange={(e) => setVolumeId(e.currentTarget.value)}>
+              {props.volumes.map((v) => (
+                <option key={v.id} value={v.id}>
+                  {v.name} ({v.kind}, {v.size_gb} GB, {v.region})
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="field">
+            <label for="snap-name">Name</label>
+            <input id="snap-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          </div>
+        </div>
+      )}
+      <ErrorNotice error={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary" disabled={!chosen}>
+          Take snapshot
+        </button>
+      </div>
+    </form>
+  );
+}
+
+type Target = 'new' | 'volume' | 'instance';
+
+function RestoreForm(props: {
+  snapshot: Snapshot;
+  volumes: Volume[];
+  onCancel: () => void;
+  onRestored: (what: string) => void;
+}) {
+  const { snapshot } = props;
+  const instances = useInstanceChoices();
+  const isRoot = snapshot.source_instance_id !== null;
+  const [target, setTarget] = useState<Target>('new');
+  const [name, setName] = useState(`${snapshot.name}-restored`);
+  const [size, setSize] = useState(String(snapshot.size_gb));
+  const [volumeId, setVolumeId] = useState('');
+  const [instanceId, setInstanceId] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const overwritable = props.volumes.filter(
+    (v) => v.region === snapshot.region && v.status === 'available' && v.size_gb >= snapshot.size_gb,
+  );
+  const stopped = (instances.data ?? []).filter(
+    (i) => i.region === snapshot.region && i.status === 'stopped',
+  );
+  const chosenVolume = volumeId || overwritable[0]?.id || '';
+  const chosenInstance = instanceId || stopped[0]?.id || '';
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    const body =
+      target === 'new'
+        ? { name, size_gb: Number(size) }
+        : target === 'volume'
+          ? { target_volume_id: chosenVolume }
+          : { instance_id: chosenInstance };
+    try {
+      const answer = await unwrap(
+        currentSession().api.POST('/v1/snapshots/{id}/restore', {
+          params: { path: { id: snapshot.id } },
+          body,
+        }),
+      );
+      props.onRestored(
+        `Restoring ${snapshot.name} into the volume ${answer.data.volume.name}: follow it on the Volumes page.`,
+      );
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <form class="stack card" onSubmit={submit} aria-label={`Restore ${snapshot.name}`}>
+      <fieldset>
+        <legend>Restore {snapshot.name} into</legend>
+        <label class="check">
+          <input type="radio" name="target" checked={target === 'new'} onChange={() => setTarget('new')} />A
+          new volume
+        </label>
+        <label class="check">
+          <input
+            type="radio"
+            name="target"
+            checked={target === 'volume'}
+            onChange={() => setTarget('volume')}
+          />
+          An existing detached volume (overwritten)
+        </label>
+        {isRoot && (
+          <label class="check">
+            <input
+              type="radio"
+              name="target"
+              checked={target === 'instance'}
+              onChange={() => setTarget('instance')}
+            />
+            The root disk of a stopped instance (overwritten)
+          </label>
+        )}
+      </fieldset>
+      {target === 'new' && (
+        <div class="field-row">
+          <div class="field">
+            <label for="restore-name">Volume name</label>
+            <input id="restore-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          </div>
+          <div class="field">
+            <label for="restore-size">Size (GB)</label>
+            <input
+              id="restore-size"
+              type="number"
+              min={snapshot.size_gb}
+              max={16384}
+              required
+              value={size}
+              onInput={(e) => setSize(e.currentTarget.value)}
+            />
+          </div>
+        </div>
+      )}
+      {target === 'volume' &&
+        (overwritable.length === 0 ? (
+          <p>
+            No detached volume in {snapshot.region} of at least {snapshot.size_gb} GB: detach one or restore
+            into a new volume.
+          </p>
+        ) : (
+          <div class="field">
+            <label for="restore-volume">Volume to overwrite</label>
+            <select
+              id="restore-volume"
+              value={chosenVolume}
+              onChange={(e) => setVolumeId(e.currentTarget.value)}
+            >
+              {overwritable.map((v) => (
+                <option key={v.id} value={v.id}>
+                  {v.name} ({v.size_gb} GB)
+                </option>
+              ))}
+            </select>
+          </div>
+        ))}
+      {target === 'instance' &&
+        (stopped.length === 0 ? (
+          <p>
+            No stopped instance in {snapshot.region}: stop the instance whose disk should be replaced first.
+          </p>
+        ) : (
+          <div class="field">
+            <label for="restore-instance">Stopped instance</label>
+            <select
+              id="restore-instance"
+              value={chosenInstance}
+              onChange={(e) => setInstanceId(e.currentTarget.value)}
+            >
+              {stopped.map((i) => (
+                <option key={i.id} value={i.id}>
+                  {i.name}
+                </option>
+              ))}
+            </select>
+          </div>
+        ))}
+      <ErrorNotice error={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button
+          type="submit"
+          class="primary"
+          disabled={(target === 'volume' && !chosenVolume) || (target === 'instance' && !chosenInstance)}
+        >
+          Restore
+        </button>
+      </div>
+    </form>
+  );
+}
+
+type Frequency = 'hourly' | 'daily' | 'weekly';
+
+/** Each data volume's backup schedule: frequency and how many scheduled snapshots to keep. */
+function Schedules(props: { volumes: Volume[]; onChanged: () => void }) {
+  return (
+    <section aria-labelledby="schedules-heading">
+      <h2 id="schedules-heading">Backup schedules</h2>
+      {props.volumes.length === 0 ? (
+        <p class="muted">
+          Data volumes can take scheduled snapshots; create one on the Volumes page. An instance's root disk
+          follows the instance's own backup schedule.
+        </p>
+      ) : (
+        <Table
+          caption="Backup schedules of data volumes"
+          rows={props.volumes}
+          rowKey={(v) => v.id}
+          columns={[
+            { label: 'Volume', render: (v) => v.name },
+            {
+              label: 'Schedule',
+              render: (v) =>
+                v.backup_schedule
+                  ? `${v.backup_schedule.frequency}, keep ${v.backup_schedule.retention}`
+                  : 'none',
+            },
+            { label: 'Change', render: (v) => <ScheduleEditor volume={v} onChanged={props.onChanged} /> },
+          ]}
+        />
+      )}
+    </section>
+  );
+}
+
+function ScheduleEditor({ volume, onChanged }: { volume: Volume; onChanged: () => void }) {
+  const [frequency, setFrequency] = useState<Frequency | ''>(
+    (volume.backup_schedule?.frequency as Frequency | undefined) ?? '',
+  );
+  const [retention, setRetention] = useState(String(volume.backup_schedule?.retention ?? 7));
+  const [error, setError] = useState<unknown>(null);
+  const save = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      await unwrap(
+        currentSession().api.PATCH('/v1/volumes/{id}', {
+          params: { path: { id: volume.id } },
+          body: { backup_schedule: frequency ? { frequency, retention: Number(retention) } : null },
+        }),
+      );
+      onChanged();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return (
+    <form class="row-actions" onSubmit={save} aria-label={`Backup schedule of ${volume.name}`}>
+      <select
+        aria-label={`Frequency for ${volume.name}`}
+        value={frequency}
+        onChange={(e) => setFrequency(e.currentTarget.value as Frequency | '')}
+      >
+        <option value="">No schedule</option>
+        <option>hourly</option>
+        <option>daily</option>
+        <option>weekly</option>
+      </select>
+      {frequency && (
+        <input
+          aria-label={`Snapshots to keep for ${volume.name}`}
+          type="number"
+          min={1}
+          max={90}
+          value={retention}
+          onInput={(e) => setRetention(e.currentTarget.value)}
+        />
+      )}
+      <button type="submit">Save</button>
+      <ErrorNotice error={error} />
+    </form>
+  );
+}

@@ -1,0 +1,466 @@
+/**
+ * Volumes: the list (GET /v1/volumes), create (with an optional instance to attach to), and per volume
+ * attach, detach, resize (grow only), snapshot and delete after a confirmation. Statuses stay current by
+ * polling the list only while a volume is changing (no stream carries volumes).
+ */
+import { useState } from 'preact/hooks';
+import { type Schemas, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { type Column, Pager, Table } from '../components/table.tsx';
+import { useLoad } from '../load.ts';
+import { usePollWhile } from '../poll.ts';
+import { currentSession } from '../session.ts';
+import { REGIONS } from './instances.tsx';
+
+type Volume = Schemas['Volume'];
+type Region = (typeof REGIONS)[number];
+const PAGE_SIZE = 20;
+const SETTLED = new Set(['available', 'in-use', 'error']);
+
+/** The account's instances, for the attach and create pickers (names, ids and regions). */
+export function useInstanceChoices() {
+  return useLoad(
+    async () =>
+      (await unwrap(currentSession().api.GET('/v1/instances', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+}
+
+type Panel =
+  | { kind: 'create' }
+  | { kind: 'attach'; volume: Volume }
+  | { kind: 'resize'; volume: Volume }
+  | { kind: 'snapshot'; volume: Volume };
+
+export function VolumesPage() {
+  const api = currentSession().api;
+  const [page, setPage] = useState(1);
+  const list = useLoad(
+    () => unwrap(api.GET('/v1/volumes', { params: { query: { page, limit: PAGE_SIZE } } })),
+    [page],
+  );
+  const instances = useInstanceChoices();
+  const volumes = list.data?.data ?? [];
+  usePollWhile(
+    volumes.some((v) => !SETTLED.has(v.status)),
+    list.reload,
+  );
+  const [panel, setPanel] = useState<Panel | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const { confirm, dialog } = useConfirm();
+  const instanceName = (id: string | null) =>
+    id ? (instances.data?.find((i) => i.id === id)?.name ?? id) : '—';
+
+  const act = async (work: () => Promise<unknown>, done?: string) => {
+    setError(null);
+    setNotice(null);
+    try {
+      await work();
+      if (done) setNotice(done);
+      list.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const detach = async (v: Volume) => {
+    if (
+      !(await confirm(
+        `Detach ${v.name}?`,
+        `Unmount it inside ${instanceName(v.instance_id)} first, or writes in flight are lost.`,
+        'Detach',
+      ))
+    )
+      return;
+    await act(() => unwrap(api.POST('/v1/volumes/{id}/detach', { params: { path: { id: v.id } } })));
+  };
+  const remove = async (v: Volume) => {
+    if (!(await confirm(`Delete ${v.name}?`, 'Its data is gone for good; its snapshots stay.', 'Delete')))
+      return;
+    await act(() => unwrap(api.DELETE('/v1/volumes/{id}', { params: { path: { id: v.id } } })));
+  };
+
+  const columns: Column<Volume>[] = [
+    { label: 'Name', render: (v) => v.name },
+    { label: 'Status', render: (v) => <StatusBadge status={v.status} /> },
+    { label: 'Size', render: (v) => `${v.size_gb} GB` },
+    { label: 'Region', render: (v) => v.region },
+    { label: 'Kind', render: (v) => v.kind },
+    {
+      label: 'Attached to',
+      render: (v) =>
+        v.instance_id ? (
+          <a href={`/console/instances/${v.instance_id}`}>{instanceName(v.instance_id)}</a>
+        ) : (
+          '—'
+        ),
+    },
+    { label: 'Device', render: (v) => (v.device_name ? <code>{v.device_name}</code> : '—') },
+    {
+      label: 'Actions',
+      render: (v) =>
+        v.kind === 'root' ? (
+          <span class="muted">Follows its instance</span>
+        ) : (
+          <div class="row-actions">
+            {v.status === 'available' && (
+              <button
+                type="button"
+                aria-label={`Attach ${v.name}`}
+                onClick={() => setPanel({ kind: 'attach', volume: v })}
+              >
+                Attach
+              </button>
+            )}
+            {v.status === 'in-use' && (
+              <button type="button" aria-label={`Detach ${v.name}`} onClick={() => detach(v)}>
+                Detach
+              </button>
+            )}
+            {(v.status === 'available' || v.status === 'in-use') && (
+              <>
+                <button
+                  type="button"
+                  aria-label={`Resize ${v.name}`}
+                  onClick={() => setPanel({ kind: 'resize', volume: v })}
+                >
+                  Resize
+                </button>
+                <button
+                  type="button"
+                  aria-label={`Snapshot ${v.name}`}
+                  onClick={() => setPanel({ kind: 'snapshot', volume: v })}
+                >
+                  Snapshot
+                </button>
+              </>
+            )}
+            {(v.status === 'available' || v.status === 'error') && (
+              <button type="button" class="danger" aria-label={`Delete ${v.name}`} onClick={() => remove(v)}>
+                Delete
+              </button>
+            )}
+          </div>
+        ),
+    },
+  ];
+
+  const closePanel = () => setPanel(null);
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Volumes</h1>
+        <button type="button" class="primary" onClick={() => setPanel({ kind: 'create' })}>
+          Create volume
+        </button>
+      </div>
+      {panel?.kind === 'create' && (
+        <CreateVolumeForm
+          instances={instances.data ?? []}
+          onCancel={closePanel}
+          onCreated={(name) => {
+            closePanel();
+            setNotice(`Volume ${name} is being created.`);
+            list.reload();
+          }}
+        />
+      )}
+      {panel?.kind === 'attach' && (
+        <AttachForm
+          volume={panel.volume}
+          instances={(instances.data ?? []).filter(
+            (i) => i.region === panel.volume.region && i.status !== 'deleting',
+          )}
+          onCancel={closePanel}
+          onSubmit={(instanceId) => {
+            closePanel();
+            void act(() =>
+              unwrap(
+                api.POST('/v1/volumes/{id}/attach', {
+                  params: { path: { id: panel.volume.id } },
+                  body: { instance_id: instanceId },
+                }),
+              ),
+            );
+          }}
+        />
+      )}
+      {panel?.kind === 'resize' && (
+        <ResizeForm
+          volume={panel.volume}
+          onCancel={closePanel}
+          onSubmit={(sizeGb) => {
+            closePanel();
+            void act(() =>
+              unwrap(
+                api.POST('/v1/volumes/{id}/resize', {
+                  params: { path: { id: panel.volume.id } },
+                  body: { size_gb: sizeGb },
+                }),
+              ),
+            );
+          }}
+        />
+      )}
+      {panel?.kind === 'snapshot' && (
+        <SnapshotForm
+          volume={panel.volume}
+          onCancel={closePanel}
+          onSubmit={(name) => {
+            closePanel();
+            void act(
+              () => unwrap(api.POST('/v1/snapshots', { body: { name, volume_id: panel.volume.id } })),
+              `Snapshot ${name} is being taken: see Snapshots.`,
+            );
+          }}
+        />
+      )}
+      {notice && (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      )}
+      <ErrorNotice error={error ?? list.error} />
+      {list.data && volumes.length === 0 ? (
+        <EmptyState title="No volumes yet">
+          <p>
+            Create a volume for data that should outlive an instance, then attach it to one in its region.
+          </p>
+          <button type="button" class="primary" onClick={() => setPanel({ kind: 'create' })}>
+            Create volume
+          </button>
+        </EmptyState>
+      ) : (
+        <Table caption="Volumes" columns={columns} rows={volumes} rowKey={(v) => v.id} />
+      )}
+      {list.data && <Pager page={page} totalPages={list.data.pagination.total_pages} onPage={setPage} />}
+      {dialog}
+    </section>
+  );
+}
+
+type InstanceChoice = Schemas['Instance'];
+
+function CreateVolumeForm(props: {
+  instances: InstanceChoice[];
+  onCancel: () => void;
+  onCreated: (name: string) => void;
+}) {
+  const [name, setName] = useState('');
+  const [size, setSize] = useState('10');
+  const [region, setRegion] = useState<Region>('us-east-1');
+  const [filesystem, setFilesystem] = useState<'' | 'ext4' | 'xfs'>('ext4');
+  const [instanceId, setInstanceId] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const candidates = props.instances.filter((i) => i.region === region && i.status !== 'deleting');
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const answer = await unwrap(
+        currentSession().api.POST('/v1/volumes', {
+          body: {
+            name,
+            size_gb: Number(size),
+            region,
+            ...(filesystem ? { filesystem } : {}),
+            ...(instanceId ? { instance_id: instanceId } : {}),
+          },
+        }),
+      );
+      props.onCreated(answer.data.name);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Create volume">
+      <div class="field-row">
+        <div class="field">
+          <label for="volume-name">Name</label>
+          <input id="volume-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="volume-size">Size (GB)</label>
+          <input
+            id="volume-size"
+            type="number"
+            min={1}
+            max={16384}
+            required
+            value={size}
+            onInput={(e) => setSize(e.currentTarget.value)}
+          />
+        </div>
+        <div class="field">
+          <label for="volume-region">Region</label>
+          <select
+            id="volume-region"
+            value={region}
+            onChange={(e) => {
+              setRegion(e.currentTarget.value as Region);
+              setInstanceId('');
+            }}
+          >
+            {REGIONS.map((r) => (
+              <option key={r}>{r}</option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="volume-filesystem">Filesystem</label>
+          <select
+            id="volume-filesystem"
+            value={filesystem}
+            onChange={(e) => setFilesystem(e.currentTarget.value as '' | 'ext4' | 'xfs')}
+          >
+            <option value="ext4">ext4</option>
+            <option value="xfs">xfs</option>
+            <option value="">None (raw disk)</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="volume-instance">Attach to (optional)</label>
+          <select
+            id="volume-instance"
+            value={instanceId}
+            onChange={(e) => setInstanceId(e.currentTarget.value)}
+          >
+            <option value="">Do not attach</option>
+            {candidates.map((i) => (
+              <option key={i.id} value={i.id}>
+                {i.name}
+              </option>
+            ))}
+          </select>
+        </div>
+      </div>
+      <ErrorNotice error={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Create
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function AttachForm(props: {
+  volume: Volume;
+  instances: InstanceChoice[];
+  onCancel: () => void;
+  onSubmit: (instanceId: string) => void;
+}) {
+  const [instanceId, setInstanceId] = useState(props.instances[0]?.id ?? '');
+  return (
+    <form
+      class="stack card"
+      aria-label={`Attach ${props.volume.name}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        props.onSubmit(instanceId);
+      }}
+    >
+      {props.instances.length === 0 ? (
+        <p>No instance in {props.volume.region} can take this volume: create one there first.</p>
+      ) : (
+        <div class="field">
+          <label for="attach-instance">Instance in {props.volume.region}</label>
+          <select
+            id="attach-instance"
+            value={instanceId}
+            onChange={(e) => setInstanceId(e.currentTarget.value)}
+          >
+            {props.instances.map((i) => (
+              <option key={i.id} value={i.id}>
+                {i.name} ({i.status})
+              </option>
+            ))}
+          </select>
+        </div>
+      )}
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary" disabled={!instanceId}>
+          Attach
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function ResizeForm(props: { volume: Volume; onCancel: () => void; onSubmit: (sizeGb: number) => void }) {
+  const [size, setSize] = useState(String(props.volume.size_gb + 1));
+  return (
+    <form
+      class="stack card"
+      aria-label={`Resize ${props.volume.name}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        props.onSubmit(Number(size));
+      }}
+    >
+      <div class="field">
+        <label for="resize-size">New size (GB)</label>
+        <input
+          id="resize-size"
+          type="number"
+          min={props.volume.size_gb + 1}
+          max={16384}
+          required
+          aria-describedby="resize-hint"
+          value={size}
+          onInput={(e) => setSize(e.currentTarget.value)}
+        />
+        <small id="resize-hint" class="muted">
+          Now {props.volume.size_gb} GB. Volumes only grow; an attached one grows online.
+        </small>
+      </div>
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Resize
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function SnapshotForm(props: { volume: Volume; onCancel: () => void; onSubmit: (name: string) => void }) {
+  const [name, setName] = useState(`${props.volume.name}-snap`);
+  return (
+    <form
+      class="stack card"
+      aria-label={`Snapshot ${props.volume.name}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        props.onSubmit(name);
+      }}
+    >
+      <div class="field">
+        <label for="snapshot-name">Snapshot name</label>
+        <input id="snapshot-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </div>
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Take snapshot
+        </button>
+      </div>
+    </form>
+  );
+}

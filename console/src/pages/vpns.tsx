@@ -1,0 +1,357 @@
+/**
+ * Networking → VPNs: WireGuard gateways (GET /v1/vpn), create, delete after a confirmation, and per VPN
+ * its peers: add (own public key, or one the server generates and shows once), remove, and the client's
+ * wg-quick file downloaded as `<peer>.conf` (fetched with the key, saved through a Blob URL).
+ */
+import { useState } from 'preact/hooks';
+import { type Schemas, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { type Column, Table } from '../components/table.tsx';
+import { useLoad } from '../load.ts';
+import { usePollWhile } from '../poll.ts';
+import { currentSession } from '../session.ts';
+import { REGIONS } from './instances.tsx';
+
+type Vpn = Schemas['Vpn'];
+type Peer = Schemas['VpnPeer'];
+type Region = (typeof REGIONS)[number];
+
+/** Saves text as a file the browser downloads (no server round trip: the text is already here). */
+function saveFile(fileName: string, text: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/plain' }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = fileName;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+export function VpnSection() {
+  const api = currentSession().api;
+  const vpns = useLoad(
+    async () => (await unwrap(api.GET('/v1/vpn', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+  usePollWhile(
+    (vpns.data ?? []).some((v) => v.status === 'provisioning' || v.status === 'deleting'),
+    vpns.reload,
+  );
+  const [creating, setCreating] = useState(false);
+  const [open, setOpen] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+
+  const remove = async (vpn: Vpn) => {
+    if (
+      !(await confirm(
+        `Delete the VPN ${vpn.name}?`,
+        'Its clients are cut off and its peers are removed.',
+        'Delete',
+      ))
+    )
+      return;
+    setError(null);
+    try {
+      await unwrap(api.DELETE('/v1/vpn/{id}', { params: { path: { id: vpn.id } } }));
+      vpns.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  const columns: Column<Vpn>[] = [
+    { label: 'Name', render: (v) => v.name },
+    { label: 'Status', render: (v) => <StatusBadge status={v.status} /> },
+    { label: 'Region', render: (v) => v.region },
+    { label: 'Endpoint', render: (v) => <code>{v.endpoint}</code> },
+    { label: 'Tunnel', render: (v) => <code>{v.tunnel_cidr}</code> },
+    { label: 'Routes', render: (v) => v.routes.join(', ') },
+    {
+      label: 'Actions',
+      render: (v) => (
+        <div class="row-actions">
+          <button
+            type="button"
+            aria-expanded={open === v.id}
+            aria-label={`Peers of ${v.name}`}
+            onClick={() => setOpen(open === v.id ? null : v.id)}
+          >
+            Peers
+          </button>
+          {v.status !== 'deleting' && (
+            <button
+              type="button"
+              class="danger"
+              aria-label={`Delete VPN ${v.name}`}
+              onClick={() => remove(v)}
+            >
+              Delete
+            </button>
+          )}
+        </div>
+      ),
+    },
+  ];
+  const opened = vpns.data?.find((v) => v.id === open);
+
+  return (
+    <section aria-labelledby="vpn-heading">
+      <div class="page-head">
+        <h2 id="vpn-heading">VPNs</h2>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          Create VPN
+        </button>
+      </div>
+      {creating && (
+        <CreateVpnForm
+          onCancel={() => setCreating(false)}
+          onCreated={() => {
+            setCreating(false);
+            vpns.reload();
+          }}
+        />
+      )}
+      <ErrorNotice error={error ?? vpns.error} />
+      {vpns.data && vpns.data.length === 0 ? (
+        <EmptyState title="No VPNs">
+          <p>
+            Create a VPN to reach a region's private network from your laptop, then add a peer per device.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table caption="VPNs" columns={columns} rows={vpns.data ?? []} rowKey={(v) => v.id} />
+      )}
+      {opened && <Peers key={opened.id} vpn={opened} />}
+      {dialog}
+    </section>
+  );
+}
+
+function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
+  const [name, setName] = useState('');
+  const [region, setRegion] = useState<Region>('us-east-1');
+  const [allowed, setAllowed] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    const cidrs = allowed
+      .split(/[\s,]+/)
+      .map((c) => c.trim())
+      .filter(Boolean);
+    try {
+      await unwrap(
+        currentSession().api.POST('/v1/vpn', {
+          body: { name, region, ...(cidrs.length ? { allowed_cidrs: cidrs } : {}) },
+        }),
+      );
+      props.onCreated();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Create VPN">
+      <div class="field-row">
+        <div class="field">
+          <label for="vpn-name">Name</label>
+          <input id="vpn-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </div>
+        <div class="field">
+          <label for="vpn-region">Region</label>
+          <select id="vpn-region" value={region} onChange={(e) => setRegion(e.currentTarget.value as Region)}>
+            {REGIONS.map((r) => (
+              <option key={r}>{r}</option>
+            ))}
+          </select>
+        </div>
+      </div>
+      <div class="field">
+        <label for="vpn-allowed">Extra routes (optional CIDR blocks)</label>
+        <input
+          id="vpn-allowed"
+          placeholder="0.0.0.0/0 for a full tunnel"
+          aria-describedby="vpn-allowed-hint"
+          value={allowed}
+          onInput={(e) => setAllowed(e.currentTarget.value)}
+        />
+        <small id="vpn-allowed-hint" class="muted">
+          The region's private network is always routed.
+        </small>
+      </div>
+      <ErrorNotice error={error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Create
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function Peers({ vpn }: { vpn: Vpn }) {
+  const api = currentSession().api;
+  const peers = useLoad(
+    async () =>
+      (
+        await unwrap(
+          api.GET('/v1/vpn/{id}/peers', { params: { path: { id: vpn.id }, query: { limit: 100 } } }),
+        )
+      ).data,
+    [vpn.id],
+  );
+  const [name, setName] = useState('');
+  const [publicKey, setPublicKey] = useState('');
+  const [fresh, setFresh] = useState<{ name: string; config: string; privateKey: boolean } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+
+  const add = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const answer = await unwrap(
+        api.POST('/v1/vpn/{id}/peers', {
+          params: { path: { id: vpn.id } },
+          body: { name, ...(publicKey.trim() ? { public_key: publicKey.trim() } : {}) },
+        }),
+      );
+      const peer = answer.data as Peer & { config?: string; private_key?: string };
+      setFresh({ name: peer.name, config: peer.config ?? '', privateKey: Boolean(peer.private_key) });
+      setName('');
+      setPublicKey('');
+      peers.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const download = async (peer: Peer) => {
+    setError(null);
+    try {
+      const answer = await unwrap(
+        api.GET('/v1/vpn/{id}/peers/{peer_id}/config', {
+          params: { path: { id: vpn.id, peer_id: peer.id } },
+        }),
+      );
+      saveFile(`${peer.name}.conf`, answer.data.config);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const remove = async (peer: Peer) => {
+    if (!(await confirm(`Remove the peer ${peer.name}?`, 'That device can no longer connect.', 'Remove')))
+      return;
+    setError(null);
+    try {
+      await unwrap(
+        api.DELETE('/v1/vpn/{id}/peers/{peer_id}', { params: { path: { id: vpn.id, peer_id: peer.id } } }),
+      );
+      peers.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <section class="card" aria-labelledby="peers-heading">
+      <h3 id="peers-heading">Peers of {vpn.name}</h3>
+      {fresh && (
+        <div class="notice notice-secret" role="status">
+          <p>
+            <strong>
+              {fresh.privateKey
+                ? `Download the configuration of ${fresh.name} now: it holds a private key that will not be shown again.`
+                : `Peer ${fresh.name} added: put your private key in its configuration.`}
+            </strong>
+          </p>
+          <div class="actions">
+            <button type="button" onClick={() => saveFile(`${fresh.name}.conf`, fresh.config)}>
+              Download {fresh.name}.conf
+            </button>
+            <button type="button" onClick={() => setFresh(null)}>
+              Done
+            </button>
+          </div>
+        </div>
+      )}
+      <ErrorNotice error={error ?? peers.error} />
+      {peers.data && peers.data.length === 0 ? (
+        <EmptyState title="No peers">
+          <p>
+            Add a peer for each device that connects: paste its WireGuard public key, or let Nimbus make one.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption={`Peers of ${vpn.name}`}
+          rows={peers.data ?? []}
+          rowKey={(p) => p.id}
+          columns={[
+            { label: 'Name', render: (p) => p.name },
+            { label: 'Address', render: (p) => <code>{p.address}</code> },
+            { label: 'Public key', render: (p) => <code>{p.public_key}</code> },
+            {
+              label: 'Actions',
+              render: (p) => (
+                <div class="row-actions">
+                  <button
+                    type="button"
+                    aria-label={`Download config of ${p.name}`}
+                    onClick={() => download(p)}
+                  >
+                    Download config
+                  </button>
+                  <button
+                    type="button"
+                    class="danger"
+                    aria-label={`Remove peer ${p.name}`}
+                    onClick={() => remove(p)}
+                  >
+                    Remove
+                  </button>
+                </div>
+              ),
+            },
+          ]}
+        />
+      )}
+      {vpn.status !== 'deleting' && vpn.status !== 'error' && (
+        <form class="stack" onSubmit={add} aria-label={`Add a peer to ${vpn.name}`}>
+          <div class="field-row">
+            <div class="field">
+              <label for="peer-name">Peer name</label>
+              <input id="peer-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+            </div>
+            <div class="field">
+              <label for="peer-key">Public key (optional)</label>
+              <input
+                id="peer-key"
+                placeholder="wg genkey | wg pubkey"
+                aria-describedby="peer-key-hint"
+                value={publicKey}
+                onInput={(e) => setPublicKey(e.currentTarget.value)}
+              />
+              <small id="peer-key-hint" class="muted">
+                Empty: Nimbus generates a key pair and shows its configuration once.
+              </small>
+            </div>
+          </div>
+          <div class="actions">
+            <button type="submit" class="primary">
+              Add peer
+            </button>
+          </div>
+        </form>
+      )}
+      {dialog}
+    </section>
+  );
+}
