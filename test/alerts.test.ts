@@ -545,7 +545,7 @@ describe.each(STORES)('alerts (%s)', (store) => {
     expect(await incidents(owner.key, watched.id)).toEqual([]);
   });
 
-  it('disabling a policy resolves its incidents (with their messages); deleting one removes them', async () => {
+  it('disabling a policy resolves its incidents (with their messages); deleting one resolves them too, then removes them', async () => {
     const owner = await account(server);
     const id = await pinned(owner.key, 'switch', 99);
     const watched = await policy(owner.key, {
@@ -575,11 +575,73 @@ describe.each(STORES)('alerts (%s)', (store) => {
     await tick();
     expect((await incidents(owner.key, watched.id)).map((i) => i.status)).toEqual(['firing', 'resolved']);
     expect(bodies('/switch').map((b) => b.type)).toEqual(['alert.firing', 'alert.resolved', 'alert.firing']);
+    // Deleted while firing: the page is over, and the channels hear so (as a user of any cloud's alerts
+    // expects), instead of the incident vanishing unresolved.
     expect((await server.request('DELETE', `/v1/alerts/${watched.id}`, { key: owner.key })).status).toBe(200);
+    // Gone for the API at once, though its last message may still be on its way.
+    expect((await server.request('GET', `/v1/alerts/${watched.id}`, { key: owner.key })).status).toBe(404);
+    const listed = await server.request('GET', '/v1/alerts', { key: owner.key });
+    expect(listed.body.data.map((p: Json) => p.id)).not.toContain(watched.id);
+    expect((await server.request('GET', '/v1/alerts/incidents', { key: owner.key })).body.data).toEqual([]);
+    await settle();
+    expect(bodies('/switch').map((b) => b.type)).toEqual([
+      'alert.firing',
+      'alert.resolved',
+      'alert.firing',
+      'alert.resolved',
+    ]);
+    expect(bodies('/switch').at(-1)?.data).toMatchObject({
+      alert_id: watched.id,
+      instance_id: id,
+      resolution: 'policy_deleted',
+    });
+    // Its message sent, the policy went with its incidents and notifications.
+    const db = server.running.backends.store.db;
+    expect(await db.selectFrom('alert_policies').select('id').where('id', '=', watched.id).execute()).toEqual(
+      [],
+    );
+    expect(
+      await db.selectFrom('alert_incidents').select('id').where('policy_id', '=', watched.id).execute(),
+    ).toEqual([]);
     await tick(2);
-    const all = await server.request('GET', '/v1/alerts/incidents', { key: owner.key });
-    expect(all.body.data).toEqual([]);
-    expect(bodies('/switch')).toHaveLength(3);
+    expect(bodies('/switch')).toHaveLength(4);
+  });
+
+  it('deleting a policy whose e-mail is refused keeps it, hidden, until the resolved message is settled', async () => {
+    const owner = await account(server);
+    const id = await pinned(owner.key, 'refused', 99);
+    relay.refuse(mailbox('deleted'), true);
+    const watched = await policy(owner.key, {
+      name: 'Deleted while firing',
+      metric: 'cpu_percent',
+      compare: 'above',
+      threshold: 10,
+      window: '1m',
+      targets: { instance_ids: [id] },
+      channels: { email: [mailbox('deleted')] },
+    });
+    for (let i = 0; i < 10 && (await incidents(owner.key, watched.id)).length === 0; i++) await tick();
+    expect((await server.request('DELETE', `/v1/alerts/${watched.id}`, { key: owner.key })).status).toBe(200);
+    await settle();
+    const db = server.running.backends.store.db;
+    const kept = await db
+      .selectFrom('alert_policies')
+      .select(['id', 'deleted_at', 'enabled'])
+      .where('id', '=', watched.id)
+      .execute();
+    expect(kept).toMatchObject([{ id: watched.id, enabled: 0 }]);
+    expect(kept[0]?.deleted_at).not.toBeNull();
+    expect((await server.request('GET', `/v1/alerts/${watched.id}`, { key: owner.key })).status).toBe(404);
+    expect((await server.request('GET', '/v1/alerts/incidents', { key: owner.key })).body.data).toEqual([]);
+    // The relay takes mail again: the retry delivers the resolved message, and the policy goes.
+    relay.refuse(mailbox('deleted'), false);
+    clock.advance(2 * RETRY_BASE_SECONDS * 1_000);
+    await settle();
+    const subjects = relay.to(mailbox('deleted')).map((m) => m.mail.subject);
+    expect(subjects.filter((s) => s?.startsWith('[RESOLVED]'))).toHaveLength(1);
+    expect(await db.selectFrom('alert_policies').select('id').where('id', '=', watched.id).execute()).toEqual(
+      [],
+    );
   });
 });
 

@@ -85,6 +85,7 @@ const RESOLUTION_TEXT: Record<string, string> = {
   monitoring_off: 'monitoring was switched off on the instance',
   policy_changed: 'the policy changed',
   policy_disabled: 'the policy was disabled',
+  policy_deleted: 'the policy was deleted',
 };
 
 /** The one-line summary: `FIRING: High CPU on web-1 — cpu_percent above 80 % (average over 5m): 91.2 %`. */

@@ -64,6 +64,7 @@ export const RESOLUTIONS = [
   'monitoring_off',
   'policy_changed',
   'policy_disabled',
+  'policy_deleted',
 ] as const;
 export type Resolution = (typeof RESOLUTIONS)[number];
 

@@ -11,11 +11,13 @@
  * and the next run sends again what it had not recorded: at-least-once, always with the notification's id
  * (`Message-ID: <dlv_…@nimbus>` and `X-Nimbus-Delivery` on e-mail, `X-Nimbus-Delivery` and `webhook-id`
  * on chat posts) so the receiver can drop a repeat. Outcomes are written guarded on the notification
- * still being pending.
+ * still being pending. A run that is not a full batch also removes the policies deleted while their
+ * last messages were pending (AlertService.delete) once those are settled.
  *
- * - E-mail goes through the SMTP relay of NIMBUS_SMTP_URL with nodemailer (pooled connections), from
- *   NIMBUS_SMTP_FROM, as a text and an HTML part (domain/alert-messages.ts). Accepted by the relay is
- *   delivered; a refusal or no answer is a failed attempt.
+ * - E-mail goes through the SMTP relay of NIMBUS_SMTP_URL with nodemailer (SMTP_CONNECTIONS pooled
+ *   connections kept open across runs, so a message is one SMTP conversation, not a TCP and TLS
+ *   setup), from NIMBUS_SMTP_FROM, as a text and an HTML part (domain/alert-messages.ts). Accepted by
+ *   the relay is delivered; a refusal or no answer is a failed attempt.
  * - Chat is an HTTPS POST of Slack's, Discord's or a generic JSON body through the webhook sender, so the
  *   webhook SSRF rules (no loopback, private, link-local or metadata address, checked at connect time)
  *   and its 10 s limit hold; a 2xx is delivered.
@@ -37,6 +39,7 @@ import {
   dueNotifications,
   type Notification,
   nextNotificationDue,
+  purgeDeletedPolicies,
   recordNotificationAttempt,
 } from '../store/alerts.js';
 import type { Store } from '../store/db.js';
@@ -70,6 +73,15 @@ export interface SendOutcome {
 const SMTP_TIMEOUT_MS = 10_000;
 /** Messages sent at once. */
 const CONCURRENCY = 32;
+/**
+ * Pooled connections to the relay. Each carries one SMTP conversation at a time (nodemailer does not
+ * pipeline), so a burst's lag is about its messages divided by this, times one conversation: 16 keeps a
+ * burst of a hundred incidents within a second or so against a local relay, well under the per-client
+ * connection limits relays set (Postfix allows 50).
+ */
+const SMTP_CONNECTIONS = 16;
+/** Messages a pooled connection carries before it is replaced (nodemailer's default is 100). */
+const MESSAGES_PER_CONNECTION = 1_000;
 /**
  * Notifications a run takes: two rounds of CONCURRENCY, so a run whose every attempt times out (10 s each
  * for chat and for each SMTP stage) still ends well inside the job's 30 s lease.
@@ -134,6 +146,8 @@ export class AlertNotifier {
       // A full batch: more may be due at once.
       if (due.length === BATCH) return this.clock.now();
     }
+    // Deleted policies kept for their last messages go once those are settled (AlertService.delete).
+    await purgeDeletedPolicies(db);
     const pending = await nextNotificationDue(db);
     return pending === null ? null : new Date(Math.max(Date.parse(pending), this.clock.nowMs()));
   }
@@ -203,7 +217,8 @@ export class AlertNotifier {
     this.mailer = nodemailer.createTransport({
       url,
       pool: true,
-      maxConnections: 4,
+      maxConnections: SMTP_CONNECTIONS,
+      maxMessages: MESSAGES_PER_CONNECTION,
       connectionTimeout: SMTP_TIMEOUT_MS,
       greetingTimeout: SMTP_TIMEOUT_MS,
       socketTimeout: SMTP_TIMEOUT_MS,

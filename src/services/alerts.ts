@@ -250,12 +250,28 @@ export class AlertService {
     return policyView(updated);
   }
 
+  /**
+   * Deletes the policy. Its firing incidents resolve first (`policy_deleted`), with their resolved
+   * messages on every channel, as disabling does: whoever was paged learns the page is over instead of
+   * hearing nothing more. Those messages' rows go with the policy's (foreign keys), so while e-mail or
+   * chat ones are to be sent the policy is only marked deleted — gone for the API and the evaluator —
+   * and the notifier purges it once they are settled (services/alert-notifier.ts).
+   */
   async delete(accountId: string, id: string): Promise<PolicyView> {
-    const deleted = await this.store.db.transaction().execute(async (trx) => {
-      await alerts.lockPolicy(trx, accountId, id);
-      return alerts.deletePolicy(trx, accountId, id);
+    const at = this.clock.now();
+    const { deleted, closed } = await this.store.db.transaction().execute(async (trx) => {
+      const held = await alerts.lockPolicy(trx, accountId, id);
+      if (!held) return { deleted: undefined, closed: 0 };
+      const closed = await this.resolveOpen(trx, id, 'policy_deleted', at);
+      const messages = held.channels.email.length + held.channels.chat.length;
+      if (closed > 0 && messages > 0) {
+        await alerts.markPolicyDeleted(trx, id, at.toISOString());
+        return { deleted: held, closed };
+      }
+      return { deleted: await alerts.deletePolicy(trx, accountId, id), closed };
     });
     if (!deleted) throw new NotFound('alert', id);
+    if (closed > 0) this.incidents.wake();
     return policyView(deleted);
   }
 

@@ -101,6 +101,7 @@ export async function insertPolicy(db: Executor, policy: AlertPolicy): Promise<v
       target_tags: JSON.stringify(policy.targets.tags),
       channels: JSON.stringify(policy.channels),
       enabled: policy.enabled ? 1 : 0,
+      deleted_at: null,
       created_at: policy.created_at,
       updated_at: policy.updated_at,
     })
@@ -118,6 +119,7 @@ export async function findPolicy(
     .selectAll()
     .where('account_id', '=', accountId)
     .where('id', '=', id)
+    .where('deleted_at', 'is', null)
     .executeTakeFirst();
   return row && fromRow(row);
 }
@@ -132,7 +134,8 @@ export async function lockPolicy(
     .selectFrom('alert_policies')
     .selectAll()
     .where('account_id', '=', accountId)
-    .where('id', '=', id);
+    .where('id', '=', id)
+    .where('deleted_at', 'is', null);
   if (isPostgres(db)) query = query.forUpdate();
   const row = await query.executeTakeFirst();
   return row && fromRow(row);
@@ -146,7 +149,11 @@ export async function listPolicies(
   filters: { enabled?: boolean | undefined },
   request: PageRequest<PolicySort>,
 ): Promise<Page<AlertPolicy>> {
-  let query = db.selectFrom('alert_policies').selectAll().where('account_id', '=', accountId);
+  let query = db
+    .selectFrom('alert_policies')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('deleted_at', 'is', null);
   if (filters.enabled !== undefined) query = query.where('enabled', '=', filters.enabled ? 1 : 0);
   const page = await fetchPage(query, request);
   return { items: page.items.map(fromRow), pagination: page.pagination };
@@ -157,6 +164,7 @@ export async function countPolicies(db: Executor, accountId: string): Promise<nu
     .selectFrom('alert_policies')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('account_id', '=', accountId)
+    .where('deleted_at', 'is', null)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
@@ -191,6 +199,43 @@ export async function deletePolicy(
   if (!row) return undefined;
   await bumpGeneration(db);
   return fromRow(row);
+}
+
+/**
+ * Marks the policy deleted (and disabled): it is gone for the API and the evaluator, while the resolved
+ * messages of the incidents its delete resolved are sent; purgeDeletedPolicies removes it after.
+ */
+export async function markPolicyDeleted(db: Executor, id: string, at: string): Promise<void> {
+  await db
+    .updateTable('alert_policies')
+    .set({ deleted_at: at, enabled: 0, updated_at: at })
+    .where('id', '=', id)
+    .execute();
+  await bumpGeneration(db);
+}
+
+/**
+ * Deletes the policies marked deleted that have no e-mail or chat notification left to send (webhook
+ * notifications are deliveries of their own, which outlive the policy); returns how many went.
+ */
+export async function purgeDeletedPolicies(db: Executor): Promise<number> {
+  const result = await db
+    .deleteFrom('alert_policies')
+    .where('deleted_at', 'is not', null)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('alert_notifications')
+            .innerJoin('alert_incidents', 'alert_incidents.id', 'alert_notifications.incident_id')
+            .select('alert_notifications.id')
+            .whereRef('alert_incidents.policy_id', '=', 'alert_policies.id')
+            .where('alert_notifications.status', '=', 'pending')
+            .where('alert_notifications.channel', 'in', ['email', 'chat']),
+        ),
+      ),
+    )
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 /** Every enabled policy of every account: what the evaluator watches. */
@@ -282,7 +327,21 @@ export async function listIncidents(
   filters: IncidentFilters,
   request: PageRequest<'started_at'>,
 ): Promise<Page<Incident>> {
-  let query = db.selectFrom('alert_incidents').selectAll().where('account_id', '=', accountId);
+  let query = db
+    .selectFrom('alert_incidents')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    // A deleted policy's incidents go with it (some stay a while, until their messages are sent).
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('alert_policies')
+            .select('alert_policies.id')
+            .whereRef('alert_policies.id', '=', 'alert_incidents.policy_id')
+            .where('alert_policies.deleted_at', 'is not', null),
+        ),
+      ),
+    );
   if (filters.policyId !== undefined) query = query.where('policy_id', '=', filters.policyId);
   if (filters.status !== undefined) query = query.where('status', '=', filters.status);
   if (filters.instanceId !== undefined) query = query.where('instance_id', '=', filters.instanceId);

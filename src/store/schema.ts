@@ -526,6 +526,8 @@ export interface AlertPoliciesTable {
   enabled: number;
   created_at: string;
   updated_at: string;
+  /** Set when deleted while its incidents' resolved messages are still to be sent (then purged). */
+  deleted_at: string | null;
 }
 
 export interface AlertIncidentsTable {

@@ -3323,7 +3323,7 @@ export interface components {
             threshold: number | null;
             /** @description The window average when it resolved by recovering */
             resolved_value: number | null;
-            resolution: ("recovered" | "instance_stopped" | "instance_deleted" | "no_longer_targeted" | "monitoring_off" | "policy_changed" | "policy_disabled") | null;
+            resolution: ("recovered" | "instance_stopped" | "instance_deleted" | "no_longer_targeted" | "monitoring_off" | "policy_changed" | "policy_disabled" | "policy_deleted") | null;
             /**
              * Format: date-time
              * @description ISO 8601 UTC

@@ -12,6 +12,7 @@ import * as writePath from './0010_write_path.js';
 import * as alerts from './0011_alerts.js';
 import * as billingTotals from './0012_billing_totals.js';
 import * as alertNotificationsDue from './0013_alert_notifications_due.js';
+import * as alertPolicyDeleted from './0014_alert_policy_deleted.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const migrations: Record<string, Migration> = {
   '0011_alerts': alerts,
   '0012_billing_totals': billingTotals,
   '0013_alert_notifications_due': alertNotificationsDue,
+  '0014_alert_policy_deleted': alertPolicyDeleted,
 };
 
 export const migrationProvider: MigrationProvider = {
