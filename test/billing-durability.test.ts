@@ -29,6 +29,8 @@ import { waitFor } from './helpers/common.js';
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const T0 = Date.parse('2026-03-01T00:00:00Z');
+/** Each step starts the server once or twice and waits on the simulator: roomy on a loaded host. */
+const STEP_TIMEOUT_MS = 90_000;
 
 beforeAll(() => {
   // bin/nimbus runs dist/: testing an old build would test old code.
@@ -148,7 +150,7 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
     setClock(12 * HOUR);
     await accepted('DELETE', `/v1/instances/${web.id}`);
     await settle(`/v1/instances/${web.id}`, null);
-  });
+  }, STEP_TIMEOUT_MS);
 
   it('a server killed right after a stop is accepted bills compute up to the stop it acknowledged', async () => {
     setClock(DAY);
@@ -188,7 +190,7 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
     ]);
     await accepted('DELETE', `/v1/instances/${worker.id}`);
     await settle(`/v1/instances/${worker.id}`, null);
-  });
+  }, STEP_TIMEOUT_MS);
 
   it('the month, closed by the restarted server, is the hand-computed invoice', async () => {
     setClock(15 * DAY);
@@ -224,5 +226,5 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
     const march = await usage('?start=2026-03-01T00:00:00Z&end=2026-04-01T00:00:00Z');
     expect(march.subtotal).toBe(6.167123);
     expect(march.total).toBe(6.17);
-  });
+  }, STEP_TIMEOUT_MS);
 });
