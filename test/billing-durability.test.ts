@@ -111,120 +111,136 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a server killed while an instance runs, and down for three hours, bills the same seconds', async () => {
-    const web = await accepted('POST', '/v1/instances', {
-      name: 'web',
-      instance_type: 'compute-2x',
-      region: 'us-east-1',
-      image: 'ubuntu-24.04',
-    });
-    ids.web = web.id;
-    const volume = await accepted('POST', '/v1/volumes', { name: 'data', size_gb: 100, region: 'us-east-1' });
-    ids.volume = volume.id;
-    await settle(`/v1/instances/${web.id}`, 'running');
-    await settle(`/v1/volumes/${volume.id}`, 'available');
+  it(
+    'a server killed while an instance runs, and down for three hours, bills the same seconds',
+    async () => {
+      const web = await accepted('POST', '/v1/instances', {
+        name: 'web',
+        instance_type: 'compute-2x',
+        region: 'us-east-1',
+        image: 'ubuntu-24.04',
+      });
+      ids.web = web.id;
+      const volume = await accepted('POST', '/v1/volumes', {
+        name: 'data',
+        size_gb: 100,
+        region: 'us-east-1',
+      });
+      ids.volume = volume.id;
+      await settle(`/v1/instances/${web.id}`, 'running');
+      await settle(`/v1/volumes/${volume.id}`, 'available');
 
-    setClock(4 * HOUR);
-    const beforeKill = await usage();
-    expect(beforeKill.line_items.find((line: any) => line.resource_id === web.id)).toMatchObject({
-      quantity: 4,
-      amount: 0.4,
-    });
-    await live().kill();
-    server = null;
+      setClock(4 * HOUR);
+      const beforeKill = await usage();
+      expect(beforeKill.line_items.find((line: any) => line.resource_id === web.id)).toMatchObject({
+        quantity: 4,
+        amount: 0.4,
+      });
+      await live().kill();
+      server = null;
 
-    // Three hours with no server at all; the machine keeps running meanwhile (its state is in the store).
-    setClock(7 * HOUR);
-    await start();
-    const afterStart = await usage();
-    expect(afterStart.end).toBe('2026-03-01T07:00:00.000Z');
-    expect(afterStart.line_items.find((line: any) => line.resource_id === web.id)).toMatchObject({
-      instance_type: 'compute-2x',
-      quantity: 7,
-      amount: 0.7,
-    });
+      // Three hours with no server at all; the machine keeps running meanwhile (its state is in the store).
+      setClock(7 * HOUR);
+      await start();
+      const afterStart = await usage();
+      expect(afterStart.end).toBe('2026-03-01T07:00:00.000Z');
+      expect(afterStart.line_items.find((line: any) => line.resource_id === web.id)).toMatchObject({
+        instance_type: 'compute-2x',
+        quantity: 7,
+        amount: 0.7,
+      });
 
-    setClock(10 * HOUR);
-    await accepted('POST', `/v1/instances/${web.id}/stop`, {});
-    await settle(`/v1/instances/${web.id}`, 'stopped');
-    setClock(12 * HOUR);
-    await accepted('DELETE', `/v1/instances/${web.id}`);
-    await settle(`/v1/instances/${web.id}`, null);
-  }, STEP_TIMEOUT_MS);
+      setClock(10 * HOUR);
+      await accepted('POST', `/v1/instances/${web.id}/stop`, {});
+      await settle(`/v1/instances/${web.id}`, 'stopped');
+      setClock(12 * HOUR);
+      await accepted('DELETE', `/v1/instances/${web.id}`);
+      await settle(`/v1/instances/${web.id}`, null);
+    },
+    STEP_TIMEOUT_MS,
+  );
 
-  it('a server killed right after a stop is accepted bills compute up to the stop it acknowledged', async () => {
-    setClock(DAY);
-    const worker = await accepted('POST', '/v1/instances', {
-      name: 'worker',
-      instance_type: 'compute-1x',
-      region: 'us-east-1',
-      image: 'ubuntu-24.04',
-    });
-    ids.worker = worker.id;
-    await settle(`/v1/instances/${worker.id}`, 'running');
-    const running = (await call('GET', `/v1/instances/${worker.id}`)).body.data;
-    const runningSince: string = running.updated_at; // when it became running
+  it(
+    'a server killed right after a stop is accepted bills compute up to the stop it acknowledged',
+    async () => {
+      setClock(DAY);
+      const worker = await accepted('POST', '/v1/instances', {
+        name: 'worker',
+        instance_type: 'compute-1x',
+        region: 'us-east-1',
+        image: 'ubuntu-24.04',
+      });
+      ids.worker = worker.id;
+      await settle(`/v1/instances/${worker.id}`, 'running');
+      const running = (await call('GET', `/v1/instances/${worker.id}`)).body.data;
+      const runningSince: string = running.updated_at; // when it became running
 
-    setClock(DAY + 3 * HOUR);
-    const stopping = await accepted('POST', `/v1/instances/${worker.id}/stop`, {});
-    await live().kill(); // the stop is still in flight: the machine has not stopped yet
-    server = null;
-    expect(stopping.status).toBe('stopping');
-    stoppingAt = stopping.updated_at;
-    expect(stoppingAt).toBe('2026-03-02T03:00:00.000Z');
+      setClock(DAY + 3 * HOUR);
+      const stopping = await accepted('POST', `/v1/instances/${worker.id}/stop`, {});
+      await live().kill(); // the stop is still in flight: the machine has not stopped yet
+      server = null;
+      expect(stopping.status).toBe('stopping');
+      stoppingAt = stopping.updated_at;
+      expect(stoppingAt).toBe('2026-03-02T03:00:00.000Z');
 
-    // Two hours later a new process finds the stop half done and finishes it.
-    setClock(DAY + 5 * HOUR);
-    await start();
-    await settle(`/v1/instances/${worker.id}`, 'stopped');
+      // Two hours later a new process finds the stop half done and finishes it.
+      setClock(DAY + 5 * HOUR);
+      await start();
+      await settle(`/v1/instances/${worker.id}`, 'stopped');
 
-    // Compute is billed from the transition to running to the acknowledged stop, to the second.
-    const second = (iso: string) => Math.floor(Date.parse(iso) / 1000);
-    const computeSeconds = second(stoppingAt) - second(runningSince);
-    expect(computeSeconds).toBe(3 * 3600);
-    setClock(2 * DAY);
-    const lines = (await usage()).line_items.filter((line: any) => line.resource_id === worker.id);
-    expect(lines.map((line: any) => [line.meter, line.quantity, line.amount])).toEqual([
-      ['instance_compute', computeSeconds / 3600, 0.15],
-      ['instance_storage', 0.719178, 0.071918], // 25 GB × 21 h = 525 GB-h = 0.719178 GB-months
-    ]);
-    await accepted('DELETE', `/v1/instances/${worker.id}`);
-    await settle(`/v1/instances/${worker.id}`, null);
-  }, STEP_TIMEOUT_MS);
+      // Compute is billed from the transition to running to the acknowledged stop, to the second.
+      const second = (iso: string) => Math.floor(Date.parse(iso) / 1000);
+      const computeSeconds = second(stoppingAt) - second(runningSince);
+      expect(computeSeconds).toBe(3 * 3600);
+      setClock(2 * DAY);
+      const lines = (await usage()).line_items.filter((line: any) => line.resource_id === worker.id);
+      expect(lines.map((line: any) => [line.meter, line.quantity, line.amount])).toEqual([
+        ['instance_compute', computeSeconds / 3600, 0.15],
+        ['instance_storage', 0.719178, 0.071918], // 25 GB × 21 h = 525 GB-h = 0.719178 GB-months
+      ]);
+      await accepted('DELETE', `/v1/instances/${worker.id}`);
+      await settle(`/v1/instances/${worker.id}`, null);
+    },
+    STEP_TIMEOUT_MS,
+  );
 
-  it('the month, closed by the restarted server, is the hand-computed invoice', async () => {
-    setClock(15 * DAY);
-    await accepted('DELETE', `/v1/volumes/${ids.volume}`);
-    await settle(`/v1/volumes/${ids.volume}`, null);
+  it(
+    'the month, closed by the restarted server, is the hand-computed invoice',
+    async () => {
+      setClock(15 * DAY);
+      await accepted('DELETE', `/v1/volumes/${ids.volume}`);
+      await settle(`/v1/volumes/${ids.volume}`, null);
 
-    // One more kill before the month ends; the server started after it closes March on its own.
-    await live().kill();
-    server = null;
-    setClock(31 * DAY + HOUR); // 2026-04-01T01:00Z
-    await start();
-    const invoice = await waitFor('March closed', async () => {
-      const march = (await call('GET', '/v1/billing/invoices?period=2026-03')).body.data;
-      return march?.[0]?.status === 'open' ? march[0] : undefined;
-    });
-    const full = (await call('GET', `/v1/billing/invoices/${invoice.id}`)).body.data;
-    expect(full).toMatchObject({
-      period_start: '2026-03-01T00:00:00.000Z',
-      period_end: '2026-04-01T00:00:00.000Z',
-      subtotal: 6.167123,
-      total: 6.17,
-    });
-    expect(
-      full.line_items.map((line: any) => [line.resource_id, line.meter, line.quantity, line.amount]),
-    ).toEqual([
-      [ids.web, 'instance_compute', 10, 1],
-      [ids.web, 'instance_storage', 0.136986, 0.013699], // 50 GB × 2 h = 100 GB-h
-      [ids.worker, 'instance_compute', 3, 0.15],
-      [ids.worker, 'instance_storage', 0.719178, 0.071918],
-      [ids.volume, 'volume_storage', 49.315068, 4.931507],
-    ]);
-    // Usage of March read after the close says the same.
-    const march = await usage('?start=2026-03-01T00:00:00Z&end=2026-04-01T00:00:00Z');
-    expect(march.subtotal).toBe(6.167123);
-    expect(march.total).toBe(6.17);
-  }, STEP_TIMEOUT_MS);
+      // One more kill before the month ends; the server started after it closes March on its own.
+      await live().kill();
+      server = null;
+      setClock(31 * DAY + HOUR); // 2026-04-01T01:00Z
+      await start();
+      const invoice = await waitFor('March closed', async () => {
+        const march = (await call('GET', '/v1/billing/invoices?period=2026-03')).body.data;
+        return march?.[0]?.status === 'open' ? march[0] : undefined;
+      });
+      const full = (await call('GET', `/v1/billing/invoices/${invoice.id}`)).body.data;
+      expect(full).toMatchObject({
+        period_start: '2026-03-01T00:00:00.000Z',
+        period_end: '2026-04-01T00:00:00.000Z',
+        subtotal: 6.167123,
+        total: 6.17,
+      });
+      expect(
+        full.line_items.map((line: any) => [line.resource_id, line.meter, line.quantity, line.amount]),
+      ).toEqual([
+        [ids.web, 'instance_compute', 10, 1],
+        [ids.web, 'instance_storage', 0.136986, 0.013699], // 50 GB × 2 h = 100 GB-h
+        [ids.worker, 'instance_compute', 3, 0.15],
+        [ids.worker, 'instance_storage', 0.719178, 0.071918],
+        [ids.volume, 'volume_storage', 49.315068, 4.931507],
+      ]);
+      // Usage of March read after the close says the same.
+      const march = await usage('?start=2026-03-01T00:00:00Z&end=2026-04-01T00:00:00Z');
+      expect(march.subtotal).toBe(6.167123);
+      expect(march.total).toBe(6.17);
+    },
+    STEP_TIMEOUT_MS,
+  );
 });
