@@ -3,10 +3,11 @@
  * write console/src/pages/<name>.tsx and point its entry here (and add any sub-routes in app.tsx).
  */
 import type { FunctionComponent } from 'preact';
-import { ApiKeysPage } from './pages/api-keys.tsx';
+import { BillingPage } from './pages/billing.tsx';
 import { comingSoon } from './pages/coming-soon.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { NetworkingPage } from './pages/networking.tsx';
+import { SettingsPage } from './pages/settings.tsx';
 import { SnapshotsPage } from './pages/snapshots.tsx';
 import { VolumesPage } from './pages/volumes.tsx';
 
@@ -23,6 +24,6 @@ export const NAV: NavEntry[] = [
   { label: 'Networking', path: '/console/networking', page: NetworkingPage },
   { label: 'Alerts', path: '/console/alerts', page: comingSoon('Alerts') },
   { label: 'Webhooks', path: '/console/webhooks', page: comingSoon('Webhooks') },
-  { label: 'Billing', path: '/console/billing', page: comingSoon('Billing') },
-  { label: 'Settings', path: '/console/settings', page: ApiKeysPage },
+  { label: 'Billing', path: '/console/billing', page: BillingPage },
+  { label: 'Settings', path: '/console/settings', page: SettingsPage },
 ];

