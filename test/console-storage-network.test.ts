@@ -128,6 +128,8 @@ describe.skipIf(browserMissing)('console storage and networking pages in Chromiu
     await checkAccessibility('create firewall rule');
     await form.getByRole('button', { name: 'Create' }).click();
     await page.getByRole('cell', { name: 'block-scanner', exact: true }).waitFor();
+    const ruleRow = page.getByRole('row', { name: /^block-scanner / });
+    expect(await ruleRow.textContent()).toContain('every instance');
     const rules = await server.request('GET', '/v1/firewall/rules', { key: user.key });
     expect(rules.body.data).toMatchObject([
       { name: 'block-scanner', action: 'deny', protocol: 'tcp', ports: '22', sources: ['198.51.100.7/32'] },

@@ -29,6 +29,28 @@ function blocks(text: string): string[] | undefined {
   return list.length ? list : undefined;
 }
 
+/** `env=prod, role=web` as a tag map; a pair without `=` is a tag key with an empty value. */
+function tagMap(text: string): Record<string, string> | undefined {
+  const pairs = text
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter(Boolean)
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      return at < 0 ? [pair, ''] : [pair.slice(0, at).trim(), pair.slice(at + 1).trim()];
+    });
+  return pairs.length ? Object.fromEntries(pairs) : undefined;
+}
+
+/** Which instances of its region a rule selects, in words. */
+function appliesTo(rule: Rule, instanceName: (id: string) => string): string {
+  const parts = [
+    ...rule.targets.instance_ids.map(instanceName),
+    ...Object.entries(rule.targets.tags).map(([key, value]) => `tagged ${key}=${value}`),
+  ];
+  return parts.length ? parts.join(', ') : 'every instance';
+}
+
 export function FirewallSection() {
   const api = currentSession().api;
   const rules = useLoad(
@@ -42,9 +64,11 @@ export function FirewallSection() {
       ).data,
     [],
   );
+  const instances = useInstanceChoices();
   const [creating, setCreating] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const { confirm, dialog } = useConfirm();
+  const instanceName = (id: string) => instances.data?.find((i) => i.id === id)?.name ?? id;
 
   const remove = async (rule: Rule) => {
     if (
@@ -76,6 +100,7 @@ export function FirewallSection() {
     },
     { label: 'Priority', render: (r) => r.priority },
     { label: 'Region', render: (r) => r.region },
+    { label: 'Applies to', render: (r) => appliesTo(r, instanceName) },
     { label: 'Enabled', render: (r) => (r.enabled ? 'yes' : 'no') },
     {
       label: 'Actions',
@@ -115,7 +140,7 @@ export function FirewallSection() {
       ) : (
         <Table caption="Firewall rules" columns={columns} rows={rules.data ?? []} rowKey={(r) => r.id} />
       )}
-      <CheckPacket />
+      <CheckPacket instances={instances.data} />
       {dialog}
     </section>
   );
@@ -130,6 +155,7 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
   const [addresses, setAddresses] = useState('');
   const [priority, setPriority] = useState('1000');
   const [region, setRegion] = useState<RuleBody['region']>('us-east-1');
+  const [tags, setTags] = useState('');
   const [error, setError] = useState<unknown>(null);
   const takesPorts = protocol === 'tcp' || protocol === 'udp';
 
@@ -137,6 +163,7 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
     event.preventDefault();
     setError(null);
     const list = blocks(addresses);
+    const targetTags = tagMap(tags);
     try {
       await unwrap(
         currentSession().api.POST('/v1/firewall/rules', {
@@ -148,6 +175,7 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
             region,
             priority: Number(priority),
             ...(takesPorts ? { ports: ports.trim() } : {}),
+            ...(targetTags ? { targets: { tags: targetTags } } : {}),
             ...(list ? (direction === 'inbound' ? { sources: list } : { destinations: list }) : {}),
           },
         }),
@@ -252,7 +280,20 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
           onInput={(e) => setAddresses(e.currentTarget.value)}
         />
         <small id="rule-addresses-hint" class="muted">
-          Empty means anywhere. The rule applies to every instance of the region.
+          Empty means anywhere.
+        </small>
+      </div>
+      <div class="field">
+        <label for="rule-tags">Only instances tagged (optional)</label>
+        <input
+          id="rule-tags"
+          placeholder="role=web, env=prod"
+          aria-describedby="rule-tags-hint"
+          value={tags}
+          onInput={(e) => setTags(e.currentTarget.value)}
+        />
+        <small id="rule-tags-hint" class="muted">
+          Instances carrying every one of these tags; empty means every instance of the region.
         </small>
       </div>
       <ErrorNotice error={error} />
@@ -269,8 +310,7 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
 }
 
 /** Judges one packet against an instance's effective rules and shows the verdict and the deciding rule. */
-function CheckPacket() {
-  const instances = useInstanceChoices();
+function CheckPacket({ instances }: { instances: Schemas['Instance'][] | null }) {
   const [instanceId, setInstanceId] = useState('');
   const [direction, setDirection] = useState<'inbound' | 'outbound'>('inbound');
   const [protocol, setProtocol] = useState<'tcp' | 'udp' | 'icmp'>('tcp');
@@ -278,7 +318,7 @@ function CheckPacket() {
   const [address, setAddress] = useState('');
   const [answer, setAnswer] = useState<CheckAnswer | null>(null);
   const [error, setError] = useState<unknown>(null);
-  const chosen = instanceId || instances.data?.[0]?.id || '';
+  const chosen = instanceId || instances?.[0]?.id || '';
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -307,7 +347,7 @@ function CheckPacket() {
   return (
     <section class="card" aria-labelledby="check-heading">
       <h3 id="check-heading">Check a packet</h3>
-      {instances.data && instances.data.length === 0 ? (
+      {instances && instances.length === 0 ? (
         <p>Create an instance first: a packet is judged against one instance's rules.</p>
       ) : (
         <form class="stack" onSubmit={submit} aria-label="Check a packet">
@@ -319,7 +359,7 @@ function CheckPacket() {
                 value={chosen}
                 onChange={(e) => setInstanceId(e.currentTarget.value)}
               >
-                {(instances.data ?? []).map((i) => (
+                {(instances ?? []).map((i) => (
                   <option key={i.id} value={i.id}>
                     {i.name}
                   </option>
@@ -387,7 +427,7 @@ function CheckPacket() {
       )}
       <ErrorNotice error={error} />
       {answer && (
-        <div class="notice" role="status" aria-label="Verdict">
+        <div class="notice verdict" role="status" aria-label="Verdict">
           <p>
             Verdict: <span class={`badge badge-${answer.verdict}`}>{answer.verdict}</span>
           </p>

@@ -16,6 +16,7 @@ import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
 import { useInstanceChoices } from './volumes.tsx';
+import './storage-network.css';
 
 type Snapshot = Schemas['Snapshot'];
 type Volume = Schemas['Volume'];

@@ -14,6 +14,7 @@ import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
 import { REGIONS } from './instances.tsx';
+import './storage-network.css';
 
 type Volume = Schemas['Volume'];
 type Region = (typeof REGIONS)[number];

@@ -100,7 +100,7 @@ export function VpnSection() {
   const opened = vpns.data?.find((v) => v.id === open);
 
   return (
-    <section aria-labelledby="vpn-heading">
+    <section class="panel-gap" aria-labelledby="vpn-heading">
       <div class="page-head">
         <h2 id="vpn-heading">VPNs</h2>
         <button type="button" class="primary" onClick={() => setCreating(true)}>
