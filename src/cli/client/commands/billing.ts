@@ -97,9 +97,16 @@ function usageCommand(): Command {
   );
   return command.action(
     withSession<{ start?: string; end?: string; groupBy?: Group }>(async (session, _args, flags) => {
-      const { data } = await session.nimbus.get('/v1/billing/usage', {
-        params: { query: defined({ start: flags.start, end: flags.end, group_by: flags.groupBy }) },
-      });
+      const query = defined({ start: flags.start, end: flags.end, group_by: flags.groupBy });
+      // The API answers a large account's lines a page at a time (totals always whole); the command
+      // shows them all, as the usage of the window asked for.
+      const first = await session.nimbus.get('/v1/billing/usage', { params: { query } });
+      const data = first.data;
+      for (let page = 2, more = first.pagination.has_next; more; page++) {
+        const next = await session.nimbus.get('/v1/billing/usage', { params: { query: { ...query, page } } });
+        data.line_items.push(...next.data.line_items);
+        more = next.pagination.has_next;
+      }
       if (!session.humanOutput) {
         printOne(data as unknown as Record<string, unknown>, session.out);
         return;
