@@ -176,12 +176,71 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     await screenshot('settings-account');
   });
 
+  it('Webhooks: created with its secret shown once, a test reaching the receiver, the log and a redelivery', async () => {
+    await open('Webhooks');
+    await page.getByText('No webhooks').waitFor();
+    await page.getByRole('button', { name: 'Create webhook' }).click();
+    const url = `${receiver.origin}/hook`;
+    await page.getByLabel('Receiver URL').fill(url);
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    const secretBox = page.getByRole('textbox', { name: 'Signing secret' });
+    await secretBox.waitFor();
+    expect(await secretBox.inputValue()).toMatch(/^whsec_/);
+    await page.getByText('it will not be shown again').waitFor();
+    await page.getByRole('button', { name: 'I have saved it' }).click();
+    expect(await secretBox.count()).toBe(0);
+
+    await page.getByRole('button', { name: `Send test to ${url}` }).click();
+    await page
+      .getByRole('status')
+      .getByText(/succeeded \(HTTP 200\)/)
+      .waitFor();
+    expect(receiver.receivedAt('/hook').map((r) => JSON.parse(r.body).type)).toEqual(['webhook.test']);
+    const log = page.getByRole('table', { name: `Deliveries to ${url}` });
+    await log.getByRole('cell', { name: 'webhook.test', exact: true }).waitFor();
+    await log.getByRole('button', { name: /^Redeliver webhook.test/ }).click();
+    await expect.poll(() => log.getByRole('row').count()).toBe(3);
+    await log.getByText('pending').waitFor();
+    await checkAccessibility('webhooks');
+    await screenshot('webhooks');
+  });
+
+  it('Alerts: a policy created with the webhook as its channel, disabled, then deleted', async () => {
+    await open('Alerts');
+    await page.getByText('No alert policies').waitFor();
+    await page.getByRole('button', { name: 'Create alert policy' }).click();
+    await page.getByLabel('Policy name').fill('cpu-high');
+    await page.getByLabel('Threshold', { exact: true }).fill('90');
+    await page.getByLabel('Only instances tagged (optional)').fill('env=prod');
+    await page.getByRole('button', { name: 'Create policy' }).click();
+    // No channel yet: the API's own message, with its request id.
+    await page
+      .getByRole('alert')
+      .getByText(/Request id: req_/)
+      .waitFor();
+    await page.getByLabel(/^Webhook https:/).check();
+    await checkAccessibility('alerts: create form');
+    await page.getByRole('button', { name: 'Create policy' }).click();
+    const row = page.getByRole('row', { name: /cpu-high/ });
+    await row.getByText('CPU above 90% over 5m').waitFor();
+    await row.getByRole('button', { name: 'Disable cpu-high' }).click();
+    await row.getByText('disabled', { exact: true }).waitFor();
+    const policies = await server.request('GET', '/v1/alerts', { key: user.key });
+    expect(policies.body.data.map((p: { enabled: boolean }) => p.enabled)).toEqual([false]);
+    await checkAccessibility('alerts');
+    await screenshot('alerts');
+
+    await row.getByRole('button', { name: 'Delete cpu-high' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete', exact: true }).click();
+    await page.getByText('No alert policies').waitFor();
+  });
+
   it('every page works at 375 px in dark mode without sideways scrolling', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.emulateMedia({ colorScheme: 'dark' });
-    for (const label of ['Billing', 'Settings']) {
+    for (const label of ['Alerts', 'Webhooks', 'Billing', 'Settings']) {
       await open(label);
-      await page.getByRole('table').first().waitFor();
+      await page.locator('.table-wrap, .empty').first().waitFor();
       const overflow = await page.evaluate(() => {
         const { document, innerWidth } = globalThis as unknown as {
           document: { documentElement: { scrollWidth: number } };

@@ -3,13 +3,14 @@
  * write console/src/pages/<name>.tsx and point its entry here (and add any sub-routes in app.tsx).
  */
 import type { FunctionComponent } from 'preact';
+import { AlertsPage } from './pages/alerts.tsx';
 import { BillingPage } from './pages/billing.tsx';
-import { comingSoon } from './pages/coming-soon.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { NetworkingPage } from './pages/networking.tsx';
 import { SettingsPage } from './pages/settings.tsx';
 import { SnapshotsPage } from './pages/snapshots.tsx';
 import { VolumesPage } from './pages/volumes.tsx';
+import { WebhooksPage } from './pages/webhooks.tsx';
 
 export interface NavEntry {
   label: string;
@@ -22,8 +23,8 @@ export const NAV: NavEntry[] = [
   { label: 'Volumes', path: '/console/volumes', page: VolumesPage },
   { label: 'Snapshots', path: '/console/snapshots', page: SnapshotsPage },
   { label: 'Networking', path: '/console/networking', page: NetworkingPage },
-  { label: 'Alerts', path: '/console/alerts', page: comingSoon('Alerts') },
-  { label: 'Webhooks', path: '/console/webhooks', page: comingSoon('Webhooks') },
+  { label: 'Alerts', path: '/console/alerts', page: AlertsPage },
+  { label: 'Webhooks', path: '/console/webhooks', page: WebhooksPage },
   { label: 'Billing', path: '/console/billing', page: BillingPage },
   { label: 'Settings', path: '/console/settings', page: SettingsPage },
 ];

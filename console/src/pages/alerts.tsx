@@ -1,0 +1,479 @@
+/**
+ * Alerts: the policies (GET /v1/alerts) with Create alert policy (a metric threshold or an instance state,
+ * the instances it targets, the channels it notifies), enable/disable and delete after a confirmation;
+ * and the incidents (GET /v1/alerts/incidents), firing or resolved.
+ */
+import { useState } from 'preact/hooks';
+import type { paths } from '../../../sdk/src/generated/v1.ts';
+import { type Schemas, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { Pager, Table } from '../components/table.tsx';
+import { formatDate } from '../format.ts';
+import { useLoad } from '../load.ts';
+import { currentSession } from '../session.ts';
+import './account-billing.css';
+
+type Policy = Schemas['AlertPolicy'];
+type Incident = Schemas['AlertIncident'];
+type CreateBody = paths['/v1/alerts']['post']['requestBody']['content']['application/json'];
+type Metric = NonNullable<CreateBody['metric']>;
+type Window = NonNullable<CreateBody['window']>;
+type ChatFormat = NonNullable<CreateBody['channels']['chat']>[number]['format'];
+
+const METRICS: { value: Metric; label: string; unit: string }[] = [
+  { value: 'cpu_percent', label: 'CPU', unit: '%' },
+  { value: 'memory_percent', label: 'Memory used', unit: '%' },
+  { value: 'disk_read_bps', label: 'Disk read', unit: 'bytes/s' },
+  { value: 'disk_write_bps', label: 'Disk write', unit: 'bytes/s' },
+  { value: 'net_rx_bps', label: 'Network in', unit: 'bytes/s' },
+  { value: 'net_tx_bps', label: 'Network out', unit: 'bytes/s' },
+  { value: 'gpu_percent', label: 'GPU', unit: '%' },
+];
+const WINDOWS: Window[] = ['1m', '5m', '10m', '30m', '1h'];
+
+function conditionOf(policy: Policy): string {
+  if (policy.state === 'error') return 'instance in error';
+  if (policy.state === 'stuck') return `stuck starting or stopping for ${policy.window}`;
+  const metric = METRICS.find((m) => m.value === policy.metric);
+  return `${metric?.label ?? policy.metric} ${policy.compare} ${policy.threshold}${metric?.unit === '%' ? '%' : ` ${metric?.unit}`} over ${policy.window}`;
+}
+
+function targetsOf(policy: Policy): string {
+  const parts = [
+    ...policy.targets.instance_ids,
+    ...Object.entries(policy.targets.tags).map(([key, value]) => `${key}=${value}`),
+  ];
+  return parts.length > 0 ? parts.join(', ') : 'every instance';
+}
+
+function channelsOf(policy: Policy): string {
+  return [
+    ...policy.channels.email,
+    ...policy.channels.webhook_ids.map((id) => `webhook ${id}`),
+    ...policy.channels.chat.map((chat) => `${chat.format} chat`),
+  ].join(', ');
+}
+
+export function AlertsPage() {
+  const api = currentSession().api;
+  const policies = useLoad(
+    async () => (await unwrap(api.GET('/v1/alerts', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+  const [creating, setCreating] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+
+  const toggle = async (policy: Policy) => {
+    setError(null);
+    try {
+      await unwrap(
+        api.PATCH('/v1/alerts/{id}', {
+          params: { path: { id: policy.id } },
+          body: { enabled: !policy.enabled },
+        }),
+      );
+      policies.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const remove = async (policy: Policy) => {
+    const yes = await confirm(
+      `Delete the alert policy ${policy.name}?`,
+      'Its firing incidents are resolved (with a last message on every channel), then it is gone with its history.',
+      'Delete',
+    );
+    if (!yes) return;
+    setError(null);
+    try {
+      await unwrap(api.DELETE('/v1/alerts/{id}', { params: { path: { id: policy.id } } }));
+      policies.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const names = new Map((policies.data ?? []).map((p) => [p.id, p.name]));
+
+  return (
+    <section class="narrow-safe">
+      <div class="page-head">
+        <h1>Alerts</h1>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          Create alert policy
+        </button>
+      </div>
+      {creating && (
+        <CreatePolicyForm
+          onCancel={() => setCreating(false)}
+          onCreated={() => {
+            setCreating(false);
+            policies.reload();
+          }}
+        />
+      )}
+      <h2>Policies</h2>
+      <ErrorNotice error={error ?? policies.error} />
+      {policies.data && policies.data.length === 0 ? (
+        <EmptyState title="No alert policies">
+          <p>
+            Create a policy to be told by e-mail, webhook or chat when an instance's CPU, memory, disk or
+            network crosses a threshold, or when it lands in error.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption="Alert policies"
+          rows={policies.data ?? []}
+          rowKey={(p) => p.id}
+          columns={[
+            { label: 'Name', render: (p) => p.name },
+            { label: 'Condition', render: conditionOf },
+            { label: 'Targets', render: targetsOf },
+            { label: 'Channels', render: channelsOf },
+            { label: 'State', render: (p) => <StatusBadge status={p.enabled ? 'enabled' : 'disabled'} /> },
+            {
+              label: 'Actions',
+              render: (p) => (
+                <div class="row-actions">
+                  <button
+                    type="button"
+                    aria-label={`${p.enabled ? 'Disable' : 'Enable'} ${p.name}`}
+                    onClick={() => toggle(p)}
+                  >
+                    {p.enabled ? 'Disable' : 'Enable'}
+                  </button>
+                  <button
+                    type="button"
+                    class="danger"
+                    aria-label={`Delete ${p.name}`}
+                    onClick={() => remove(p)}
+                  >
+                    Delete
+                  </button>
+                </div>
+              ),
+            },
+          ]}
+        />
+      )}
+      <Incidents policyNames={names} />
+      {dialog}
+    </section>
+  );
+}
+
+function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
+  const [status, setStatus] = useState<'' | Incident['status']>('');
+  const [page, setPage] = useState(1);
+  const incidents = useLoad(
+    () =>
+      unwrap(
+        currentSession().api.GET('/v1/alerts/incidents', {
+          params: { query: { page, limit: 20, ...(status ? { status } : {}) } },
+        }),
+      ),
+    [status, page],
+  );
+  const rows = incidents.data?.data ?? [];
+  return (
+    <>
+      <div class="page-head">
+        <h2>Incidents</h2>
+        <button type="button" onClick={incidents.reload}>
+          Refresh incidents
+        </button>
+      </div>
+      <div class="filters">
+        <div class="field">
+          <label for="incident-status">Status</label>
+          <select
+            id="incident-status"
+            value={status}
+            onChange={(e) => {
+              setStatus(e.currentTarget.value as typeof status);
+              setPage(1);
+            }}
+          >
+            <option value="">Firing and resolved</option>
+            <option value="firing">Firing</option>
+            <option value="resolved">Resolved</option>
+          </select>
+        </div>
+      </div>
+      <ErrorNotice error={incidents.error} />
+      {incidents.data && rows.length === 0 ? (
+        <EmptyState title={status === 'firing' ? 'Nothing is firing' : 'No incidents'}>
+          <p>
+            An incident opens when a policy's condition holds for a whole window, and resolves on its own.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption="Alert incidents"
+          rows={rows}
+          rowKey={(i) => i.id}
+          columns={[
+            { label: 'Status', render: (i) => <StatusBadge status={i.status} /> },
+            { label: 'Policy', render: (i) => policyNames.get(i.policy_id) ?? i.policy_id },
+            {
+              label: 'Instance',
+              render: (i) => <a href={`/console/instances/${i.instance_id}`}>{i.instance_name}</a>,
+            },
+            {
+              label: 'Value',
+              render: (i) => (i.value === null ? '—' : `${i.value} (threshold ${i.threshold ?? '—'})`),
+            },
+            { label: 'Started', render: (i) => formatDate(i.started_at) },
+            {
+              label: 'Resolved',
+              render: (i) => (i.resolved_at ? `${formatDate(i.resolved_at)} (${i.resolution})` : '—'),
+            },
+          ]}
+        />
+      )}
+      {incidents.data && (
+        <Pager page={page} totalPages={incidents.data.pagination.total_pages} onPage={setPage} />
+      )}
+    </>
+  );
+}
+
+/** "a=b, c=d" as a tag map; an entry without "=" is refused by the API with its own message. */
+function parseTags(text: string): Record<string, string> {
+  const tags: Record<string, string> = {};
+  for (const part of text.split(',')) {
+    const [key, ...value] = part.trim().split('=');
+    if (key) tags[key] = value.join('=');
+  }
+  return tags;
+}
+
+const list = (text: string) =>
+  text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }) {
+  const api = currentSession().api;
+  const webhooks = useLoad(
+    async () => (await unwrap(api.GET('/v1/webhooks', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState<'metric' | 'error' | 'stuck'>('metric');
+  const [metric, setMetric] = useState<Metric>('cpu_percent');
+  const [compare, setCompare] = useState<'above' | 'below'>('above');
+  const [threshold, setThreshold] = useState('80');
+  const [window, setWindow] = useState<Window>('5m');
+  const [tags, setTags] = useState('');
+  const [emails, setEmails] = useState('');
+  const [webhookIds, setWebhookIds] = useState<string[]>([]);
+  const [chatUrl, setChatUrl] = useState('');
+  const [chatFormat, setChatFormat] = useState<ChatFormat>('slack');
+  const [error, setError] = useState<unknown>(null);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    const condition =
+      kind === 'metric'
+        ? { metric, compare, threshold: Number(threshold), window }
+        : kind === 'stuck'
+          ? { state: 'stuck' as const, window }
+          : { state: 'error' as const };
+    const tagMap = parseTags(tags);
+    try {
+      await unwrap(
+        api.POST('/v1/alerts', {
+          body: {
+            name,
+            ...condition,
+            ...(Object.keys(tagMap).length > 0 ? { targets: { tags: tagMap } } : {}),
+            channels: {
+              ...(list(emails).length > 0 ? { email: list(emails) } : {}),
+              ...(webhookIds.length > 0 ? { webhook_ids: webhookIds } : {}),
+              ...(chatUrl ? { chat: [{ url: chatUrl, format: chatFormat }] } : {}),
+            },
+          },
+        }),
+      );
+      props.onCreated();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Create alert policy">
+      <div class="field">
+        <label for="alert-name">Policy name</label>
+        <input id="alert-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </div>
+      <fieldset>
+        <legend>Watch</legend>
+        <label class="check">
+          <input
+            type="radio"
+            name="alert-kind"
+            checked={kind === 'metric'}
+            onChange={() => setKind('metric')}
+          />
+          A metric crossing a threshold
+        </label>
+        <label class="check">
+          <input
+            type="radio"
+            name="alert-kind"
+            checked={kind === 'error'}
+            onChange={() => setKind('error')}
+          />
+          An instance in error
+        </label>
+        <label class="check">
+          <input
+            type="radio"
+            name="alert-kind"
+            checked={kind === 'stuck'}
+            onChange={() => setKind('stuck')}
+          />
+          An instance stuck starting or stopping
+        </label>
+      </fieldset>
+      <div class="grid-form">
+        {kind === 'metric' && (
+          <>
+            <div class="field">
+              <label for="alert-metric">Metric</label>
+              <select
+                id="alert-metric"
+                value={metric}
+                onChange={(e) => setMetric(e.currentTarget.value as Metric)}
+              >
+                {METRICS.map((m) => (
+                  <option key={m.value} value={m.value}>
+                    {m.label} ({m.unit})
+                  </option>
+                ))}
+              </select>
+            </div>
+            <div class="field">
+              <label for="alert-compare">Compare</label>
+              <select
+                id="alert-compare"
+                value={compare}
+                onChange={(e) => setCompare(e.currentTarget.value as 'above' | 'below')}
+              >
+                <option value="above">above</option>
+                <option value="below">below</option>
+              </select>
+            </div>
+            <div class="field">
+              <label for="alert-threshold">Threshold</label>
+              <input
+                id="alert-threshold"
+                type="number"
+                min={0}
+                step="any"
+                required
+                value={threshold}
+                onInput={(e) => setThreshold(e.currentTarget.value)}
+              />
+            </div>
+          </>
+        )}
+        {kind !== 'error' && (
+          <div class="field">
+            <label for="alert-window">Window</label>
+            <select
+              id="alert-window"
+              value={window}
+              onChange={(e) => setWindow(e.currentTarget.value as Window)}
+            >
+              {WINDOWS.map((w) => (
+                <option key={w}>{w}</option>
+              ))}
+            </select>
+          </div>
+        )}
+        <div class="field wide">
+          <label for="alert-tags">Only instances tagged (optional)</label>
+          <input
+            id="alert-tags"
+            placeholder="env=prod, team=web"
+            aria-describedby="alert-tags-hint"
+            value={tags}
+            onInput={(e) => setTags(e.currentTarget.value)}
+          />
+          <small id="alert-tags-hint" class="muted">
+            Every tag given must match; leave empty to watch every instance.
+          </small>
+        </div>
+      </div>
+      <fieldset>
+        <legend>Notify (at least one)</legend>
+        <div class="grid-form">
+          <div class="field wide">
+            <label for="alert-emails">E-mail addresses</label>
+            <input
+              id="alert-emails"
+              placeholder="ops@example.com, me@example.com"
+              value={emails}
+              onInput={(e) => setEmails(e.currentTarget.value)}
+            />
+          </div>
+          <div class="field">
+            <label for="alert-chat-url">Chat webhook URL</label>
+            <input
+              id="alert-chat-url"
+              type="url"
+              value={chatUrl}
+              onInput={(e) => setChatUrl(e.currentTarget.value)}
+            />
+          </div>
+          <div class="field">
+            <label for="alert-chat-format">Chat format</label>
+            <select
+              id="alert-chat-format"
+              value={chatFormat}
+              onChange={(e) => setChatFormat(e.currentTarget.value as ChatFormat)}
+            >
+              <option value="slack">Slack</option>
+              <option value="discord">Discord</option>
+              <option value="generic">Generic JSON</option>
+            </select>
+          </div>
+        </div>
+        {(webhooks.data ?? []).map((hook) => (
+          <label key={hook.id} class="check">
+            <input
+              type="checkbox"
+              checked={webhookIds.includes(hook.id)}
+              onChange={(e) =>
+                setWebhookIds(
+                  e.currentTarget.checked
+                    ? [...webhookIds, hook.id]
+                    : webhookIds.filter((id) => id !== hook.id),
+                )
+              }
+            />
+            Webhook {hook.url}
+          </label>
+        ))}
+      </fieldset>
+      <ErrorNotice error={error ?? webhooks.error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Create policy
+        </button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,380 @@
+/**
+ * Webhooks: the subscriptions (GET /v1/webhooks), Create webhook (URL, events; the signing secret Nimbus
+ * generates is shown once, like an API key), Send test, delete after a confirmation, and each one's
+ * delivery log (GET /v1/webhooks/{id}/deliveries) with Redeliver.
+ */
+import { useState } from 'preact/hooks';
+import { type Schemas, unwrap } from '../api.ts';
+import { useConfirm } from '../components/confirm-dialog.tsx';
+import { EmptyState } from '../components/empty-state.tsx';
+import { ErrorNotice } from '../components/error-notice.tsx';
+import { StatusBadge } from '../components/status-badge.tsx';
+import { Pager, Table } from '../components/table.tsx';
+import { formatDate } from '../format.ts';
+import { useLoad } from '../load.ts';
+import { currentSession } from '../session.ts';
+import './account-billing.css';
+
+type Webhook = Schemas['Webhook'];
+type Delivery = Schemas['WebhookDelivery'];
+
+export function WebhooksPage() {
+  const api = currentSession().api;
+  const hooks = useLoad(
+    async () => (await unwrap(api.GET('/v1/webhooks', { params: { query: { limit: 100 } } }))).data,
+    [],
+  );
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<{ url: string; secret: string } | null>(null);
+  const [selected, setSelected] = useState<string | null>(null);
+  const [logVersion, setLogVersion] = useState(0);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const { confirm, dialog } = useConfirm();
+
+  const act = async (work: () => Promise<void>) => {
+    setError(null);
+    setNotice(null);
+    try {
+      await work();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const remove = (hook: Webhook) =>
+    act(async () => {
+      const yes = await confirm(
+        `Delete the webhook to ${hook.url}?`,
+        'Its delivery log goes with it, and pending deliveries are not sent.',
+        'Delete',
+      );
+      if (!yes) return;
+      await unwrap(api.DELETE('/v1/webhooks/{id}', { params: { path: { id: hook.id } } }));
+      if (selected === hook.id) setSelected(null);
+      hooks.reload();
+    });
+  const sendTest = (hook: Webhook) =>
+    act(async () => {
+      const delivery = (
+        await unwrap(api.POST('/v1/webhooks/{id}/test', { params: { path: { id: hook.id } } }))
+      ).data;
+      setNotice(
+        `Test sent to ${hook.url}: ${delivery.status}` +
+          (delivery.last_status_code ? ` (HTTP ${delivery.last_status_code})` : '') +
+          (delivery.last_error ? ` — ${delivery.last_error}` : ''),
+      );
+      setSelected(hook.id);
+      setLogVersion((n) => n + 1);
+    });
+  const toggle = (hook: Webhook) =>
+    act(async () => {
+      await unwrap(
+        api.PATCH('/v1/webhooks/{id}', {
+          params: { path: { id: hook.id } },
+          body: { enabled: !hook.enabled },
+        }),
+      );
+      hooks.reload();
+    });
+  const selectedHook = hooks.data?.find((h) => h.id === selected) ?? null;
+
+  return (
+    <section class="narrow-safe">
+      <div class="page-head">
+        <h1>Webhooks</h1>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          Create webhook
+        </button>
+      </div>
+      {created && <NewSecret {...created} onDone={() => setCreated(null)} />}
+      {creating && (
+        <CreateWebhookForm
+          onCancel={() => setCreating(false)}
+          onCreated={(url, secret) => {
+            setCreating(false);
+            if (secret) setCreated({ url, secret });
+            hooks.reload();
+          }}
+        />
+      )}
+      {notice && (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      )}
+      <ErrorNotice error={error ?? hooks.error} />
+      {hooks.data && hooks.data.length === 0 ? (
+        <EmptyState title="No webhooks">
+          <p>
+            Create a webhook to have Nimbus POST signed events (instance started, invoice created…) to your
+            URL.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption="Webhook subscriptions"
+          rows={hooks.data ?? []}
+          rowKey={(h) => h.id}
+          columns={[
+            { label: 'URL', render: (h) => <code>{h.url}</code> },
+            { label: 'Events', render: (h) => h.events.join(', ') },
+            {
+              label: 'Status',
+              render: (h) => (
+                <>
+                  <StatusBadge status={h.enabled ? h.status : 'disabled'} />
+                  {h.disabled_reason && <small class="muted"> {h.disabled_reason}</small>}
+                </>
+              ),
+            },
+            { label: 'Created', render: (h) => formatDate(h.created_at) },
+            {
+              label: 'Actions',
+              render: (h) => (
+                <div class="row-actions">
+                  <button
+                    type="button"
+                    aria-pressed={selected === h.id}
+                    aria-label={`Deliveries of ${h.url}`}
+                    onClick={() => setSelected(selected === h.id ? null : h.id)}
+                  >
+                    Deliveries
+                  </button>
+                  <button type="button" aria-label={`Send test to ${h.url}`} onClick={() => sendTest(h)}>
+                    Send test
+                  </button>
+                  <button
+                    type="button"
+                    aria-label={`${h.enabled ? 'Disable' : 'Enable'} ${h.url}`}
+                    onClick={() => toggle(h)}
+                  >
+                    {h.enabled ? 'Disable' : 'Enable'}
+                  </button>
+                  <button
+                    type="button"
+                    class="danger"
+                    aria-label={`Delete ${h.url}`}
+                    onClick={() => remove(h)}
+                  >
+                    Delete
+                  </button>
+                </div>
+              ),
+            },
+          ]}
+        />
+      )}
+      {selectedHook && <DeliveryLog hook={selectedHook} version={logVersion} />}
+      {dialog}
+    </section>
+  );
+}
+
+function DeliveryLog({ hook, version }: { hook: Webhook; version: number }) {
+  const api = currentSession().api;
+  const [page, setPage] = useState(1);
+  const [error, setError] = useState<unknown>(null);
+  const log = useLoad(
+    () =>
+      unwrap(
+        api.GET('/v1/webhooks/{id}/deliveries', {
+          params: { path: { id: hook.id }, query: { page, limit: 20 } },
+        }),
+      ),
+    [hook.id, page, version],
+  );
+  const redeliver = async (delivery: Delivery) => {
+    setError(null);
+    try {
+      await unwrap(
+        api.POST('/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver', {
+          params: { path: { id: hook.id, delivery_id: delivery.id } },
+        }),
+      );
+      log.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const rows = log.data?.data ?? [];
+  return (
+    <section aria-labelledby="delivery-log-title">
+      <div class="page-head">
+        <h2 id="delivery-log-title">Deliveries to {hook.url}</h2>
+        <button type="button" onClick={log.reload}>
+          Refresh
+        </button>
+      </div>
+      <ErrorNotice error={error ?? log.error} />
+      {log.data && rows.length === 0 ? (
+        <EmptyState title="No deliveries yet">
+          <p>
+            Events this webhook takes are delivered as they happen; use Send test to try the receiver now.
+          </p>
+        </EmptyState>
+      ) : (
+        <Table
+          caption={`Deliveries to ${hook.url}`}
+          rows={rows}
+          rowKey={(d) => d.id}
+          columns={[
+            { label: 'Event', render: (d) => d.event_type },
+            { label: 'Status', render: (d) => <StatusBadge status={d.status} /> },
+            { label: 'Attempts', render: (d) => d.attempts },
+            {
+              label: 'Answer',
+              render: (d) =>
+                d.last_status_code
+                  ? `HTTP ${d.last_status_code}`
+                  : (d.last_error ?? (d.status === 'pending' ? 'waiting' : '—')),
+            },
+            { label: 'Next attempt', render: (d) => formatDate(d.next_attempt_at) },
+            { label: 'Created', render: (d) => formatDate(d.created_at) },
+            {
+              label: 'Actions',
+              render: (d) => (
+                <button
+                  type="button"
+                  aria-label={`Redeliver ${d.event_type} ${d.id}`}
+                  onClick={() => redeliver(d)}
+                >
+                  Redeliver
+                </button>
+              ),
+            },
+          ]}
+        />
+      )}
+      {log.data && <Pager page={page} totalPages={log.data.pagination.total_pages} onPage={setPage} />}
+    </section>
+  );
+}
+
+/** The generated signing secret, once: the API never returns it again. */
+function NewSecret({ url, secret, onDone }: { url: string; secret: string; onDone: () => void }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <section class="notice notice-secret" aria-label="Your webhook signing secret">
+      <p>
+        <strong>Copy the signing secret of {url} now: it will not be shown again.</strong>
+      </p>
+      <p>
+        <label for="new-webhook-secret">Signing secret</label>
+        <input
+          id="new-webhook-secret"
+          class="secret"
+          readOnly
+          value={secret}
+          onFocus={(e) => e.currentTarget.select()}
+        />
+      </p>
+      <div class="actions">
+        <button
+          type="button"
+          onClick={async () => {
+            await navigator.clipboard.writeText(secret);
+            setCopied(true);
+          }}
+        >
+          {copied ? 'Copied' : 'Copy secret'}
+        </button>
+        <button type="button" onClick={onDone}>
+          I have saved it
+        </button>
+      </div>
+    </section>
+  );
+}
+
+function CreateWebhookForm(props: {
+  onCancel: () => void;
+  onCreated: (url: string, secret: string | undefined) => void;
+}) {
+  const types = useLoad(
+    async () => (await unwrap(currentSession().api.GET('/v1/events/types'))).data.map((t) => t.type),
+    [],
+  );
+  const families = [...new Set((types.data ?? []).map((type) => `${type.split('.')[0]}.*`))];
+  const [url, setUrl] = useState('');
+  const [description, setDescription] = useState('');
+  const [everything, setEverything] = useState(true);
+  const [events, setEvents] = useState<string[]>([]);
+  const [error, setError] = useState<unknown>(null);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const answer = await unwrap(
+        currentSession().api.POST('/v1/webhooks', {
+          body: { url, events: everything ? ['*'] : events, ...(description ? { description } : {}) },
+        }),
+      );
+      props.onCreated(answer.data.url, answer.data.secret);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <form class="stack card" onSubmit={submit} aria-label="Create webhook">
+      <div class="field">
+        <label for="webhook-url">Receiver URL</label>
+        <input
+          id="webhook-url"
+          type="url"
+          required
+          placeholder="https://example.com/nimbus-events"
+          value={url}
+          onInput={(e) => setUrl(e.currentTarget.value)}
+        />
+      </div>
+      <div class="field">
+        <label for="webhook-description">Description (optional)</label>
+        <input
+          id="webhook-description"
+          value={description}
+          onInput={(e) => setDescription(e.currentTarget.value)}
+        />
+      </div>
+      <fieldset>
+        <legend>Events</legend>
+        <label class="check">
+          <input
+            type="checkbox"
+            checked={everything}
+            onChange={(e) => setEverything(e.currentTarget.checked)}
+          />
+          Every event (*)
+        </label>
+        {!everything && (
+          <div class="permission-grid">
+            {families.map((family) => (
+              <label key={family} class="check">
+                <input
+                  type="checkbox"
+                  checked={events.includes(family)}
+                  onChange={(e) =>
+                    setEvents(
+                      e.currentTarget.checked ? [...events, family] : events.filter((x) => x !== family),
+                    )
+                  }
+                />
+                {family}
+              </label>
+            ))}
+          </div>
+        )}
+      </fieldset>
+      <ErrorNotice error={error ?? types.error} />
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary">
+          Create
+        </button>
+      </div>
+    </form>
+  );
+}
