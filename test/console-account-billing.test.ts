@@ -4,7 +4,8 @@
  * closed into an invoice whose PDF the Billing page downloads (fetched with the key, saved from a Blob
  * URL); the estimate calculator prices a plan; an SSH key is added by pasting it and the account's quotas
  * show as bars; a webhook is created (its secret shown once), sent a test that reaches a real receiver
- * and shows in its delivery log; an alert policy is created, disabled and deleted. axe-core runs on every
+ * and shows in its delivery log; an alert policy is created, fires for an instance whose CPU the simulator pins, is disabled (which
+ * resolves the incident) and deleted. axe-core runs on every
  * page (no serious or critical violation), and each page is screenshot to
  * test-results/console-screenshots/, also at 375 px in dark mode.
  *
@@ -108,6 +109,16 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     expect(violations, name).toEqual([]);
   }
 
+  /** Runs every due job and webhook delivery until nothing is due (the clock is the test's). */
+  async function settle(): Promise<void> {
+    for (let round = 0; round < 100; round++) {
+      const jobs = await server.running.backends.jobs.runDue();
+      const deliveries = await server.running.backends.services.deliveries.runDue();
+      if (jobs === 0 && deliveries === 0) return;
+    }
+    throw new Error('jobs kept coming due');
+  }
+
   const screenshot = (name: string) =>
     page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
   const open = async (label: string) => {
@@ -205,7 +216,7 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     await screenshot('webhooks');
   });
 
-  it('Alerts: a policy created with the webhook as its channel, disabled, then deleted', async () => {
+  it('Alerts: a policy created with the webhook as its channel fires, is disabled (resolving it), then deleted', async () => {
     await open('Alerts');
     await page.getByText('No alert policies').waitFor();
     await page.getByRole('button', { name: 'Create alert policy' }).click();
@@ -223,10 +234,40 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     await page.getByRole('button', { name: 'Create policy' }).click();
     const row = page.getByRole('row', { name: /cpu-high/ });
     await row.getByText('CPU above 90% over 5m').waitFor();
+    await row.getByText('enabled', { exact: true }).waitFor();
+
+    // An instance tagged env=prod whose CPU the simulator pins at 95: once a 5 m window of samples
+    // covers it, the policy fires.
+    const created = await server.request('POST', '/v1/instances', {
+      key: user.key,
+      body: {
+        name: 'web-hot',
+        instance_type: 'compute-1x',
+        region: 'us-east-1',
+        image: 'ubuntu-24.04',
+        tags: { env: 'prod', 'nimbus.sim/metrics': 'cpu_percent=95' },
+      },
+    });
+    expect(created.status, created.text).toBe(202);
+    for (let collection = 0; collection < 32; collection++) {
+      clock.advance(10_000);
+      await settle();
+    }
+    const incidents = page.getByRole('table', { name: 'Alert incidents' });
+    await page.getByRole('button', { name: 'Refresh incidents' }).click();
+    await incidents.getByRole('row', { name: /firing.*cpu-high.*web-hot/ }).waitFor();
+    await page.getByLabel('Status', { exact: true }).selectOption('firing');
+    await incidents.getByRole('row', { name: /web-hot/ }).waitFor();
+    await checkAccessibility('alerts: firing');
+    await screenshot('alerts-firing');
+
+    // Disabling resolves the open incident.
     await row.getByRole('button', { name: 'Disable cpu-high' }).click();
     await row.getByText('disabled', { exact: true }).waitFor();
     const policies = await server.request('GET', '/v1/alerts', { key: user.key });
     expect(policies.body.data.map((p: { enabled: boolean }) => p.enabled)).toEqual([false]);
+    await page.getByLabel('Status', { exact: true }).selectOption('resolved');
+    await incidents.getByRole('row', { name: /resolved.*web-hot.*policy_disabled/ }).waitFor();
     await checkAccessibility('alerts');
     await screenshot('alerts');
 
