@@ -211,11 +211,14 @@ describe.skipIf(browserMissing)('console storage and networking pages in Chromiu
     expect(await row.textContent()).toContain('/dev/vdb');
     expect(await row.getByRole('link', { name: web.name }).count()).toBe(1);
 
-    // Resize offers only growth; delete is refused by the page's state (attached volumes cannot go).
+    // Resize offers only growth, and an attached volume grows online; an attached volume offers no delete.
+    expect(await page.getByRole('button', { name: 'Delete data-1' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Resize data-1' }).click();
     expect(await page.getByLabel('New size (GB)').getAttribute('min')).toBe('21');
-    await page.getByRole('form', { name: 'Resize data-1' }).getByRole('button', { name: 'Cancel' }).click();
-    expect(await page.getByRole('button', { name: 'Delete data-1' }).count()).toBe(0);
+    await page.getByLabel('New size (GB)').fill('30');
+    await page.getByRole('form', { name: 'Resize data-1' }).getByRole('button', { name: 'Resize' }).click();
+    await expect.poll(() => row.getByRole('cell', { name: '30 GB' }).count(), { timeout: 10_000 }).toBe(1);
+    await expect.poll(() => badgeOf('data-1').textContent(), { timeout: 15_000 }).toBe('in-use');
 
     await page.getByRole('button', { name: 'Snapshot data-1' }).click();
     await page.getByLabel('Snapshot name').fill('data-1-before');
@@ -244,7 +247,7 @@ describe.skipIf(browserMissing)('console storage and networking pages in Chromiu
     await restore.getByRole('button', { name: 'Restore' }).click();
     await page.getByText(/Restoring data-1-before into the volume data-1-copy/).waitFor();
     const copies = await server.request('GET', '/v1/volumes?name=data-1-copy', { key: user.key });
-    expect(copies.body.data).toMatchObject([{ size_gb: 20, region: 'us-east-1' }]);
+    expect(copies.body.data).toMatchObject([{ size_gb: 30, region: 'us-east-1' }]);
 
     await page.getByLabel('Frequency for data-1', { exact: true }).selectOption('daily');
     await page.getByLabel('Snapshots to keep for data-1', { exact: true }).fill('5');
