@@ -217,12 +217,26 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
   });
 
   it('Alerts: a policy created with the webhook as its channel fires, is disabled (resolving it), then deleted', async () => {
+    // An instance tagged env=prod whose CPU the simulator pins at 95: once a 5 m window of samples
+    // covers it, the policy made below fires.
+    const created = await server.request('POST', '/v1/instances', {
+      key: user.key,
+      body: {
+        name: 'web-hot',
+        instance_type: 'compute-1x',
+        region: 'us-east-1',
+        image: 'ubuntu-24.04',
+        tags: { env: 'prod', 'nimbus.sim/metrics': 'cpu_percent=95' },
+      },
+    });
+    expect(created.status, created.text).toBe(202);
     await open('Alerts');
     await page.getByText('No alert policies').waitFor();
     await page.getByRole('button', { name: 'Create alert policy' }).click();
     await page.getByLabel('Policy name').fill('cpu-high');
     await page.getByLabel('Threshold', { exact: true }).fill('90');
     await page.getByLabel('Only instances tagged (optional)').fill('env=prod');
+    await page.getByRole('checkbox', { name: 'web-hot' }).check();
     await page.getByRole('button', { name: 'Create policy' }).click();
     // No channel yet: the API's own message, with its request id.
     await page
@@ -236,19 +250,6 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     await row.getByText('CPU above 90% over 5m').waitFor();
     await row.getByText('enabled', { exact: true }).waitFor();
 
-    // An instance tagged env=prod whose CPU the simulator pins at 95: once a 5 m window of samples
-    // covers it, the policy fires.
-    const created = await server.request('POST', '/v1/instances', {
-      key: user.key,
-      body: {
-        name: 'web-hot',
-        instance_type: 'compute-1x',
-        region: 'us-east-1',
-        image: 'ubuntu-24.04',
-        tags: { env: 'prod', 'nimbus.sim/metrics': 'cpu_percent=95' },
-      },
-    });
-    expect(created.status, created.text).toBe(202);
     for (let collection = 0; collection < 32; collection++) {
       clock.advance(10_000);
       await settle();
@@ -266,6 +267,10 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     await row.getByText('disabled', { exact: true }).waitFor();
     const policies = await server.request('GET', '/v1/alerts', { key: user.key });
     expect(policies.body.data.map((p: { enabled: boolean }) => p.enabled)).toEqual([false]);
+    expect(policies.body.data[0].targets).toEqual({
+      instance_ids: [created.body.data.id],
+      tags: { env: 'prod' },
+    });
     await page.getByLabel('Status', { exact: true }).selectOption('resolved');
     await incidents.getByRole('row', { name: /resolved.*web-hot.*policy_disabled/ }).waitFor();
     await checkAccessibility('alerts');

@@ -264,6 +264,16 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
     async () => (await unwrap(api.GET('/v1/webhooks', { params: { query: { limit: 100 } } }))).data,
     [],
   );
+  const instances = useLoad(
+    async () =>
+      (
+        await unwrap(
+          api.GET('/v1/instances', { params: { query: { limit: 100, sort: 'name', order: 'asc' } } }),
+        )
+      ).data,
+    [],
+  );
+  const [instanceIds, setInstanceIds] = useState<string[]>([]);
   const [name, setName] = useState('');
   const [kind, setKind] = useState<'metric' | 'error' | 'stuck'>('metric');
   const [metric, setMetric] = useState<Metric>('cpu_percent');
@@ -293,7 +303,14 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           body: {
             name,
             ...condition,
-            ...(Object.keys(tagMap).length > 0 ? { targets: { tags: tagMap } } : {}),
+            ...(Object.keys(tagMap).length > 0 || instanceIds.length > 0
+              ? {
+                  targets: {
+                    ...(Object.keys(tagMap).length > 0 ? { tags: tagMap } : {}),
+                    ...(instanceIds.length > 0 ? { instance_ids: instanceIds } : {}),
+                  },
+                }
+              : {}),
             channels: {
               ...(list(emails).length > 0 ? { email: list(emails) } : {}),
               ...(webhookIds.length > 0 ? { webhook_ids: webhookIds } : {}),
@@ -410,10 +427,33 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
             onInput={(e) => setTags(e.currentTarget.value)}
           />
           <small id="alert-tags-hint" class="muted">
-            Every tag given must match; leave empty to watch every instance.
+            Every tag given must match; with neither tags nor instances below, every instance is watched.
           </small>
         </div>
       </div>
+      {(instances.data ?? []).length > 0 && (
+        <fieldset>
+          <legend>Only these instances (optional)</legend>
+          <div class="permission-grid">
+            {(instances.data ?? []).map((instance) => (
+              <label key={instance.id} class="check">
+                <input
+                  type="checkbox"
+                  checked={instanceIds.includes(instance.id)}
+                  onChange={(e) =>
+                    setInstanceIds(
+                      e.currentTarget.checked
+                        ? [...instanceIds, instance.id]
+                        : instanceIds.filter((id) => id !== instance.id),
+                    )
+                  }
+                />
+                {instance.name}
+              </label>
+            ))}
+          </div>
+        </fieldset>
+      )}
       <fieldset>
         <legend>Notify (at least one)</legend>
         <div class="grid-form">
@@ -465,7 +505,7 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           </label>
         ))}
       </fieldset>
-      <ErrorNotice error={error ?? webhooks.error} />
+      <ErrorNotice error={error ?? webhooks.error ?? instances.error} />
       <div class="actions">
         <button type="button" onClick={props.onCancel}>
           Cancel
