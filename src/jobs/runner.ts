@@ -48,6 +48,11 @@ export interface JobRunnerOptions {
 
 export const MAX_ATTEMPTS = 10;
 const MAX_BACKOFF_MS = 60_000;
+/**
+ * setTimeout's longest delay (2^31 - 1 ms, 24.8 days). Node fires a longer one after 1 ms instead, with a
+ * TimeoutOverflowWarning.
+ */
+const MAX_TIMER_MS = 2_147_483_647;
 
 export class JobRunner {
   private readonly handlers = new Map<string, JobHandler>();
@@ -124,6 +129,13 @@ export class JobRunner {
 
   private arm(when: number): void {
     this.wakeAt = when;
+    const delay = Math.max(0, when - this.clock.now().getTime());
+    if (delay > MAX_TIMER_MS) {
+      // Further off than one timer reaches (a job due next month): wake at the longest delay and arm
+      // again for the rest.
+      this.wakeTimer = setTimeout(() => this.arm(when), MAX_TIMER_MS);
+      return;
+    }
     this.wakeTimer = setTimeout(
       () => {
         this.wakeTimer = null;
@@ -131,7 +143,7 @@ export class JobRunner {
         this.armNextLater();
         void this.runDue().catch(() => {});
       },
-      Math.max(0, when - this.clock.now().getTime()),
+      delay,
     );
   }
 
