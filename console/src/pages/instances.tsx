@@ -2,7 +2,7 @@
  * Instances: the list (filters, sort, pages), with statuses kept live by the account-wide stream, and
  * the row actions. Data: GET /v1/instances. Actions: instance-actions.tsx.
  */
-import { useState } from 'preact/hooks';
+import { useLayoutEffect, useState } from 'preact/hooks';
 import { type Instance, type InstanceStatus, unwrap } from '../api.ts';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
@@ -18,7 +18,15 @@ import { InstanceActions } from './instance-actions.tsx';
 export const STATUSES: InstanceStatus[] = ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'];
 export const REGIONS = ['us-east-1', 'us-west-2', 'eu-central-1', 'ap-northeast-1'] as const;
 type Region = (typeof REGIONS)[number];
-const PAGE_SIZE = 20;
+const PAGE_SIZES = [20, 50, 100] as const;
+type PageSize = (typeof PAGE_SIZES)[number];
+/** The chosen page size outlives the page (for the tab's life), so coming back keeps it. */
+let chosenPageSize: PageSize = 20;
+/**
+ * Marked (performance.mark) each time the table's rows are in the DOM, with the row count as detail:
+ * bench/console-render.mjs times the list from it.
+ */
+export const ROWS_COMMITTED_MARK = 'instances:rows-committed';
 
 interface Filters {
   status: InstanceStatus | '';
@@ -31,6 +39,7 @@ export function InstancesPage() {
   const [filters, setFilters] = useState<Filters>({ status: '', region: '', tag: '' });
   const [sort, setSort] = useState<Sort>({ key: 'created_at', order: 'desc' });
   const [page, setPage] = useState(1);
+  const [pageSize, setPageSize] = useState<PageSize>(chosenPageSize);
   const list = useLoad(
     () =>
       unwrap(
@@ -38,7 +47,7 @@ export function InstancesPage() {
           params: {
             query: {
               page,
-              limit: PAGE_SIZE,
+              limit: pageSize,
               sort: sort.key as 'created_at',
               order: sort.order,
               ...(filters.status ? { status: filters.status } : {}),
@@ -48,11 +57,20 @@ export function InstancesPage() {
           },
         }),
       ),
-    [page, sort.key, sort.order, filters.status, filters.region, filters.tag],
+    [page, pageSize, sort.key, sort.order, filters.status, filters.region, filters.tag],
   );
   const instances = list.data?.data ?? [];
+  // A layout effect runs right after the DOM is committed, before paint: the rows exist now.
+  useLayoutEffect(() => {
+    if (list.data) performance.mark(ROWS_COMMITTED_MARK, { detail: { rows: list.data.data.length } });
+  }, [list.data]);
   const live = useLive({ instances: instances.map((instance) => instance.id) });
   const statusOf = (instance: Instance) => live.statuses[instance.id] ?? instance.status;
+  const changePageSize = (size: PageSize) => {
+    chosenPageSize = size;
+    setPageSize(size);
+    setPage(1);
+  };
   const changeFilter = (change: Partial<Filters>) => {
     setFilters({ ...filters, ...change });
     setPage(1);
@@ -121,6 +139,20 @@ export function InstancesPage() {
             value={filters.tag}
             onChange={(event) => changeFilter({ tag: event.currentTarget.value })}
           />
+        </div>
+        <div class="field">
+          <label for="page-size">Per page</label>
+          <select
+            id="page-size"
+            value={String(pageSize)}
+            onChange={(event) => changePageSize(Number(event.currentTarget.value) as PageSize)}
+          >
+            {PAGE_SIZES.map((size) => (
+              <option key={size} value={String(size)}>
+                {size}
+              </option>
+            ))}
+          </select>
         </div>
       </form>
       <StreamBanner state={live.state} />
