@@ -42,7 +42,7 @@ import {
 
 const SCRIPT = 'bench/console-render.mjs';
 const CHROMIUM = '/usr/bin/chromium';
-// The same flags as test/console.test.ts.
+// The same flags as the browser tests (test/helpers/console.ts).
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',

@@ -9,52 +9,40 @@
  * page (no serious or critical violation), and each page is screenshot to
  * test-results/console-screenshots/, also at 375 px in dark mode.
  *
- * Under CI=true the suite fails without chromium; elsewhere it skips. It builds the console first when
- * dist/console is missing.
+ * Browser, sign-in, axe-core and screenshots: test/helpers/console.ts (under CI=true the suite fails
+ * without chromium; elsewhere it skips).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
-import { CONSOLE_DIR } from '../src/http/routes/console.js';
+import {
+  type ConsoleBrowser,
+  checkAccessibility as checkPage,
+  describeInChromium,
+  horizontalOverflow,
+  narrowAndDark,
+  openConsoleBrowser,
+  screenshot as screenshotOf,
+  signIn,
+} from './helpers/console.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { type Receiver, startReceiver } from './helpers/webhook-receiver.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-sync'];
-const SCREENSHOTS = path.resolve('test-results/console-screenshots');
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const browserMissing = !existsSync(CHROMIUM);
 const SSH_KEY =
   'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRb9olYCpSGsNwvNt3+sWeG618K2x4QXKOmIIiBqnY7 fixed@vector';
 /** Late on May 31st: a volume created now pays two hours of May, which closes on June 1st. */
 const MAY_31 = new Date('2026-05-31T22:00:00Z');
 
-if (browserMissing && process.env.CI === 'true') {
-  describe('console account and billing pages in Chromium', () => {
-    it('needs Debian chromium at /usr/bin/chromium (.ci/run installs it)', () => {
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
-    });
-  });
-}
-
-describe.skipIf(browserMissing)('console account and billing pages in Chromium', () => {
+describeInChromium('console account and billing pages in Chromium', () => {
   const clock = new ManualClock(MAY_31);
   let server: TestServer;
   let receiver: Receiver;
-  let browser: Browser;
+  let chromium: ConsoleBrowser;
   let page: Page;
   let user: { id: string; key: string };
-  const cspViolations: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(path.join(CONSOLE_DIR, 'index.html'))) {
-      execFileSync('npx', ['vite', 'build', '--config', 'console/vite.config.ts', '--logLevel', 'warn']);
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
     receiver = await startReceiver();
     server = await startTestServer({
       clock,
@@ -73,41 +61,18 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     const closed = await server.admin<{ periods: string[] }>('close-period');
     expect(closed.periods).toContain('2026-05');
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
-    const context = await browser.newContext({
-      ignoreHTTPSErrors: true,
-      acceptDownloads: true,
-      viewport: { width: 1280, height: 900 },
-    });
-    page = await context.newPage();
-    page.on('console', (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
-    await page.goto(`${server.url}/console/`);
-    await page.getByLabel('API key').fill(user.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Instances' }).waitFor();
+    chromium = await openConsoleBrowser({ acceptDownloads: true });
+    page = chromium.page;
+    await signIn(page, server.url, user.key);
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
+    await chromium?.browser.close();
     await server?.close();
     await receiver?.close();
   });
 
-  /** axe-core on the page as it is (through the DevTools protocol: the CSP refuses inline scripts). */
-  async function checkAccessibility(name: string): Promise<void> {
-    await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await (
-        globalThis as unknown as { axe: { run: () => Promise<{ violations: AxeViolation[] }> } }
-      ).axe.run();
-      return result.violations
-        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    });
-    expect(violations, name).toEqual([]);
-  }
+  const checkAccessibility = (name: string) => checkPage(page, name);
 
   /** Runs every due job and webhook delivery until nothing is due (the clock is the test's). */
   async function settle(): Promise<void> {
@@ -119,8 +84,7 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
     throw new Error('jobs kept coming due');
   }
 
-  const screenshot = (name: string) =>
-    page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const screenshot = (name: string) => screenshotOf(page, name);
   const open = async (label: string) => {
     await page.getByRole('link', { name: label, exact: true }).click();
     await page.getByRole('heading', { level: 1, name: label }).waitFor();
@@ -282,28 +246,14 @@ describe.skipIf(browserMissing)('console account and billing pages in Chromium',
   });
 
   it('every page works at 375 px in dark mode without sideways scrolling', async () => {
-    await page.setViewportSize({ width: 375, height: 800 });
-    await page.emulateMedia({ colorScheme: 'dark' });
+    await narrowAndDark(page);
     for (const label of ['Alerts', 'Webhooks', 'Billing', 'Settings']) {
       await open(label);
       await page.locator('.table-wrap, .empty').first().waitFor();
-      const overflow = await page.evaluate(() => {
-        const { document, innerWidth } = globalThis as unknown as {
-          document: { documentElement: { scrollWidth: number } };
-          innerWidth: number;
-        };
-        return document.documentElement.scrollWidth - innerWidth;
-      });
-      expect(overflow, label).toBeLessThanOrEqual(0);
+      expect(await horizontalOverflow(page), label).toBeLessThanOrEqual(0);
       await checkAccessibility(`${label} at 375 px, dark`);
       await screenshot(`${label.toLowerCase()}-375-dark`);
     }
-    expect(cspViolations).toEqual([]);
+    expect(chromium.cspViolations).toEqual([]);
   });
 });
-
-interface AxeViolation {
-  id: string;
-  impact: string | null;
-  nodes: { target: string[] }[];
-}

@@ -7,105 +7,55 @@
  * at 375 px in dark mode without horizontal overflow, and a screenshot of each page in
  * test-results/console-screenshots/.
  *
- * Under CI=true the suite fails without chromium; elsewhere it skips. It builds the console first when
- * dist/console is missing.
+ * Browser, sign-in, axe-core and screenshots: test/helpers/console.ts (under CI=true the suite fails
+ * without chromium; elsewhere it skips).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSOLE_DIR } from '../src/http/routes/console.js';
+import { readFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { account } from './helpers/common.js';
+import {
+  type ConsoleBrowser,
+  checkNarrowDark,
+  checkAccessibility as checkPage,
+  describeInChromium,
+  openConsoleBrowser,
+  screenshot,
+  signIn,
+  wideAndLight,
+} from './helpers/console.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SCREENSHOTS = path.resolve('test-results/console-screenshots');
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const browserMissing = !existsSync(CHROMIUM);
-
-if (browserMissing && process.env.CI === 'true') {
-  describe('console storage and networking pages in Chromium', () => {
-    it('needs Debian chromium at /usr/bin/chromium (.ci/run installs it)', () => {
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
-    });
-  });
-}
-
-describe.skipIf(browserMissing)('console storage and networking pages in Chromium', () => {
+describeInChromium('console storage and networking pages in Chromium', () => {
   // At 4x a new formatted volume is `creating` for about 1.75 s: long enough to see it change.
   const server = serverForSuite({ env: { NIMBUS_SIM_SPEEDUP: '4' } });
-  let browser: Browser;
+  let chromium: ConsoleBrowser;
   let page: Page;
   let user: { id: string; key: string };
   let web: { id: string; name: string };
-  const cspViolations: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(path.join(CONSOLE_DIR, 'index.html'))) {
-      execFileSync('npx', ['vite', 'build', '--config', 'console/vite.config.ts', '--logLevel', 'warn']);
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
     user = await account(server);
     const instance = await createInstance(server, user.key, { name: 'web-1' });
     web = { id: instance.id, name: instance.name };
     await waitForStatus(server, user.key, web.id, 'running', 20_000);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-    });
-    const context = await browser.newContext({
-      ignoreHTTPSErrors: true,
-      viewport: { width: 1280, height: 900 },
-    });
-    page = await context.newPage();
-    page.on('console', (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
-    await page.goto(`${server.url}/console/`);
-    await page.getByLabel('API key').fill(user.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Instances', level: 1 }).waitFor();
+    chromium = await openConsoleBrowser();
+    page = chromium.page;
+    await signIn(page, server.url, user.key);
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
+    await chromium?.browser.close();
   });
 
-  /** axe-core through page.evaluate (an inline script tag would break the CSP); serious and critical fail. */
-  async function checkAccessibility(name: string): Promise<void> {
-    await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const axe = (globalThis as unknown as { axe: { run: () => Promise<{ violations: AxeViolation[] }> } })
-        .axe;
-      const result = await axe.run();
-      return result.violations
-        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    });
-    expect(violations, name).toEqual([]);
-  }
+  const checkAccessibility = (name: string) => checkPage(page, name);
 
   /** A full-page screenshot at 1280 px, then the same page at 375 px in dark mode: no sideways scroll. */
   async function screenshotBothWays(name: string): Promise<void> {
-    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-    await page.setViewportSize({ width: 375, height: 800 });
-    await page.emulateMedia({ colorScheme: 'dark' });
-    const overflow = await page.evaluate(() => {
-      const { document, innerWidth } = globalThis as unknown as {
-        document: { documentElement: { scrollWidth: number } };
-        innerWidth: number;
-      };
-      return document.documentElement.scrollWidth - innerWidth;
-    });
-    expect(overflow, `${name} at 375 px`).toBeLessThanOrEqual(0);
-    await checkAccessibility(`${name} at 375 px, dark`);
-    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-375-dark.png`), fullPage: true });
-    await page.setViewportSize({ width: 1280, height: 900 });
-    await page.emulateMedia({ colorScheme: 'light' });
+    await screenshot(page, name);
+    await checkNarrowDark(page, name);
+    await wideAndLight(page);
   }
 
   const badgeOf = (name: string) =>
@@ -275,12 +225,6 @@ describe.skipIf(browserMissing)('console storage and networking pages in Chromiu
         timeout: 15_000,
       })
       .toBe(0);
-    expect(cspViolations).toEqual([]);
+    expect(chromium.cspViolations).toEqual([]);
   });
 });
-
-interface AxeViolation {
-  id: string;
-  impact: string | null;
-  nodes: { target: string[] }[];
-}

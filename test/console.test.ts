@@ -6,95 +6,46 @@
  * API key that is shown once and works, and run axe-core on every page. A screenshot of every page goes
  * to test-results/console-screenshots/.
  *
- * Under CI=true the suite fails without chromium; elsewhere it skips. It builds the console first when
- * dist/console is missing.
+ * Browser, sign-in, axe-core and screenshots: test/helpers/console.ts (under CI=true the suite fails
+ * without chromium; elsewhere it skips).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSOLE_DIR } from '../src/http/routes/console.js';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { account } from './helpers/common.js';
-import { NAV_LABELS } from './helpers/console.js';
+import {
+  type ConsoleBrowser,
+  checkAccessibility as checkPage,
+  describeInChromium,
+  horizontalOverflow,
+  NAV_LABELS,
+  narrowAndDark,
+  openConsoleBrowser,
+  screenshot as screenshotOf,
+  signIn,
+  storageLength,
+  wideAndLight,
+} from './helpers/console.js';
 import { serverForSuite } from './helpers/server.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const SCREENSHOTS = path.resolve('test-results/console-screenshots');
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const browserMissing = !existsSync(CHROMIUM);
-
-if (browserMissing && process.env.CI === 'true') {
-  describe('web console in Chromium', () => {
-    it('needs Debian chromium at /usr/bin/chromium (.ci/run installs it)', () => {
-      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
-    });
-  });
-}
-
-describe.skipIf(browserMissing)('web console in Chromium', () => {
+describeInChromium('web console in Chromium', () => {
   // Boots take 8 s of simulated time: at 2x the badge shows starting for about 4 s, long enough to see.
   const server = serverForSuite({ env: { NIMBUS_SIM_SPEEDUP: '2' } });
-  let browser: Browser;
-  let context: BrowserContext;
+  let chromium: ConsoleBrowser;
   let page: Page;
   let user: { id: string; key: string };
-  const cspViolations: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(path.join(CONSOLE_DIR, 'index.html'))) {
-      execFileSync('npx', ['vite', 'build', '--config', 'console/vite.config.ts', '--logLevel', 'warn']);
-    }
-    mkdirSync(SCREENSHOTS, { recursive: true });
     user = await account(server);
-    // Playwright gives each launch a fresh, temporary user data dir.
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
-    context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    page.on('console', (message) => {
-      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
-    });
+    chromium = await openConsoleBrowser();
+    page = chromium.page;
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
+    await chromium?.browser.close();
   });
 
-  /**
-   * axe-core on the page as it is; no serious or critical violation. Evaluated through the DevTools
-   * protocol: page.addScriptTag would add an inline script, which the console's CSP rightly refuses.
-   * Functions given to page.evaluate run in the page: they reach its globals through globalThis (this file
-   * is compiled without the DOM library).
-   */
-  async function checkAccessibility(name: string): Promise<void> {
-    await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await (
-        globalThis as unknown as {
-          axe: { run: () => Promise<{ violations: AxeViolation[] }> };
-        }
-      ).axe.run();
-      return result.violations
-        .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-    });
-    expect(violations, name).toEqual([]);
-  }
-
-  async function screenshot(name: string): Promise<void> {
-    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  }
+  const checkAccessibility = (name: string) => checkPage(page, name);
+  const screenshot = (name: string) => screenshotOf(page, name);
 
   const badgeOf = (name: string) => page.getByRole('row', { name: new RegExp(name) }).locator('.badge');
 
@@ -119,11 +70,7 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
     for (const label of NAV_LABELS) await page.getByRole('link', { name: label, exact: true }).waitFor();
     await page.getByText(/Rate limit: \d+\/\d+ left/).waitFor();
     await page.getByRole('button', { name: 'Sign out' }).waitFor();
-    expect(
-      await page.evaluate(
-        () => Object.keys((globalThis as unknown as { localStorage: object }).localStorage).length,
-      ),
-    ).toBe(0);
+    expect(await storageLength(page, 'localStorage')).toBe(0);
     await screenshot('instances-empty');
     await checkAccessibility('instances (empty)');
   });
@@ -224,8 +171,7 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
       await checkAccessibility(label);
       await screenshot(`nav-${label.toLowerCase()}`);
     }
-    await page.setViewportSize({ width: 375, height: 800 });
-    await page.emulateMedia({ colorScheme: 'dark' });
+    await narrowAndDark(page);
     // The list's stream is dropped twice before it is admitted: the page says so, backs off (1 s, then
     // 2 s), and comes back live on the third connection.
     let connections = 0;
@@ -240,30 +186,47 @@ describe.skipIf(browserMissing)('web console in Chromium', () => {
     await screenshot('instances-reconnecting');
     await expect.poll(() => page.getByText(/Live updates|Connecting/).count(), { timeout: 15_000 }).toBe(0);
     expect(connections).toBe(3);
-    const overflow = await page.evaluate(() => {
-      const { document, innerWidth } = globalThis as unknown as {
-        document: { documentElement: { scrollWidth: number } };
-        innerWidth: number;
-      };
-      return document.documentElement.scrollWidth - innerWidth;
-    });
-    expect(overflow).toBeLessThanOrEqual(0);
+    expect(await horizontalOverflow(page)).toBeLessThanOrEqual(0);
     await checkAccessibility('instances at 375 px, dark');
     await screenshot('instances-375-dark');
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('API key').waitFor();
-    expect(
-      await page.evaluate(
-        () => (globalThis as unknown as { sessionStorage: { length: number } }).sessionStorage.length,
-      ),
-    ).toBe(0);
-    expect(cspViolations).toEqual([]);
+    expect(await storageLength(page, 'sessionStorage')).toBe(0);
+    expect(chromium.cspViolations).toEqual([]);
+  });
+
+  it('signs out with a message when the key is revoked while signed in (any answer 401)', async () => {
+    await wideAndLight(page);
+    const made = await server.request('POST', '/v1/account/api-keys', {
+      key: user.key,
+      body: { name: 'revoked-while-in' },
+    });
+    expect(made.status, made.text).toBe(201);
+    const revocable: { id: string; key: string } = made.body.data;
+    await signIn(page, server.url, revocable.key);
+    // Every request of the page answered before the key goes.
+    await page.getByRole('row', { name: /console-e2e/ }).waitFor();
+    await page.getByText(/Rate limit: \d+\/\d+ left/).waitFor();
+    const revoked = await server.request('DELETE', `/v1/account/api-keys/${revocable.id}`, { key: user.key });
+    expect(revoked.status).toBe(200);
+
+    // The next page's request is refused: the console forgets the key and says why on the sign-in page.
+    await page.getByRole('link', { name: 'Volumes', exact: true }).click();
+    await page.getByLabel('API key').waitFor();
+    await expect
+      .poll(() => page.getByRole('status').first().textContent())
+      .toMatch(/signed out: the API refused your key \(401\).*revoked or has expired/i);
+    expect(await storageLength(page, 'sessionStorage')).toBe(0);
+    await checkAccessibility('signed out after a 401');
+    await screenshot('sign-in-key-revoked');
+
+    // Signing in again with a good key clears the message and goes on where the user was.
+    await page.getByLabel('API key').fill(user.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Volumes', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    expect(await page.getByText(/refused your key/).count()).toBe(0);
   });
 });
-
-interface AxeViolation {
-  id: string;
-  impact: string | null;
-  nodes: { target: string[] }[];
-}

@@ -38,7 +38,11 @@ export const rateLimit = signal<RateLimitStatus | null>(null);
 
 export type Api = ReturnType<typeof createApi>;
 
-export function createApi(apiKey: string) {
+/**
+ * `onUnauthorized` runs when any answer is 401: the key was revoked or expired while in use (the sign-in
+ * form passes none, so a bad key there is just an error shown on the form).
+ */
+export function createApi(apiKey: string, onUnauthorized?: () => void) {
   const client = createClient<paths>({ baseUrl: window.location.origin });
   const auth: Middleware = {
     onRequest({ request }) {
@@ -46,6 +50,7 @@ export function createApi(apiKey: string) {
       return request;
     },
     onResponse({ response }) {
+      if (response.status === 401) onUnauthorized?.();
       const limit = Number(response.headers.get('x-ratelimit-limit'));
       if (response.headers.has('x-ratelimit-limit')) {
         rateLimit.set({

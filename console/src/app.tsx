@@ -87,7 +87,7 @@ function AccountStatus() {
         </span>
       )}
       <ErrorNotice error={account.error} />
-      <button type="button" onClick={signOut}>
+      <button type="button" onClick={() => signOut()}>
         Sign out
       </button>
     </div>

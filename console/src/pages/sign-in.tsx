@@ -5,12 +5,14 @@
 import { useState } from 'preact/hooks';
 import { createApi, unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
-import { signIn } from '../session.ts';
+import { signIn, signOutReason } from '../session.ts';
+import { useSignal } from '../signal.ts';
 
 export function SignInPage() {
   const [apiKey, setApiKey] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const reason = useSignal(signOutReason);
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -29,6 +31,11 @@ export function SignInPage() {
   return (
     <main id="main" class="sign-in">
       <h1>Nimbus console</h1>
+      {reason && (
+        <div class="notice" role="status">
+          <p>{reason}</p>
+        </div>
+      )}
       <form onSubmit={submit}>
         <div class="field">
           <label for="api-key">API key</label>
