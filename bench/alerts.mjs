@@ -307,13 +307,18 @@ const relay = new SMTPServer({
   hideSTARTTLS: true,
   disabledCommands: ['AUTH'],
   logger: false,
+  // Accepted (250) once the message's data is in, as a relay that queues it does. Only the event header
+  // is read now; the messages are parsed with mailparser after the crossings, so the benchmark's own
+  // parsing neither delays an acceptance nor takes the server's CPU while the lag is measured.
   onData(stream, _session, callback) {
-    simpleParser(stream)
-      .then((mail) => {
-        accepted.push({ mail, at: Date.now() });
-        callback();
-      })
-      .catch(callback);
+    const chunks = [];
+    stream.on('data', (chunk) => chunks.push(chunk));
+    stream.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const event = /^X-Nimbus-Event: alert\.(firing|resolved)/im.exec(raw.toString('latin1'))?.[1];
+      accepted.push({ raw, kind: event?.toUpperCase(), mail: undefined, at: Date.now() });
+      callback();
+    });
   },
 });
 relay.listen(0, '127.0.0.1');
@@ -326,6 +331,8 @@ const env = {
   NIMBUS_SIM_SPEEDUP: '1000',
   NIMBUS_METRICS_INTERVAL_SECONDS: String(INTERVAL / 1000),
   NIMBUS_SMTP_URL: `smtp://127.0.0.1:${relayPort}`,
+  // Room for every instance's public address (the default pool is small).
+  NIMBUS_PUBLIC_IP_POOLS: 'us-east-1=100.64.0.0/16',
 };
 const { child, port } = await startNimbus(lagDir, path.join(lagDir, 'nimbus.log'), env);
 const auth = bootstrapAuth(lagDir);
@@ -389,7 +396,7 @@ const fact = (mail, label) => new RegExp(`^${label}:\\s+(\\S+)`, 'm').exec(mail.
 async function waitForMail(kind, count, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const seen = accepted.filter((m) => m.mail.subject?.startsWith(`[${kind}]`)).length;
+    const seen = accepted.filter((m) => m.kind === kind).length;
     if (seen >= count) return;
     if (Date.now() > deadline) fail(`${seen} of ${count} ${kind} messages within ${timeoutMs / 1000} s`);
     await sleep(200);
@@ -399,7 +406,7 @@ const staggered = ids.slice(0, LAG_INSTANCES - BURST);
 const burst = ids.slice(LAG_INSTANCES - BURST);
 /** Waits until a second past the next collection, so what is pinned now is sampled by the one after. */
 const nextCollection = () => sleep(Math.ceil(Date.now() / INTERVAL) * INTERVAL + 1_000 - Date.now());
-const count = (kind) => accepted.filter((m) => m.mail.subject?.startsWith(`[${kind}]`)).length;
+const count = (kind) => accepted.filter((m) => m.kind === kind).length;
 const cpuBefore = cpuSeconds(child.pid);
 const lagStarted = Date.now();
 step(`${staggered.length} instances to 100 %, ${BATCH} a collection`);
@@ -426,21 +433,25 @@ const lagSeconds = (Date.now() - lagStarted) / 1000;
 const serverCpu = cpuSeconds(child.pid) - cpuBefore;
 await stopChild(child);
 relay.close();
+for (const entry of accepted) entry.mail = await simpleParser(entry.raw);
 
 // Where the time goes: the crossing collection's time → the incident written (collection, evaluation,
 // the transaction), and → the notification's attempt recorded (job claimed, message sent and accepted).
 const written = new Database(path.join(lagDir, 'nimbus.db'), { readonly: true });
 const stages = written
   .prepare(
-    `select i.started_at, i.created_at, n.sent_at from alert_incidents i
+    `select i.instance_id, i.started_at, i.created_at, n.sent_at from alert_incidents i
      join alert_notifications n on n.incident_id = i.id and n.transition = 'firing' and n.channel = 'email'`,
   )
   .all();
 written.close();
-const toWritten = stages
-  .map((r) => Date.parse(r.created_at) - Date.parse(r.started_at))
-  .sort((a, b) => a - b);
-const toSent = stages.map((r) => Date.parse(r.sent_at) - Date.parse(r.created_at)).sort((a, b) => a - b);
+const burstIds = new Set(burst);
+const stageTimes = (rows) => ({
+  toWritten: rows.map((r) => Date.parse(r.created_at) - Date.parse(r.started_at)).sort((a, b) => a - b),
+  toSent: rows.map((r) => Date.parse(r.sent_at) - Date.parse(r.created_at)).sort((a, b) => a - b),
+});
+const { toWritten, toSent } = stageTimes(stages.filter((r) => !burstIds.has(r.instance_id)));
+const burstStages = stageTimes(stages.filter((r) => burstIds.has(r.instance_id)));
 
 const burstNames = new Set(burst.map((instanceId) => names.get(instanceId)));
 const inBurst = (mail) => burstNames.has(/— (\S+)$/.exec(mail.subject ?? '')?.[1]);
@@ -489,7 +500,7 @@ writeSection('bench/alerts.mjs', [
   '',
   `Policies: ${POLICIES.map((p) => `${p.metric} ${p.compare} ${p.threshold} over ${p.window}`).join('; ')}. In the steady collections ${fmt(opened)} incidents opened and ${fmt(resolved)} resolved (${fmt(openNow)} open at the end); each sample is judged against its account's three policies only, and a window's average is a pass over its slots in the instance's ring (30, 60 and 360 slots).`,
   '',
-  `Crossing sample → e-mail accepted by a local SMTP relay (smtp-server in the benchmark's process, each message parsed with mailparser), bin/nimbus serve on SQLite with ${fmt(LAG_INSTANCES)} monitored instances collected every 10 s, one policy (cpu_percent above 12 over 1m, e-mail to one address). Instances are pinned (nimbus.sim/metrics) from 10 % to 100 %: the first sample at 100 % crosses (window average 25), and back to 10 % they resolve a whole window later. Lag = the relay's acceptance time − the crossing sample's time (the collection's, which is the incident's \`started_at\`, or \`resolved_at\` for the resolution), read from each message:`,
+  `Crossing sample → e-mail accepted by a local SMTP relay (smtp-server in the benchmark's process, accepting each message once its data is in; every message parsed with mailparser after the crossings), bin/nimbus serve on SQLite with ${fmt(LAG_INSTANCES)} monitored instances collected every 10 s, one policy (cpu_percent above 12 over 1m, e-mail to one address). Instances are pinned (nimbus.sim/metrics) from 10 % to 100 %: the first sample at 100 % crosses (window average 25), and back to 10 % they resolve a whole window later. Lag = the relay's acceptance time − the crossing sample's time (the collection's, which is the incident's \`started_at\`, or \`resolved_at\` for the resolution), read from each message:`,
   '',
   '| crossings | transition | messages | p50 | p95 | p99 | max |',
   '|---|---|---|---|---|---|---|',
@@ -498,8 +509,8 @@ writeSection('bench/alerts.mjs', [
   row(`a burst of ${BURST} on one collection`, 'firing', burstFiring),
   row(`a burst of ${BURST} on one collection`, 'resolved', burstResolved),
   '',
-  `Where the firing lag goes (from the server's own rows): crossing collection → incident written (the collector's job starting, sampling and writing the collection, the evaluation, the transaction with the incidents, events and notification jobs) p50 ${ms(percentile(toWritten, 50))}, p99 ${ms(percentile(toWritten, 99))}; incident written → e-mail attempt recorded (the notification job claimed, the message sent and accepted, the outcome committed) p50 ${ms(percentile(toSent, 50))}, p99 ${ms(percentile(toSent, 99))}.`,
+  `Where the firing lag goes (from the server's own rows): crossing collection → incident written (the collector's job starting, sampling and writing the collection, the evaluation, the transaction with the incidents, events and notification jobs) p50 ${ms(percentile(toWritten, 50))}, p99 ${ms(percentile(toWritten, 99))} (burst ${ms(percentile(burstStages.toWritten, 50))}, ${ms(percentile(burstStages.toWritten, 99))}); incident written → e-mail attempt recorded (the notification job claimed, the message sent and accepted, the run's outcomes committed) p50 ${ms(percentile(toSent, 50))}, p99 ${ms(percentile(toSent, 99))} (burst ${ms(percentile(burstStages.toSent, 50))}, ${ms(percentile(burstStages.toSent, 99))}).`,
   '',
-  `The lag includes the collection of all ${fmt(LAG_INSTANCES)} instances that precedes the evaluation, the transaction writing the incidents, events and notifications, and the notifier's runs (64 messages a run, 32 at once over up to 16 pooled SMTP connections, outcomes committed once a run). Server CPU over the ${lagSeconds.toFixed(0)} s of crossings: ${serverCpu.toFixed(1)} s.`,
+  `The lag includes the collection of all ${fmt(LAG_INSTANCES)} instances that precedes the evaluation, the transaction writing the incidents, events and notifications, and the notifier's runs (up to 256 messages a run, attempts started for 5 s at most, 32 at once over up to 16 pooled SMTP connections, outcomes committed once a run). Server CPU over the ${lagSeconds.toFixed(0)} s of crossings: ${serverCpu.toFixed(1)} s.`,
   '',
 ]);

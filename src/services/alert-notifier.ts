@@ -5,8 +5,8 @@
  * How it works. Every e-mail or chat notification is a row (store/alerts.ts) written with its incident
  * transition, in the transaction that also makes the notifier's one job (`alert-notify:all`) due now. The
  * runner leases that job, so one process sends at a time; a run takes the due notifications (up to
- * BATCH), sends them side by side, writes every outcome in one transaction, and comes back when the next
- * pending one is due. One commit for a batch, not one per message, is what keeps a burst of incidents
+ * BATCH, starting attempts for RUN_BUDGET_MS at most), sends them side by side, writes every outcome
+ * in one transaction, and comes back when the next pending one is due. One commit for a batch, not one per message, is what keeps a burst of incidents
  * fast on SQLite, where a commit is an fsync. A process killed mid-run leaves the job's lease to run out
  * and the next run sends again what it had not recorded: at-least-once, always with the notification's id
  * (`Message-ID: <dlv_…@nimbus>` and `X-Nimbus-Delivery` on e-mail, `X-Nimbus-Delivery` and `webhook-id`
@@ -83,10 +83,17 @@ const SMTP_CONNECTIONS = 16;
 /** Messages a pooled connection carries before it is replaced (nodemailer's default is 100). */
 const MESSAGES_PER_CONNECTION = 1_000;
 /**
- * Notifications a run takes: two rounds of CONCURRENCY, so a run whose every attempt times out (10 s each
- * for chat and for each SMTP stage) still ends well inside the job's 30 s lease.
+ * Notifications a run takes at most. A burst goes out in one run — one claim, one commit of outcomes —
+ * instead of a run per 64 with the job's reschedule and claim between them (four runs for a burst of
+ * 200 before).
  */
-const BATCH = 2 * CONCURRENCY;
+const BATCH = 256;
+/**
+ * A run starts no attempt after this long (what it has not started stays pending for the next run), so a
+ * run whose attempts time out (10 s each for chat and for each SMTP stage) still ends inside the job's
+ * 30 s lease.
+ */
+const RUN_BUDGET_MS = 5_000;
 
 export class AlertNotifier {
   private mailer: Transporter | null = null;
@@ -116,21 +123,26 @@ export class AlertNotifier {
     const db = this.store.db;
     const due = await dueNotifications(db, this.clock.now().toISOString(), BATCH);
     if (due.length > 0) {
-      const events = new Map<string, StoredEvent | undefined>();
-      for (const notification of due) {
-        if (!events.has(notification.event_id)) {
-          events.set(notification.event_id, await findEventById(db, notification.event_id));
+      // Each event read once, when its first notification is sent (not all before the first send).
+      const events = new Map<string, Promise<StoredEvent | undefined>>();
+      const eventOf = (id: string) => {
+        let event = events.get(id);
+        if (event === undefined) {
+          event = findEventById(db, id);
+          events.set(id, event);
         }
-      }
-      const outcomes = new Array<SendOutcome>(due.length);
+        return event;
+      };
+      const deadline = performance.now() + RUN_BUDGET_MS;
+      const attempted: Notification[] = [];
+      const outcomes: SendOutcome[] = [];
       let next = 0;
       await Promise.all(
         Array.from({ length: Math.min(CONCURRENCY, due.length) }, async () => {
-          while (next < due.length) {
-            const index = next++;
-            const notification = due[index] as Notification;
-            const event = events.get(notification.event_id);
-            outcomes[index] = event
+          while (next < due.length && performance.now() < deadline) {
+            const notification = due[next++] as Notification;
+            const event = await eventOf(notification.event_id);
+            const outcome = event
               ? await this.send(notification, {
                   type: event.type as AlertMessageInput['type'],
                   eventId: event.id,
@@ -139,12 +151,14 @@ export class AlertNotifier {
                   deliveryId: notification.id,
                 })
               : { ok: false, error: GONE, durationMs: 0 };
+            attempted.push(notification);
+            outcomes.push(outcome);
           }
         }),
       );
-      await this.record(due, outcomes);
-      // A full batch: more may be due at once.
-      if (due.length === BATCH) return this.clock.now();
+      await this.record(attempted, outcomes);
+      // A full batch, or one cut short by the budget: more is due at once.
+      if (due.length === BATCH || attempted.length < due.length) return this.clock.now();
     }
     // Deleted policies kept for their last messages go once those are settled (AlertService.delete).
     await purgeDeletedPolicies(db);
