@@ -13,7 +13,8 @@ export function formatMoney(amount: number): string {
   return `$${amount.toFixed(2)}`;
 }
 
-export function formatBytes(bytes: number): string {
+/** `digits`: decimals to show instead of the usual (one below 10 of a unit, none above). */
+export function formatBytes(bytes: number, digits?: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];
   let value = bytes;
   let unit = 0;
@@ -21,5 +22,5 @@ export function formatBytes(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  return `${value.toFixed(value < 10 && unit > 0 ? 1 : 0)} ${units[unit]}`;
+  return `${value.toFixed(digits ?? (value < 10 && unit > 0 ? 1 : 0))} ${units[unit]}`;
 }

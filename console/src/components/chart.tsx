@@ -6,6 +6,7 @@
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { chartAxes, type ValueFormat } from './chart-axes.ts';
 
 export interface ChartSeries {
   label: string;
@@ -16,7 +17,7 @@ interface Props {
   title: string;
   series: ChartSeries[];
   data: (number | null)[][];
-  format: (value: number) => string;
+  format: ValueFormat;
 }
 
 export function Chart({ title, series, data, format }: Props) {
@@ -39,7 +40,7 @@ export function Chart({ title, series, data, format }: Props) {
             value: (_u: uPlot, v: number | null) => (v === null ? '—' : format(v)),
           })),
         ],
-        axes: [{}, { values: (_u: uPlot, ticks: number[]) => ticks.map(format), size: 70 }],
+        axes: chartAxes(format),
         legend: { live: false },
       },
       data as uPlot.AlignedData,

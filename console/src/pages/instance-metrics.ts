@@ -5,6 +5,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { unwrap } from '../api.ts';
 import type { ChartSeries } from '../components/chart.tsx';
+import type { ValueFormat } from '../components/chart-axes.ts';
 import { formatBytes } from '../format.ts';
 import type { MetricsMessage } from '../live.ts';
 import { currentSession } from '../session.ts';
@@ -34,17 +35,17 @@ interface ChartSpec {
   title: string;
   metrics: Metric[];
   series: ChartSeries[];
-  format: (value: number) => string;
+  format: ValueFormat;
 }
 
-const perSecond = (value: number) => `${formatBytes(value)}/s`;
+const perSecond: ValueFormat = (value, digits) => `${formatBytes(value, digits)}/s`;
 
 export const CHARTS: ChartSpec[] = [
   {
     title: 'CPU',
     metrics: ['cpu_percent'],
     series: [{ label: 'CPU %', color: '#2f6fde' }],
-    format: (v) => `${v.toFixed(0)}%`,
+    format: (v, digits = 0) => `${v.toFixed(digits)}%`,
   },
   {
     title: 'Memory',
