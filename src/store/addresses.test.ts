@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lowestFree, parseCidr } from '../domain/addresses.js';
+import { intToIp, lowestFree, parseCidr } from '../domain/addresses.js';
 import { type AddressScope, returnAddress, takeAddress } from './addresses.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 
@@ -58,6 +58,17 @@ describe('address scopes (SQLite)', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  // Found by bench/create-at-scale.mjs: the first create in a region holding 400,000 public addresses
+  // answered 500 (Math.max over every held address overflowed the stack).
+  it('sets a scope up over 400,000 addresses already held, and continues after the highest', async () => {
+    scopes += 1;
+    const block = parseCidr('100.64.0.0/10');
+    const held = Array.from({ length: 400_000 }, (_, i) => intToIp(block.first + i));
+    const scope: AddressScope = { key: `test:${scopes}`, block, inUse: async () => held };
+    const got = await store.db.transaction().execute((trx) => takeAddress(trx, scope));
+    expect(got).toBe(intToIp(block.first + 400_000));
   });
 
   it('a take rolled back with its transaction leaves the address free', async () => {

@@ -119,7 +119,11 @@ async function ensureScope(trx: Executor, scope: AddressScope): Promise<boolean>
   const held = new Set(
     (await scope.inUse(trx)).map(ipToInt).filter((value) => value >= first && value <= last),
   );
-  const next = held.size === 0 ? first : Math.max(...held) + 1;
+  // A loop, not Math.max(...held): a scope set up over a large fleet holds hundreds of thousands of
+  // addresses, more arguments than a call's stack takes.
+  let highest = first - 1;
+  for (const value of held) if (value > highest) highest = value;
+  const next = highest + 1;
   const free: number[] = [];
   for (let value = first; value < next; value++) if (!held.has(value)) free.push(value);
 
