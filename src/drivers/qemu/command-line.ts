@@ -37,6 +37,9 @@ export function dataDiskSlot(deviceName: string): number {
 export const hex = (slot: number) => `0x${slot.toString(16)}`;
 
 /** A virtio-blk serial (20 characters at most): the id's last 20, so the guest can tell its disks. */
+/** The CPU model of a KVM guest: the host's (process.ts kvmUsable probes with the same). */
+export const KVM_CPU = ['-cpu', 'host'];
+
 export const diskSerial = (id: string) => id.replace(/^[a-z]+_/, '').slice(-20);
 
 export interface VmLayout {
@@ -99,7 +102,7 @@ export function qemuArgs(vm: VmLayout): string[] {
     '-accel',
     vm.accel,
     // TCG: QEMU's default model; emulating `max` (AVX and friends) costs boot time.
-    ...(vm.accel === 'kvm' ? ['-cpu', 'host'] : []),
+    ...(vm.accel === 'kvm' ? KVM_CPU : []),
     '-smp',
     String(vm.vcpus),
     '-m',

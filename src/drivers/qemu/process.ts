@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
+import { KVM_CPU } from './command-line.js';
 
 /** Whether `pid` is a live process whose command line holds `marker` (the VM's own directory). */
 export function isOurProcess(pid: number | null, marker: string): boolean {
@@ -111,13 +112,28 @@ export function portFree(host: string, port: number): Promise<boolean> {
 /**
  * KVM when it can run a guest: /dev/kvm may exist without that, so a tiny VM is started with it and
  * must still be running after a moment (a KVM that cannot enter the guest makes QEMU exit at once).
+ * The tiny VM has the CPU model the VMs get (command-line.ts): a host seen here runs QEMU's default
+ * model under KVM, where a Linux guest then hangs, but refuses `-cpu host` at once ("failed to set MSR
+ * 0x10a", then an abort), so probing with `-cpu host` sends that host to TCG, which works.
  */
 export async function kvmUsable(binary: string): Promise<boolean> {
   if (!existsSync('/dev/kvm')) return false;
   return new Promise((resolve) => {
     const child = spawn(
       binary,
-      ['-accel', 'kvm', '-machine', 'pc', '-m', '32', '-nodefaults', '-display', 'none', '-no-reboot'],
+      [
+        '-accel',
+        'kvm',
+        ...KVM_CPU,
+        '-machine',
+        'pc',
+        '-m',
+        '32',
+        '-nodefaults',
+        '-display',
+        'none',
+        '-no-reboot',
+      ],
       { stdio: 'ignore' },
     );
     let exited = false;
