@@ -89,7 +89,13 @@ async function main() {
   const { seedInstances } = await import(pathToFileURL(path.join(ROOT, 'bench', 'seed-instances.mjs')).href);
   // Monitoring off, as in create-at-scale: with 900,000 monitored instances the server's metrics collector
   // alone would take more than the machine has, and every page would wait behind it.
-  const seed = await seedInstances({ dataDir, accountId, count: settings.count, log: step, monitoringShare: 0 });
+  const seed = await seedInstances({
+    dataDir,
+    accountId,
+    count: settings.count,
+    log: step,
+    monitoringShare: 0,
+  });
   step(`seeded in ${seed.seconds.toFixed(1)} s`);
 
   nimbus = await startNimbus(dataDir, logFile);

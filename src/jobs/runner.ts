@@ -136,15 +136,12 @@ export class JobRunner {
       this.wakeTimer = setTimeout(() => this.arm(when), MAX_TIMER_MS);
       return;
     }
-    this.wakeTimer = setTimeout(
-      () => {
-        this.wakeTimer = null;
-        this.wakeAt = Number.POSITIVE_INFINITY;
-        this.armNextLater();
-        void this.runDue().catch(() => {});
-      },
-      delay,
-    );
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.wakeAt = Number.POSITIVE_INFINITY;
+      this.armNextLater();
+      void this.runDue().catch(() => {});
+    }, delay);
   }
 
   /** Arms the earliest remembered wake still to come (those past now are served by the run starting). */
