@@ -23,8 +23,11 @@ const DOCUMENT_FILE = path.resolve(
   'v1.json',
 );
 
-/** Served by this server but not part of the API the document describes. */
-const OUTSIDE_THE_DOCUMENT = [/^\/docs(?:\/|$)/, /^\/v1\/openapi\.json\/?$/];
+/**
+ * Served by this server but not part of the API the document describes: the API reference, the document
+ * itself, and the web console (`/` redirects to it).
+ */
+const OUTSIDE_THE_DOCUMENT = [/^\/docs(?:\/|$)/, /^\/v1\/openapi\.json\/?$/, /^\/$/, /^\/console(?:\/|$)/];
 
 interface HeaderObject {
   required?: boolean;
