@@ -515,3 +515,34 @@ export function writeSection(script, lines) {
   writeFileSync(RESULTS_FILE, next);
   step(`wrote ${path.relative(ROOT, RESULTS_FILE)}`);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Rows written straight into a SQLite file (better-sqlite3), for seeding
+// ---------------------------------------------------------------------------------------------------
+/** A value for every NOT NULL column of a row, from the table's own definition; `fixed` sets the rest. */
+export function filler(db, table, fixed) {
+  const columns = db.prepare(`pragma table_info(${table})`).all();
+  return (i) =>
+    Object.fromEntries(
+      columns
+        .filter((c) => c.notnull || c.name in fixed)
+        .map((c) => {
+          const value = fixed[c.name];
+          if (typeof value === 'function') return [c.name, value(i)];
+          if (value !== undefined) return [c.name, value];
+          return [c.name, /int/i.test(c.type) ? 0 : `${c.name}-${i}`];
+        }),
+    );
+}
+
+/** Inserts the rows (all with the same columns) in one transaction. */
+export function insertAll(db, table, rows) {
+  if (rows.length === 0) return;
+  const names = Object.keys(rows[0]);
+  const insert = db.prepare(
+    `insert into ${table} (${names.join(', ')}) values (${names.map((n) => `@${n}`).join(', ')})`,
+  );
+  db.transaction(() => {
+    for (const row of rows) insert.run(row);
+  })();
+}

@@ -37,7 +37,9 @@ import {
   bootstrapAuth,
   cleanUpOnExit,
   cpuSeconds,
+  filler,
   fmt,
+  insertAll,
   prepareRun,
   ROOT,
   request,
@@ -86,33 +88,6 @@ const { emptyBlock, encodeBlock, putRow } = await dist('domain/metric-blocks.js'
 const { RAW, ROLLUP, blockStartOf, mergeRollups, rawColumnId, rollupRows, slotsOf } =
   await dist('domain/metric-rollups.js');
 const { upsertBlocks } = await dist('store/metrics.js');
-
-/** A value for every NOT NULL column of a row, from the table's own definition. */
-function filler(db, table, fixed) {
-  const columns = db.prepare(`pragma table_info(${table})`).all();
-  return (i) =>
-    Object.fromEntries(
-      columns
-        .filter((c) => c.notnull || c.name in fixed)
-        .map((c) => {
-          const value = fixed[c.name];
-          if (typeof value === 'function') return [c.name, value(i)];
-          if (value !== undefined) return [c.name, value];
-          return [c.name, /int/i.test(c.type) ? 0 : `${c.name}-${i}`];
-        }),
-    );
-}
-
-function insertAll(db, table, rows) {
-  if (rows.length === 0) return;
-  const names = Object.keys(rows[0]);
-  const insert = db.prepare(
-    `insert into ${table} (${names.join(', ')}) values (${names.map((n) => `@${n}`).join(', ')})`,
-  );
-  db.transaction(() => {
-    for (const row of rows) insert.run(row);
-  })();
-}
 
 const START = Date.parse('2026-03-02T00:00:05Z');
 
