@@ -216,13 +216,8 @@ async function summed(
  * ordered by account and then by the first interval of each. The totals are read row by row (a month
  * of an account is one range of the key) and added up here, not grouped in SQL.
  */
-async function fromTotals(
-  db: Executor,
-  window: Window,
-  accountId: string | null,
-): Promise<(UsagePiece & { account_id: string })[]> {
-  // The months by name (equality on the key's first column, then the account on its second: one range
-  // of the key per month; a range of months would read every account's rows of them).
+/** The starts (epoch seconds) of the months the window's seconds fall in. */
+function monthsWithin(window: Window): number[] {
   const months: number[] = [];
   for (
     let month = window.start;
@@ -231,7 +226,22 @@ async function fromTotals(
   ) {
     months.push(month);
   }
-  let totals = db.selectFrom('meter_month_totals').where('month_s', 'in', months);
+  return months;
+}
+
+async function fromTotals(
+  db: Executor,
+  window: Window,
+  accountId: string | null,
+): Promise<(UsagePiece & { account_id: string })[]> {
+  // The months by name (equality on the key's first column, then the account on its second: one range
+  // of the key per month; a range of months would read every account's rows of them).
+  const months = monthsWithin(window);
+  // A window shorter than a second holds no month: `in ()` is a syntax error on PostgreSQL, so the
+  // condition is one that matches no row.
+  let totals = db
+    .selectFrom('meter_month_totals')
+    .where(months.length > 0 ? sql<boolean>`month_s in (${sql.join(months)})` : sql<boolean>`false`);
   if (accountId !== null) totals = totals.where('account_id', '=', accountId);
   const closed = await totals
     .select([
@@ -389,14 +399,10 @@ export async function usageLinesPage(
   page: { offset: number; limit: number },
 ): Promise<UsageLinesPage | null> {
   if (!wholeMonths(window)) return null;
-  const months: number[] = [];
-  for (
-    let month = window.start;
-    month < window.end;
-    month = monthOf(new Date(month * 1000)).end.getTime() / 1000
-  ) {
-    months.push(month);
-  }
+  const months = monthsWithin(window);
+  // A window shorter than a second holds no month (and `in ()` is a syntax error on PostgreSQL): the
+  // general path answers it.
+  if (months.length === 0) return null;
   const greatest = isPostgres(db) ? 'greatest' : 'max';
   const openEnd = Math.min(window.now, window.end);
   // Every total and open interval of the window, with its seconds in it (`live`: the open one, whose name
