@@ -1,6 +1,7 @@
 /**
  * Asks before a destructive action, in a native modal <dialog> (focus is trapped and Escape cancels).
- * `useConfirm()` gives a `confirm(question)` promise and the element to render once.
+ * `useConfirm()` gives a `confirm(question)` promise, `ask(question, action)` that runs the action only
+ * on yes (usually `() => attempt(...)` of useAttempt), and the element to render once.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 
@@ -15,11 +16,14 @@ export function useConfirm() {
   const [question, setQuestion] = useState<Question | null>(null);
   const confirm = (title: string, body: string, confirmLabel: string) =>
     new Promise<boolean>((resolve) => setQuestion({ title, body, confirmLabel, resolve }));
+  const ask = async (title: string, body: string, confirmLabel: string, action: () => unknown) => {
+    if (await confirm(title, body, confirmLabel)) await action();
+  };
   const answer = (yes: boolean) => {
     question?.resolve(yes);
     setQuestion(null);
   };
-  return { confirm, dialog: question ? <ConfirmDialog question={question} onAnswer={answer} /> : null };
+  return { confirm, ask, dialog: question ? <ConfirmDialog question={question} onAnswer={answer} /> : null };
 }
 
 function ConfirmDialog({ question, onAnswer }: { question: Question; onAnswer: (yes: boolean) => void }) {
