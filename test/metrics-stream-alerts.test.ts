@@ -3,7 +3,9 @@
  * real `ws` client and a manual clock driving the samples (as test/alerts.test.ts does): an incident that
  * fires and resolves on a watched instance reaches the streams of its account that watch it — the
  * instance's own stream and an account-wide one — and no other: not a stream of another instance, not
- * another account's stream.
+ * another account's stream. The clock stays where the collection that fired (or resolved) left it: the
+ * transition makes the status relay due at its commit, so the messages do not wait for the relay's next
+ * poll (which ran beside the evaluation in the same batch of due jobs, and is a second of clock away).
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
@@ -51,14 +53,6 @@ describe.each(STORES)('alert messages on metric streams (%s)', (store) => {
   }
   async function tick(): Promise<void> {
     clock.advance(TICK);
-    await settle();
-  }
-  /**
-   * The status relay's next poll (it polls every second; in a collection's run of due jobs it may read
-   * the outbox before the evaluation has written the incident).
-   */
-  async function relayPoll(): Promise<void> {
-    clock.advance(1_000);
     await settle();
   }
   /** A running instance pinned to `cpu` percent. */
@@ -117,7 +111,6 @@ describe.each(STORES)('alert messages on metric streams (%s)', (store) => {
     }
     expect(firing, 'an incident within ten collections').toBeDefined();
     const incident = firing as Json;
-    await relayPoll();
     const fired = {
       type: 'alert',
       event: 'alert.firing',
@@ -151,7 +144,6 @@ describe.each(STORES)('alert messages on metric streams (%s)', (store) => {
       resolved = (await incidentsOf(owner.key, policyId)).find((found) => found.status === 'resolved');
     }
     expect(resolved, 'resolved within fifteen collections').toBeDefined();
-    await relayPoll();
     for (const client of [own, fleet]) {
       expect(await client.next('alert')).toMatchObject({
         ...fired,

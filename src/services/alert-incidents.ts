@@ -14,6 +14,10 @@
  *
  * So a notification exists exactly when its transition committed: a process killed between the two
  * cannot lose one, and the notifier's job (leased like every job) sends it in whichever process runs next.
+ * The status relay's job (services/metrics-status.ts) is made due in the same transaction too: live
+ * streams hear of the transition once it commits, not at the relay's next poll — which, when the relay ran
+ * beside the evaluation in the same batch of due jobs and read the outbox before this commit, is a poll
+ * interval later (and never, under a test's manual clock that stops moving).
  * Transitions are written a chunk at a time, one transaction per chunk (one commit, one fsync on SQLite).
  */
 
@@ -35,6 +39,7 @@ import {
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { insertDeliveries, liveSubscriptions, pendingDelivery } from '../store/webhooks.js';
+import { STATUS_RELAY_JOB } from './metrics-status.js';
 
 /** The one job that sends every due e-mail and chat notification (services/alert-notifier.ts). */
 export const NOTIFY_JOB = { kind: 'alert-notify', subject: 'all' } as const;
@@ -107,6 +112,7 @@ export class IncidentWriter {
           await this.notify(trx, policy, incident, 'firing');
           out.push(incident);
         }
+        if (out.length > 0) await this.relayNow(trx);
         return out;
       });
       opened.push(...made);
@@ -125,6 +131,11 @@ export class IncidentWriter {
     }
     if (resolved.length > 0) this.wake();
     return resolved;
+  }
+
+  /** The status relay's job, due now (an upsert of its one row; a poll it had planned comes sooner). */
+  private async relayNow(trx: Executor): Promise<void> {
+    await this.jobs.enqueue(trx, STATUS_RELAY_JOB.kind, STATUS_RELAY_JOB.subject);
   }
 
   /** Wakes the workers after a caller's transaction that resolved incidents (`resolve(…, trx)`) committed. */
@@ -147,6 +158,7 @@ export class IncidentWriter {
       if (policy) await this.notify(trx, policy, resolved, 'resolved');
       out.push(resolved);
     }
+    if (out.length > 0) await this.relayNow(trx);
     return out;
   }
 

@@ -6,11 +6,12 @@
  * NIMBUS_REDIS_URL; in one process the broadcaster is local).
  *
  * How it works. One durable job (`metrics-status:relay`), so one process relays at a time, polling every
- * `pollMs`. It reads events by `seq` after the last one it passed on. On PostgreSQL `seq` is taken at
- * insert and transactions commit in any order, so an event can appear behind one already read: each poll
- * reads again from LOOKBACK events back and passes on only the ids it has not passed yet. When the job
- * moves to another process, that one starts from LOOKBACK events back too, so a notice may be passed
- * twice; streams drop a repeated event id. Best effort, as the broadcaster is: a stream that must not
+ * `pollMs`; an alert incident's transaction also makes it due at once (services/alert-incidents.ts), so
+ * an incident does not wait for the next poll. It reads events by `seq` after the last one it passed on.
+ * On PostgreSQL `seq` is taken at insert and transactions commit in any order, so an event can appear
+ * behind one already read: each poll reads again from LOOKBACK events back and passes on only the ids it
+ * has not passed yet. When the job moves to another process, that one starts from LOOKBACK events back
+ * too, so a notice may be passed twice; streams drop a repeated event id. Best effort, as the broadcaster is: a stream that must not
  * miss a transition reads `GET /v1/events`.
  */
 import type { AlertEventData } from '../domain/alert-messages.js';
