@@ -9,6 +9,7 @@ import { UsageBar } from '../components/usage-bar.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
 const QUOTA_LABELS: Record<string, string> = {
@@ -76,14 +77,13 @@ function ProfileForm({ account, onSaved }: { account: Profile; onSaved: () => vo
     company: account.company ?? '',
     billing_email: account.billing_email ?? '',
   });
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const [saved, setSaved] = useState(false);
   useEffect(() => setSaved(false), [form]);
 
-  const submit = async (event: Event) => {
+  const submit = (event: Event) => {
     event.preventDefault();
-    setError(null);
-    try {
+    void attempt(async () => {
       await unwrap(
         currentSession().api.PATCH('/v1/account', {
           body: {
@@ -96,9 +96,7 @@ function ProfileForm({ account, onSaved }: { account: Profile; onSaved: () => vo
       );
       setSaved(true);
       onSaved();
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
   const input = (
     key: keyof typeof form,

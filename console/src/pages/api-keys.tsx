@@ -8,10 +8,12 @@ import { type ApiKey, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 
 type Permission = NonNullable<
   paths['/v1/account/api-keys']['post']['requestBody']['content']['application/json']['permissions']
@@ -35,22 +37,16 @@ export function ApiKeysPanel() {
   );
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
 
-  const remove = async (key: ApiKey) => {
-    if (
-      !(await confirm(`Delete the key ${key.name}?`, 'Programs using it are refused from now on.', 'Delete'))
-    )
-      return;
-    setError(null);
-    try {
-      await unwrap(api.DELETE('/v1/account/api-keys/{id}', { params: { path: { id: key.id } } }));
-      keys.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+  const remove = (key: ApiKey) =>
+    ask(`Delete the key ${key.name}?`, 'Programs using it are refused from now on.', 'Delete', () =>
+      attempt(async () => {
+        await unwrap(api.DELETE('/v1/account/api-keys/{id}', { params: { path: { id: key.id } } }));
+        keys.reload();
+      }),
+    );
 
   return (
     <>
@@ -151,32 +147,25 @@ function CreateKeyForm(props: { onCancel: () => void; onCreated: (name: string, 
   const [everything, setEverything] = useState(true);
   const [permissions, setPermissions] = useState<Permission[]>([]);
   const [expiry, setExpiry] = useState('');
-  const [error, setError] = useState<unknown>(null);
 
   const toggle = (permission: Permission, on: boolean) =>
     setPermissions(on ? [...permissions, permission] : permissions.filter((p) => p !== permission));
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      const answer = await unwrap(
-        currentSession().api.POST('/v1/account/api-keys', {
-          body: {
-            name,
-            permissions: everything ? ['*'] : permissions,
-            ...(expiry ? { expires_at: new Date(`${expiry}T23:59:59Z`).toISOString() } : {}),
-          },
-        }),
-      );
-      props.onCreated(answer.data.name, answer.data.key ?? '');
-    } catch (failure) {
-      setError(failure);
-    }
+  const submit = async () => {
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/account/api-keys', {
+        body: {
+          name,
+          permissions: everything ? ['*'] : permissions,
+          ...(expiry ? { expires_at: new Date(`${expiry}T23:59:59Z`).toISOString() } : {}),
+        },
+      }),
+    );
+    props.onCreated(answer.data.name, answer.data.key ?? '');
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create API key">
+    <FormDialog title="Create API key" submitLabel="Create key" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field">
         <label for="key-name">Name</label>
         <input id="key-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
@@ -215,15 +204,6 @@ function CreateKeyForm(props: { onCancel: () => void; onCreated: (name: string, 
         <label for="key-expiry">Expires on (optional)</label>
         <input id="key-expiry" type="date" value={expiry} onInput={(e) => setExpiry(e.currentTarget.value)} />
       </div>
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Create key
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }

@@ -14,6 +14,7 @@ import { downloadFile } from '../download.ts';
 import { formatDate, formatMoney } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import './account-billing.css';
 
@@ -48,7 +49,7 @@ export function BillingPage() {
 function UsageSection() {
   const [groupBy, setGroupBy] = useState<GroupBy>('resource');
   const [page, setPage] = useState(1);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const usage = useLoad(
     () =>
       unwrap(
@@ -74,14 +75,8 @@ function UsageSection() {
     },
     { label: 'Amount', render: (l: UsageLine) => formatAmount(l.amount) },
   ];
-  const saveCsv = async () => {
-    setError(null);
-    try {
-      await downloadFile(`/v1/billing/usage.csv?group_by=${groupBy}`, 'nimbus-usage.csv');
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+  const saveCsv = () =>
+    attempt(() => downloadFile(`/v1/billing/usage.csv?group_by=${groupBy}`, 'nimbus-usage.csv'));
 
   return (
     <>
@@ -140,24 +135,20 @@ function UsageSection() {
 }
 
 function InvoicesSection() {
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const [page, setPage] = useState(1);
   const invoices = useLoad(
     () =>
       unwrap(currentSession().api.GET('/v1/billing/invoices', { params: { query: { page, limit: 24 } } })),
     [page],
   );
-  const save = async (invoice: Invoice, format: 'pdf' | 'csv') => {
-    setError(null);
-    try {
-      await downloadFile(
+  const save = (invoice: Invoice, format: 'pdf' | 'csv') =>
+    attempt(() =>
+      downloadFile(
         `/v1/billing/invoices/${encodeURIComponent(invoice.id)}.${format}`,
         `nimbus-invoice-${invoice.number ?? `draft-${invoice.period}`}.${format}`,
-      );
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+      ),
+    );
   const list = invoices.data?.data ?? [];
   return (
     <>
@@ -252,11 +243,10 @@ function EstimateSection() {
     vpn_count: '0',
   });
   const [estimate, setEstimate] = useState<Schemas['PlanEstimate']['items'][number] | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setError(null);
     const query: EstimateQuery = {
       hours: Number(form.hours),
       volume_gb: Number(form.volume_gb),
@@ -267,14 +257,12 @@ function EstimateSection() {
         : {}),
       ...(form.region ? { region: form.region as EstimateQuery['region'] } : {}),
     };
-    try {
+    const answered = await attempt(async () =>
       setEstimate(
         (await unwrap(currentSession().api.GET('/v1/billing/estimate', { params: { query } }))).data,
-      );
-    } catch (failure) {
-      setEstimate(null);
-      setError(failure);
-    }
+      ),
+    );
+    if (!answered) setEstimate(null);
   };
   const number = (key: keyof EstimateForm, label: string, min: number, max: number) => (
     <div class="field">

@@ -9,9 +9,11 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { type Column, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import { useInstanceChoices } from './volumes.tsx';
 
@@ -66,27 +68,21 @@ export function FirewallSection() {
   );
   const instances = useInstanceChoices();
   const [creating, setCreating] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
   const instanceName = (id: string) => instances.data?.find((i) => i.id === id)?.name ?? id;
 
-  const remove = async (rule: Rule) => {
-    if (
-      !(await confirm(
-        `Delete the rule ${rule.name}?`,
-        'Traffic it decided is judged by the next rule at once.',
-        'Delete',
-      ))
-    )
-      return;
-    setError(null);
-    try {
-      await unwrap(api.DELETE('/v1/firewall/rules/{id}', { params: { path: { id: rule.id } } }));
-      rules.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+  const remove = (rule: Rule) =>
+    ask(
+      `Delete the rule ${rule.name}?`,
+      'Traffic it decided is judged by the next rule at once.',
+      'Delete',
+      () =>
+        attempt(async () => {
+          await unwrap(api.DELETE('/v1/firewall/rules/{id}', { params: { path: { id: rule.id } } }));
+          rules.reload();
+        }),
+    );
 
   const columns: Column<Rule>[] = [
     { label: 'Name', render: (r) => r.name },
@@ -156,38 +152,31 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
   const [priority, setPriority] = useState('1000');
   const [region, setRegion] = useState<RuleBody['region']>('us-east-1');
   const [tags, setTags] = useState('');
-  const [error, setError] = useState<unknown>(null);
   const takesPorts = protocol === 'tcp' || protocol === 'udp';
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
+  const submit = async () => {
     const list = blocks(addresses);
     const targetTags = tagMap(tags);
-    try {
-      await unwrap(
-        currentSession().api.POST('/v1/firewall/rules', {
-          body: {
-            name,
-            direction,
-            action,
-            protocol,
-            region,
-            priority: Number(priority),
-            ...(takesPorts ? { ports: ports.trim() } : {}),
-            ...(targetTags ? { targets: { tags: targetTags } } : {}),
-            ...(list ? (direction === 'inbound' ? { sources: list } : { destinations: list }) : {}),
-          },
-        }),
-      );
-      props.onCreated();
-    } catch (failure) {
-      setError(failure);
-    }
+    await unwrap(
+      currentSession().api.POST('/v1/firewall/rules', {
+        body: {
+          name,
+          direction,
+          action,
+          protocol,
+          region,
+          priority: Number(priority),
+          ...(takesPorts ? { ports: ports.trim() } : {}),
+          ...(targetTags ? { targets: { tags: targetTags } } : {}),
+          ...(list ? (direction === 'inbound' ? { sources: list } : { destinations: list }) : {}),
+        },
+      }),
+    );
+    props.onCreated();
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create firewall rule">
+    <FormDialog title="Create firewall rule" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field-row">
         <div class="field">
           <label for="rule-name">Name</label>
@@ -296,16 +285,7 @@ function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) 
           Instances carrying every one of these tags; empty means every instance of the region.
         </small>
       </div>
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Create
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
@@ -317,14 +297,13 @@ function CheckPacket({ instances }: { instances: Schemas['Instance'][] | null })
   const [port, setPort] = useState('22');
   const [address, setAddress] = useState('');
   const [answer, setAnswer] = useState<CheckAnswer | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const chosen = instanceId || instances?.[0]?.id || '';
 
-  const submit = async (event: Event) => {
+  const submit = (event: Event) => {
     event.preventDefault();
-    setError(null);
     setAnswer(null);
-    try {
+    void attempt(async () => {
       const reply = await unwrap(
         currentSession().api.GET('/v1/instances/{id}/network/check', {
           params: {
@@ -339,9 +318,7 @@ function CheckPacket({ instances }: { instances: Schemas['Instance'][] | null })
         }),
       );
       setAnswer(reply.data);
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
 
   return (

@@ -2,11 +2,13 @@
  * The actions on one instance — start, stop, force stop, restart, resize, delete — each through its API
  * call, destructive ones after a confirmation. Shared by the list rows and the detail page.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { type Instance, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { type InstanceTypeName, useInstanceTypes } from './instance-types.ts';
 
 interface Props {
@@ -19,30 +21,20 @@ interface Props {
 }
 
 export function InstanceActions({ instance, status, onStatus, onChanged }: Props) {
-  const { confirm, dialog } = useConfirm();
-  const [error, setError] = useState<unknown>(null);
+  const confirmation = useConfirm();
+  const { error, attempt } = useAttempt();
   const [resizing, setResizing] = useState(false);
   const api = currentSession().api;
   const path = { params: { path: { id: instance.id } } };
 
-  const run = async (action: () => Promise<{ data: Instance }>) => {
-    setError(null);
-    try {
+  const run = (action: () => Promise<{ data: Instance }>) =>
+    attempt(async () => {
       const answer = await action();
       onStatus(answer.data.status);
       onChanged();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
-  const ask = async (
-    title: string,
-    body: string,
-    label: string,
-    action: () => Promise<{ data: Instance }>,
-  ) => {
-    if (await confirm(title, body, label)) await run(action);
-  };
+    });
+  const ask = (title: string, body: string, label: string, action: () => Promise<{ data: Instance }>) =>
+    confirmation.ask(title, body, label, () => run(action));
 
   const stoppable = status === 'running' || status === 'starting';
   return (
@@ -130,7 +122,7 @@ export function InstanceActions({ instance, status, onStatus, onChanged }: Props
           }}
         />
       )}
-      {dialog}
+      {confirmation.dialog}
       <ErrorNotice error={error} />
     </fieldset>
   );
@@ -141,42 +133,28 @@ function ResizeDialog(props: {
   onClose: () => void;
   onResize: (type: InstanceTypeName) => void;
 }) {
-  const ref = useRef<HTMLDialogElement>(null);
   const types = useInstanceTypes(props.instance.region);
   const [choice, setChoice] = useState(props.instance.instance_type);
-  useEffect(() => {
-    ref.current?.showModal();
-  }, []);
   return (
-    <dialog ref={ref} aria-labelledby="resize-title" onCancel={props.onClose}>
-      <form
-        method="dialog"
-        onSubmit={(event) => {
-          event.preventDefault();
-          props.onResize(choice as InstanceTypeName);
-        }}
-      >
-        <h2 id="resize-title">Resize {props.instance.name}</h2>
-        <p>The instance must be stopped; its disk keeps its data.</p>
-        <div class="field">
-          <label for="resize-type">New instance type</label>
-          <select id="resize-type" value={choice} onChange={(event) => setChoice(event.currentTarget.value)}>
-            {(types.data ?? []).map((type) => (
-              <option key={type.name} value={type.name}>
-                {type.name} — {type.vcpus} vCPU, {type.memory_gb} GB
-              </option>
-            ))}
-          </select>
-        </div>
-        <div class="actions">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary">
-            Resize
-          </button>
-        </div>
-      </form>
-    </dialog>
+    <FormDialog
+      modal
+      title={`Resize ${props.instance.name}`}
+      submitLabel="Resize"
+      error={types.error}
+      onSubmit={() => props.onResize(choice as InstanceTypeName)}
+      onCancel={props.onClose}
+    >
+      <p>The instance must be stopped; its disk keeps its data.</p>
+      <div class="field">
+        <label for="resize-type">New instance type</label>
+        <select id="resize-type" value={choice} onChange={(event) => setChoice(event.currentTarget.value)}>
+          {(types.data ?? []).map((type) => (
+            <option key={type.name} value={type.name}>
+              {type.name} — {type.vcpus} vCPU, {type.memory_gb} GB
+            </option>
+          ))}
+        </select>
+      </div>
+    </FormDialog>
   );
 }

@@ -10,6 +10,7 @@ import { ErrorNotice } from '../components/error-notice.tsx';
 import { formatMoney, formatPrice } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import {
   type ImageName,
   type InstanceTypeName,
@@ -45,8 +46,7 @@ export function InstanceCreatePage() {
   const [firewall, setFirewall] = useState<(typeof FIREWALL_PRESETS)[number]>('ssh-only');
   const [backup, setBackup] = useState<BackupFrequency | ''>('');
   const [retention, setRetention] = useState(7);
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const { error, busy, attempt } = useAttempt();
 
   const types = useInstanceTypes(region);
   const images = useLoad(async () => (await unwrap(api.GET('/v1/images', {}))).data, []);
@@ -63,11 +63,9 @@ export function InstanceCreatePage() {
     [type, region],
   );
 
-  const submit = async (event: Event) => {
+  const submit = (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    void attempt(async () => {
       await unwrap(
         api.POST('/v1/instances', {
           body: {
@@ -85,10 +83,7 @@ export function InstanceCreatePage() {
       );
       // Back to the list, where the new instance's badge follows it from starting to running.
       route('/console/instances');
-    } catch (failure) {
-      setError(failure);
-      setBusy(false);
-    }
+    });
   };
 
   return (

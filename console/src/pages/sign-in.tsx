@@ -7,25 +7,19 @@ import { createApi, unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { signIn, signOutReason } from '../session.ts';
 import { useSignal } from '../signal.ts';
+import { useAttempt } from '../use-attempt.ts';
 
 export function SignInPage() {
   const [apiKey, setApiKey] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const { error, busy, attempt } = useAttempt();
   const reason = useSignal(signOutReason);
 
-  const submit = async (event: Event) => {
+  const submit = (event: Event) => {
     event.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    void attempt(async () => {
       await unwrap(createApi(apiKey.trim()).GET('/v1/account'));
       signIn(apiKey.trim());
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (

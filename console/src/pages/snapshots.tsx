@@ -9,12 +9,14 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { useInstanceChoices } from './volumes.tsx';
 import './storage-network.css';
 
@@ -47,21 +49,18 @@ export function SnapshotsPage() {
   );
   const [panel, setPanel] = useState<Panel | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
   const volumeName = (id: string) => volumes.data?.find((v) => v.id === id)?.name ?? id;
 
-  const remove = async (snapshot: Snapshot) => {
-    if (!(await confirm(`Delete ${snapshot.name}?`, 'It cannot be restored afterwards.', 'Delete'))) return;
-    setError(null);
-    setNotice(null);
-    try {
-      await unwrap(api.DELETE('/v1/snapshots/{id}', { params: { path: { id: snapshot.id } } }));
-      list.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+  const remove = (snapshot: Snapshot) =>
+    ask(`Delete ${snapshot.name}?`, 'It cannot be restored afterwards.', 'Delete', () => {
+      setNotice(null);
+      return attempt(async () => {
+        await unwrap(api.DELETE('/v1/snapshots/{id}', { params: { path: { id: snapshot.id } } }));
+        list.reload();
+      });
+    });
 
   const columns: Column<Snapshot>[] = [
     { label: 'Name', render: (s) => s.name },
@@ -175,22 +174,21 @@ function CreateSnapshotForm(props: {
 }) {
   const [volumeId, setVolumeId] = useState('');
   const [name, setName] = useState('');
-  const [error, setError] = useState<unknown>(null);
   const chosen = volumeId || props.volumes[0]?.id || '';
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      const answer = await unwrap(
-        currentSession().api.POST('/v1/snapshots', { body: { name, volume_id: chosen } }),
-      );
-      props.onCreated(answer.data.name);
-    } catch (failure) {
-      setError(failure);
-    }
+  const submit = async () => {
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/snapshots', { body: { name, volume_id: chosen } }),
+    );
+    props.onCreated(answer.data.name);
   };
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Take snapshot">
+    <FormDialog
+      title="Take snapshot"
+      submitLabel="Take snapshot"
+      canSubmit={Boolean(chosen)}
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
       {props.volumes.length === 0 ? (
         <p>No volume can be copied now: create one on the Volumes page (or wait for one to be available).</p>
       ) : (
@@ -211,16 +209,7 @@ function CreateSnapshotForm(props: {
           </div>
         </div>
       )}
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary" disabled={!chosen}>
-          Take snapshot
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
@@ -240,7 +229,6 @@ function RestoreForm(props: {
   const [size, setSize] = useState(String(snapshot.size_gb));
   const [volumeId, setVolumeId] = useState('');
   const [instanceId, setInstanceId] = useState('');
-  const [error, setError] = useState<unknown>(null);
   const overwritable = props.volumes.filter(
     (v) => v.region === snapshot.region && v.status === 'available' && v.size_gb >= snapshot.size_gb,
   );
@@ -250,32 +238,32 @@ function RestoreForm(props: {
   const chosenVolume = volumeId || overwritable[0]?.id || '';
   const chosenInstance = instanceId || stopped[0]?.id || '';
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
+  const submit = async () => {
     const body =
       target === 'new'
         ? { name, size_gb: Number(size) }
         : target === 'volume'
           ? { target_volume_id: chosenVolume }
           : { instance_id: chosenInstance };
-    try {
-      const answer = await unwrap(
-        currentSession().api.POST('/v1/snapshots/{id}/restore', {
-          params: { path: { id: snapshot.id } },
-          body,
-        }),
-      );
-      props.onRestored(
-        `Restoring ${snapshot.name} into the volume ${answer.data.volume.name}: follow it on the Volumes page.`,
-      );
-    } catch (failure) {
-      setError(failure);
-    }
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/snapshots/{id}/restore', {
+        params: { path: { id: snapshot.id } },
+        body,
+      }),
+    );
+    props.onRestored(
+      `Restoring ${snapshot.name} into the volume ${answer.data.volume.name}: follow it on the Volumes page.`,
+    );
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label={`Restore ${snapshot.name}`}>
+    <FormDialog
+      title={`Restore ${snapshot.name}`}
+      submitLabel="Restore"
+      canSubmit={!((target === 'volume' && !chosenVolume) || (target === 'instance' && !chosenInstance))}
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
       <fieldset>
         <legend>Restore {snapshot.name} into</legend>
         <label class="check">
@@ -366,20 +354,7 @@ function RestoreForm(props: {
             </select>
           </div>
         ))}
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button
-          type="submit"
-          class="primary"
-          disabled={(target === 'volume' && !chosenVolume) || (target === 'instance' && !chosenInstance)}
-        >
-          Restore
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
@@ -422,11 +397,10 @@ function ScheduleEditor({ volume, onChanged }: { volume: Volume; onChanged: () =
     (volume.backup_schedule?.frequency as Frequency | undefined) ?? '',
   );
   const [retention, setRetention] = useState(String(volume.backup_schedule?.retention ?? 7));
-  const [error, setError] = useState<unknown>(null);
-  const save = async (event: Event) => {
+  const { error, attempt } = useAttempt();
+  const save = (event: Event) => {
     event.preventDefault();
-    setError(null);
-    try {
+    void attempt(async () => {
       await unwrap(
         currentSession().api.PATCH('/v1/volumes/{id}', {
           params: { path: { id: volume.id } },
@@ -434,9 +408,7 @@ function ScheduleEditor({ volume, onChanged }: { volume: Volume; onChanged: () =
         }),
       );
       onChanged();
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
   return (
     <form class="row-actions" onSubmit={save} aria-label={`Backup schedule of ${volume.name}`}>

@@ -7,10 +7,12 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
 type SshKey = Schemas['SshKey'];
@@ -22,24 +24,20 @@ export function SshKeysPanel() {
     [],
   );
   const [adding, setAdding] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
 
-  const remove = async (key: SshKey) => {
-    const yes = await confirm(
+  const remove = (key: SshKey) =>
+    ask(
       `Delete the SSH key ${key.name}?`,
       'New instances can no longer be given it. Instances created with it keep it.',
       'Delete',
+      () =>
+        attempt(async () => {
+          await unwrap(api.DELETE('/v1/ssh-keys/{id}', { params: { path: { id: key.id } } }));
+          keys.reload();
+        }),
     );
-    if (!yes) return;
-    setError(null);
-    try {
-      await unwrap(api.DELETE('/v1/ssh-keys/{id}', { params: { path: { id: key.id } } }));
-      keys.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
 
   return (
     <>
@@ -100,23 +98,14 @@ export function SshKeysPanel() {
 function AddKeyForm(props: { onCancel: () => void; onAdded: () => void }) {
   const [name, setName] = useState('');
   const [publicKey, setPublicKey] = useState('');
-  const [error, setError] = useState<unknown>(null);
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      await unwrap(
-        currentSession().api.POST('/v1/ssh-keys', { body: { name, public_key: publicKey.trim() } }),
-      );
-      props.onAdded();
-    } catch (failure) {
-      setError(failure);
-    }
+  const submit = async () => {
+    await unwrap(currentSession().api.POST('/v1/ssh-keys', { body: { name, public_key: publicKey.trim() } }));
+    props.onAdded();
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Add SSH key">
+    <FormDialog title="Add SSH key" submitLabel="Add key" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field">
         <label for="ssh-key-name">Key name</label>
         <input id="ssh-key-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
@@ -137,15 +126,6 @@ function AddKeyForm(props: { onCancel: () => void; onAdded: () => void }) {
           paste a private key.
         </small>
       </div>
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Add key
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }

@@ -8,11 +8,13 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import './storage-network.css';
 
@@ -50,39 +52,31 @@ export function VolumesPage() {
     list.reload,
   );
   const [panel, setPanel] = useState<Panel | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const [notice, setNotice] = useState<string | null>(null);
-  const { confirm, dialog } = useConfirm();
+  const { ask, dialog } = useConfirm();
   const instanceName = (id: string | null) =>
     id ? (instances.data?.find((i) => i.id === id)?.name ?? id) : '—';
 
-  const act = async (work: () => Promise<unknown>, done?: string) => {
-    setError(null);
+  const act = (work: () => Promise<unknown>, done?: string) => {
     setNotice(null);
-    try {
+    return attempt(async () => {
       await work();
       if (done) setNotice(done);
       list.reload();
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
-  const detach = async (v: Volume) => {
-    if (
-      !(await confirm(
-        `Detach ${v.name}?`,
-        `Unmount it inside ${instanceName(v.instance_id)} first, or writes in flight are lost.`,
-        'Detach',
-      ))
-    )
-      return;
-    await act(() => unwrap(api.POST('/v1/volumes/{id}/detach', { params: { path: { id: v.id } } })));
-  };
-  const remove = async (v: Volume) => {
-    if (!(await confirm(`Delete ${v.name}?`, 'Its data is gone for good; its snapshots stay.', 'Delete')))
-      return;
-    await act(() => unwrap(api.DELETE('/v1/volumes/{id}', { params: { path: { id: v.id } } })));
-  };
+  const detach = (v: Volume) =>
+    ask(
+      `Detach ${v.name}?`,
+      `Unmount it inside ${instanceName(v.instance_id)} first, or writes in flight are lost.`,
+      'Detach',
+      () => act(() => unwrap(api.POST('/v1/volumes/{id}/detach', { params: { path: { id: v.id } } }))),
+    );
+  const remove = (v: Volume) =>
+    ask(`Delete ${v.name}?`, 'Its data is gone for good; its snapshots stay.', 'Delete', () =>
+      act(() => unwrap(api.DELETE('/v1/volumes/{id}', { params: { path: { id: v.id } } }))),
+    );
 
   const columns: Column<Volume>[] = [
     { label: 'Name', render: (v) => v.name },
@@ -255,32 +249,25 @@ function CreateVolumeForm(props: {
   const [region, setRegion] = useState<Region>('us-east-1');
   const [filesystem, setFilesystem] = useState<'' | 'ext4' | 'xfs'>('ext4');
   const [instanceId, setInstanceId] = useState('');
-  const [error, setError] = useState<unknown>(null);
   const candidates = props.instances.filter((i) => i.region === region && i.status !== 'deleting');
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      const answer = await unwrap(
-        currentSession().api.POST('/v1/volumes', {
-          body: {
-            name,
-            size_gb: Number(size),
-            region,
-            ...(filesystem ? { filesystem } : {}),
-            ...(instanceId ? { instance_id: instanceId } : {}),
-          },
-        }),
-      );
-      props.onCreated(answer.data.name);
-    } catch (failure) {
-      setError(failure);
-    }
+  const submit = async () => {
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/volumes', {
+        body: {
+          name,
+          size_gb: Number(size),
+          region,
+          ...(filesystem ? { filesystem } : {}),
+          ...(instanceId ? { instance_id: instanceId } : {}),
+        },
+      }),
+    );
+    props.onCreated(answer.data.name);
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create volume">
+    <FormDialog title="Create volume" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field-row">
         <div class="field">
           <label for="volume-name">Name</label>
@@ -341,16 +328,7 @@ function CreateVolumeForm(props: {
           </select>
         </div>
       </div>
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Create
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
@@ -362,13 +340,12 @@ function AttachForm(props: {
 }) {
   const [instanceId, setInstanceId] = useState(props.instances[0]?.id ?? '');
   return (
-    <form
-      class="stack card"
-      aria-label={`Attach ${props.volume.name}`}
-      onSubmit={(event) => {
-        event.preventDefault();
-        props.onSubmit(instanceId);
-      }}
+    <FormDialog
+      title={`Attach ${props.volume.name}`}
+      submitLabel="Attach"
+      canSubmit={Boolean(instanceId)}
+      onSubmit={() => props.onSubmit(instanceId)}
+      onCancel={props.onCancel}
     >
       {props.instances.length === 0 ? (
         <p>No instance in {props.volume.region} can take this volume: create one there first.</p>
@@ -388,28 +365,18 @@ function AttachForm(props: {
           </select>
         </div>
       )}
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary" disabled={!instanceId}>
-          Attach
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
 function ResizeForm(props: { volume: Volume; onCancel: () => void; onSubmit: (sizeGb: number) => void }) {
   const [size, setSize] = useState(String(props.volume.size_gb + 1));
   return (
-    <form
-      class="stack card"
-      aria-label={`Resize ${props.volume.name}`}
-      onSubmit={(event) => {
-        event.preventDefault();
-        props.onSubmit(Number(size));
-      }}
+    <FormDialog
+      title={`Resize ${props.volume.name}`}
+      submitLabel="Resize"
+      onSubmit={() => props.onSubmit(Number(size))}
+      onCancel={props.onCancel}
     >
       <div class="field">
         <label for="resize-size">New size (GB)</label>
@@ -427,41 +394,23 @@ function ResizeForm(props: { volume: Volume; onCancel: () => void; onSubmit: (si
           Now {props.volume.size_gb} GB. Volumes only grow; an attached one grows online.
         </small>
       </div>
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Resize
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
 function SnapshotForm(props: { volume: Volume; onCancel: () => void; onSubmit: (name: string) => void }) {
   const [name, setName] = useState(`${props.volume.name}-snap`);
   return (
-    <form
-      class="stack card"
-      aria-label={`Snapshot ${props.volume.name}`}
-      onSubmit={(event) => {
-        event.preventDefault();
-        props.onSubmit(name);
-      }}
+    <FormDialog
+      title={`Snapshot ${props.volume.name}`}
+      submitLabel="Take snapshot"
+      onSubmit={() => props.onSubmit(name)}
+      onCancel={props.onCancel}
     >
       <div class="field">
         <label for="snapshot-name">Snapshot name</label>
         <input id="snapshot-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
       </div>
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Take snapshot
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }

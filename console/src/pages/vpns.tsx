@@ -8,11 +8,13 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 
 type Vpn = Schemas['Vpn'];
@@ -43,26 +45,16 @@ export function VpnSection() {
   );
   const [creating, setCreating] = useState(false);
   const [open, setOpen] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
 
-  const remove = async (vpn: Vpn) => {
-    if (
-      !(await confirm(
-        `Delete the VPN ${vpn.name}?`,
-        'Its clients are cut off and its peers are removed.',
-        'Delete',
-      ))
-    )
-      return;
-    setError(null);
-    try {
-      await unwrap(api.DELETE('/v1/vpn/{id}', { params: { path: { id: vpn.id } } }));
-      vpns.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+  const remove = (vpn: Vpn) =>
+    ask(`Delete the VPN ${vpn.name}?`, 'Its clients are cut off and its peers are removed.', 'Delete', () =>
+      attempt(async () => {
+        await unwrap(api.DELETE('/v1/vpn/{id}', { params: { path: { id: vpn.id } } }));
+        vpns.reload();
+      }),
+    );
 
   const columns: Column<Vpn>[] = [
     { label: 'Name', render: (v) => v.name },
@@ -136,27 +128,20 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
   const [name, setName] = useState('');
   const [region, setRegion] = useState<Region>('us-east-1');
   const [allowed, setAllowed] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
+  const submit = async () => {
     const cidrs = allowed
       .split(/[\s,]+/)
       .map((c) => c.trim())
       .filter(Boolean);
-    try {
-      await unwrap(
-        currentSession().api.POST('/v1/vpn', {
-          body: { name, region, ...(cidrs.length ? { allowed_cidrs: cidrs } : {}) },
-        }),
-      );
-      props.onCreated();
-    } catch (failure) {
-      setError(failure);
-    }
+    await unwrap(
+      currentSession().api.POST('/v1/vpn', {
+        body: { name, region, ...(cidrs.length ? { allowed_cidrs: cidrs } : {}) },
+      }),
+    );
+    props.onCreated();
   };
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create VPN">
+    <FormDialog title="Create VPN" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field-row">
         <div class="field">
           <label for="vpn-name">Name</label>
@@ -184,16 +169,7 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
           The region's private network is always routed.
         </small>
       </div>
-      <ErrorNotice error={error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Create
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
 
@@ -211,13 +187,12 @@ function Peers({ vpn }: { vpn: Vpn }) {
   const [name, setName] = useState('');
   const [publicKey, setPublicKey] = useState('');
   const [fresh, setFresh] = useState<{ name: string; config: string; privateKey: boolean } | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
 
-  const add = async (event: Event) => {
+  const add = (event: Event) => {
     event.preventDefault();
-    setError(null);
-    try {
+    void attempt(async () => {
       const answer = await unwrap(
         api.POST('/v1/vpn/{id}/peers', {
           params: { path: { id: vpn.id } },
@@ -229,36 +204,26 @@ function Peers({ vpn }: { vpn: Vpn }) {
       setName('');
       setPublicKey('');
       peers.reload();
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
-  const download = async (peer: Peer) => {
-    setError(null);
-    try {
+  const download = (peer: Peer) =>
+    attempt(async () => {
       const answer = await unwrap(
         api.GET('/v1/vpn/{id}/peers/{peer_id}/config', {
           params: { path: { id: vpn.id, peer_id: peer.id } },
         }),
       );
       saveFile(`${peer.name}.conf`, answer.data.config);
-    } catch (failure) {
-      setError(failure);
-    }
-  };
-  const remove = async (peer: Peer) => {
-    if (!(await confirm(`Remove the peer ${peer.name}?`, 'That device can no longer connect.', 'Remove')))
-      return;
-    setError(null);
-    try {
-      await unwrap(
-        api.DELETE('/v1/vpn/{id}/peers/{peer_id}', { params: { path: { id: vpn.id, peer_id: peer.id } } }),
-      );
-      peers.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+    });
+  const remove = (peer: Peer) =>
+    ask(`Remove the peer ${peer.name}?`, 'That device can no longer connect.', 'Remove', () =>
+      attempt(async () => {
+        await unwrap(
+          api.DELETE('/v1/vpn/{id}/peers/{peer_id}', { params: { path: { id: vpn.id, peer_id: peer.id } } }),
+        );
+        peers.reload();
+      }),
+    );
 
   return (
     <section class="card" aria-labelledby="peers-heading">

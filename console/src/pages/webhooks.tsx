@@ -8,11 +8,13 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { Pager, Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
 type Webhook = Schemas['Webhook'];
@@ -29,17 +31,12 @@ export function WebhooksPage() {
   const [selected, setSelected] = useState<string | null>(null);
   const [logVersion, setLogVersion] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const { confirm, dialog } = useConfirm();
 
-  const act = async (work: () => Promise<void>) => {
-    setError(null);
+  const act = (work: () => Promise<void>) => {
     setNotice(null);
-    try {
-      await work();
-    } catch (failure) {
-      setError(failure);
-    }
+    return attempt(work);
   };
   const remove = (hook: Webhook) =>
     act(async () => {
@@ -173,7 +170,7 @@ export function WebhooksPage() {
 function DeliveryLog({ hook, version }: { hook: Webhook; version: number }) {
   const api = currentSession().api;
   const [page, setPage] = useState(1);
-  const [error, setError] = useState<unknown>(null);
+  const { error, attempt } = useAttempt();
   const log = useLoad(
     () =>
       unwrap(
@@ -183,19 +180,15 @@ function DeliveryLog({ hook, version }: { hook: Webhook; version: number }) {
       ),
     [hook.id, page, version],
   );
-  const redeliver = async (delivery: Delivery) => {
-    setError(null);
-    try {
+  const redeliver = (delivery: Delivery) =>
+    attempt(async () => {
       await unwrap(
         api.POST('/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver', {
           params: { path: { id: hook.id, delivery_id: delivery.id } },
         }),
       );
       log.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+    });
   const rows = log.data?.data ?? [];
   return (
     <section aria-labelledby="delivery-log-title">
@@ -299,25 +292,24 @@ function CreateWebhookForm(props: {
   const [description, setDescription] = useState('');
   const [everything, setEverything] = useState(true);
   const [events, setEvents] = useState<string[]>([]);
-  const [error, setError] = useState<unknown>(null);
 
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      const answer = await unwrap(
-        currentSession().api.POST('/v1/webhooks', {
-          body: { url, events: everything ? ['*'] : events, ...(description ? { description } : {}) },
-        }),
-      );
-      props.onCreated(answer.data.url, answer.data.secret);
-    } catch (failure) {
-      setError(failure);
-    }
+  const submit = async () => {
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/webhooks', {
+        body: { url, events: everything ? ['*'] : events, ...(description ? { description } : {}) },
+      }),
+    );
+    props.onCreated(answer.data.url, answer.data.secret);
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create webhook">
+    <FormDialog
+      title="Create webhook"
+      submitLabel="Create"
+      error={types.error}
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
       <div class="field">
         <label for="webhook-url">Receiver URL</label>
         <input
@@ -366,15 +358,6 @@ function CreateWebhookForm(props: {
           </div>
         )}
       </fieldset>
-      <ErrorNotice error={error ?? types.error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary">
-          Create
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
