@@ -16,7 +16,6 @@ import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instan
 import type { Page, PageRequest } from '../domain/pagination.js';
 import { newRootVolume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
-import { lockAccount } from '../store/accounts.js';
 import { replenishAddresses, takeAddress } from '../store/addresses.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
@@ -130,8 +129,8 @@ export class InstanceService {
   }
 
   /**
-   * `options.rootFrom`: the root disk is restored from a snapshot before the first boot; called in the
-   * create's transaction after the account is held, it checks the snapshot (and holds it) and names it.
+   * `options.rootFrom`: the root disk is restored from a snapshot before the first boot; called first in
+   * the create's transaction, it checks the snapshot (and holds it) and names it.
    */
   async create(
     principal: Principal,
@@ -147,16 +146,20 @@ export class InstanceService {
     const accountId = principal.accountId;
     const scopes = this.addressScopes(accountId, input.region);
     if (scopes.public) await replenishAddresses(this.store.db, scopes.public);
-    const instance = await this.lifecycle.create(INSTANCE_KIND, 'instance.created', async (trx) => {
-      await lockAccount(trx, accountId);
+    await replenishAddresses(this.store.db, scopes.private);
+    const asked = [
+      ['instances', 1],
+      ['vcpus', type.vcpus],
+      ['gpus', gpusOf(type)],
+    ] as const;
+    // No lock on the account: what every create of the account (the quota counters) or of the region
+    // (its GPU count) writes is written last, so it is held only from there to the COMMIT, and
+    // addresses come from rows nobody else is taking (store/addresses.ts).
+    const instance = await this.store.db.transaction().execute(async (trx) => {
+      this.quotas.holdUsage(trx);
       const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
       const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
-      await this.quotas.ensureRooms(trx, accountId, [
-        ['instances', 1],
-        ['vcpus', type.vcpus],
-        ['gpus', gpusOf(type)],
-      ]);
-      await this.reserveGpus(trx, input.region, gpusOf(type));
+      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
       const now = this.clock.now();
       const at = now.toISOString();
       const id = newId('instance', now);
@@ -181,7 +184,7 @@ export class InstanceService {
           : root,
       );
       if (restore) await this.lifecycle.reconcileWithin(trx, VOLUME_KIND, rootVolumeId);
-      return {
+      const record: Instance = {
         id,
         account_id: accountId,
         name: input.name,
@@ -205,7 +208,12 @@ export class InstanceService {
         created_at: at,
         updated_at: at,
       };
+      await this.lifecycle.createWithin(trx, INSTANCE_KIND, 'instance.created', record);
+      await this.quotas.claimRooms(trx, accountId, asked, limits);
+      await this.reserveGpus(trx, input.region, gpusOf(type));
+      return record;
     });
+    this.lifecycle.wake();
     return this.view(instance, true);
   }
 
@@ -300,14 +308,19 @@ export class InstanceService {
       }
       checkPlacement(next, instance.region, instance.image);
       await refuseWhileRootRestores(trx, instance, 'resize');
-      await lockAccount(trx, accountId);
       const vcpuDelta = next.vcpus - current.vcpus;
       const gpuDelta = gpusOf(next) - gpusOf(current);
-      // Only growth is checked (ensureRooms skips what asks for nothing or less).
-      await this.quotas.ensureRooms(trx, accountId, [
-        ['vcpus', vcpuDelta],
-        ['gpus', gpuDelta],
-      ]);
+      // Only growth is checked (ensureRooms skips what asks for nothing or less); the counters are held
+      // until the resize commits, so the account's creates meanwhile count it at their guarded claim.
+      await this.quotas.ensureRooms(
+        trx,
+        accountId,
+        [
+          ['vcpus', vcpuDelta],
+          ['gpus', gpuDelta],
+        ],
+        { hold: true },
+      );
       if (gpuDelta > 0) {
         await this.reserveGpus(trx, instance.region, gpuDelta);
       } else if (gpuDelta < 0) {

@@ -1,8 +1,12 @@
 /**
  * Quotas: the plan's limits (DESIGN.md §4), overridden per account by `admin set-quota`, and what the
  * account uses now. Each resource registers how to count its usage; unbuilt resources count 0.
- * `ensureRoom` must run inside the transaction that creates the resource, after the account row is
- * locked, so concurrent creates cannot both pass the last free slot.
+ * `ensureRoom` must run inside the transaction that creates the resource. For the quotas that are not
+ * counters it runs after the account row is locked, so concurrent creates cannot both pass the last
+ * free slot. For the counters a create holds nothing while it builds: `ensureRooms` is an early answer
+ * from what is committed, and `claimRooms`, the transaction's last statement, adds the create's usage
+ * with each counter guarded by its limit (`used + n <= limit`), so of concurrent creates only those that
+ * fit get through, and the counter rows stay held only until the COMMIT right after (store/usage.ts).
  *
  * The quotas that were sums over every row (instances, vCPUs, GPUs, volumes, volume GB, snapshots) are
  * read from counters the store keeps in each write's transaction (store/usage.ts), so a check costs the
@@ -10,12 +14,12 @@
  * `admin recount` compares with and repairs from.
  */
 import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
-import { COUNTED_QUOTAS, isCountedQuota } from '../domain/usage.js';
-import { findAccount, lockAccount, quotaOverrides } from '../store/accounts.js';
+import { COUNTED_QUOTAS, type CountedQuota, isCountedQuota } from '../domain/usage.js';
+import { findAccount, quotaOverrides } from '../store/accounts.js';
 import { countApiKeys } from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
-import { lockUsage, setUsage, usageOf, usagesOf } from '../store/usage.js';
+import { applyDeferredUsage, deferUsage, lockUsage, setUsage, usageOf, usagesOf } from '../store/usage.js';
 import { NotFound, QuotaExceeded } from './errors.js';
 
 export type UsageCounter = (db: Executor, accountId: string) => Promise<number>;
@@ -62,11 +66,12 @@ export class QuotaService {
   /**
    * Counts the maintained quotas afresh and writes the counts over the counters, reporting both.
    * The counters are held first, so writers that change rows meanwhile wait and then apply their change
-   * to the recounted value instead of being lost or counted twice.
+   * to the recounted value instead of being lost or counted twice: every writer moves a counter in the
+   * transaction that writes its row, and a create whose row is not committed yet (so not counted here)
+   * writes its counters after this recount commits (`claimRooms` is its last statement).
    */
   async recount(accountId: string): Promise<Recount[]> {
     return this.store.db.transaction().execute(async (trx) => {
-      await lockAccount(trx, accountId);
       const counters = await lockUsage(trx, accountId, COUNTED_QUOTAS);
       const found: Recount[] = [];
       for (const name of COUNTED_QUOTAS) {
@@ -95,29 +100,91 @@ export class QuotaService {
     );
   }
 
-  async ensureRoom(trx: Executor, accountId: string, name: QuotaName, requested: number): Promise<void> {
-    await this.ensureRooms(trx, accountId, [[name, requested]]);
+  async ensureRoom(
+    trx: Executor,
+    accountId: string,
+    name: QuotaName,
+    requested: number,
+  ): Promise<Record<QuotaName, number> | null> {
+    return this.ensureRooms(trx, accountId, [[name, requested]]);
   }
 
   /**
    * Several quotas at once (an instance takes an instance, vCPUs and GPUs): the limits and the counters
-   * are read once for all; the first request that does not fit, in the order given, is refused.
+   * are read once for all; the first request that does not fit, in the order given, is refused. Returns
+   * the limits read (for `claimRooms`), null when nothing was asked for. `hold`: the counters asked for
+   * are held until the transaction ends, which makes the answer final (a change of an existing record,
+   * whose counters move mid-transaction, unguarded: resizes).
    */
   async ensureRooms(
     trx: Executor,
     accountId: string,
     requests: readonly (readonly [name: QuotaName, requested: number])[],
-  ): Promise<void> {
+    { hold = false }: { hold?: boolean } = {},
+  ): Promise<Record<QuotaName, number> | null> {
     // Asking for nothing always fits, even when an operator has lowered a limit below what is in use.
     const asked = requests.filter(([, requested]) => requested > 0);
-    if (asked.length === 0) return;
+    if (asked.length === 0) return null;
     const limits = await this.limits(trx, accountId);
     const counted = asked.map(([name]) => name).filter(isCountedQuota);
-    const counters = counted.length > 0 ? await usagesOf(trx, accountId, counted) : null;
+    const read = hold ? lockUsage : usagesOf;
+    const counters = counted.length > 0 ? await read(trx, accountId, counted) : null;
     for (const [name, requested] of asked) {
       const limit = limits[name];
       const used = isCountedQuota(name) ? (counters?.get(name) ?? 0) : await this.count(trx, accountId, name);
       if (used + requested > limit) throw new QuotaExceeded(name, limit, used, requested);
     }
+    return limits;
+  }
+
+  /**
+   * What is left of a counted quota, its counter held until the transaction ends: for a batch that
+   * makes several records under one check (scheduled snapshots); the account's creates wait at their
+   * claim meanwhile, then count what the batch made.
+   */
+  async roomHeld(trx: Executor, accountId: string, name: CountedQuota): Promise<number> {
+    const limits = await this.limits(trx, accountId);
+    const used = (await lockUsage(trx, accountId, [name])).get(name) ?? 0;
+    return limits[name] - used;
+  }
+
+  /**
+   * Starts a create's claim: from here on the store's counter changes on `trx` are held back, to be
+   * written by `claimRooms` at the end of the transaction.
+   */
+  holdUsage(trx: Executor): void {
+    deferUsage(trx);
+  }
+
+  /**
+   * The transaction's last statement before COMMIT: writes the counter changes held back since
+   * `holdUsage`, each of `requests` guarded by its limit in `limits` (from `ensureRooms`; null: nothing
+   * was asked for, nothing is guarded). A counter another create filled meanwhile is refused like
+   * `ensureRooms` refuses (403 quota_exceeded, the first in the order given), and the caller's
+   * transaction rolls back.
+   */
+  async claimRooms(
+    trx: Executor,
+    accountId: string,
+    requests: readonly (readonly [name: QuotaName, requested: number])[],
+    limits: Record<QuotaName, number> | null,
+  ): Promise<void> {
+    const guarded = new Map(
+      requests
+        .filter(([name, requested]) => requested > 0 && isCountedQuota(name) && limits !== null)
+        .map(([name]) => [name as CountedQuota, (limits as Record<QuotaName, number>)[name]]),
+    );
+    const refused = await applyDeferredUsage(trx, guarded);
+    if (refused.length === 0) return;
+    const [name, requested] = requests.find(([name]) => refused.includes(name as CountedQuota)) ?? [];
+    if (name === undefined || requested === undefined || limits === null) {
+      throw new Error(`Counters ${refused.join(', ')} refused without a request for them`);
+    }
+    throw new QuotaExceeded(
+      name,
+      limits[name],
+      await usageOf(trx, accountId, name as CountedQuota),
+      requested,
+    );
   }
 }

@@ -19,7 +19,6 @@ import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } fr
 import { VOLUME_STATES } from '../domain/volume-states.js';
 import type { Volume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
-import { lockAccount } from '../store/accounts.js';
 import type { DueSchedule } from '../store/backup-schedules.js';
 import type { Store } from '../store/db.js';
 import { findInstance, lockAccountInstance } from '../store/instances.js';
@@ -154,11 +153,18 @@ export class SnapshotService {
       );
     }
     const accountId = principal.accountId;
-    const snapshot = await this.lifecycle.create(SNAPSHOT_KIND, 'snapshot.created', async (trx) => {
+    const asked = [['snapshots', 1]] as const;
+    // No lock on the account: the quota counter is written last (quotas.ts claimRooms).
+    const snapshot = await this.store.db.transaction().execute(async (trx) => {
+      this.quotas.holdUsage(trx);
       const source = await this.holdSource(trx, accountId, input);
-      await this.quotas.ensureRoom(trx, accountId, 'snapshots', 1);
-      return this.newSnapshot(accountId, source, input.name, 'manual', input.tags ?? {});
+      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
+      const record = this.newSnapshot(accountId, source, input.name, 'manual', input.tags ?? {});
+      await this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', record);
+      await this.quotas.claimRooms(trx, accountId, asked, limits);
+      return record;
     });
+    this.lifecycle.wake();
     return snapshotView(snapshot);
   }
 
@@ -268,15 +274,13 @@ export class SnapshotService {
         return { reconcile: false };
       },
       {
-        // The instance (for a root disk), the account (for a new volume's quotas) and the target volume
-        // are held before the snapshot: the lock order.
+        // The instance (for a root disk) and the target volume are held before the snapshot: the lock
+        // order. A new volume holds nothing first: its quotas are claimed by guarded counters.
         holdFirst: async (trx) => {
           if (mode === 'instance-root') {
             const instance = await lockAccountInstance(trx, accountId, input.instance_id ?? '');
             if (instance) await lockAccountVolume(trx, accountId, instance.root_volume_id);
-          } else if (mode === 'new-volume') {
-            await lockAccount(trx, accountId);
-          } else {
+          } else if (mode === 'target-volume') {
             await lockAccountVolume(trx, accountId, input.target_volume_id ?? '');
           }
         },
@@ -391,7 +395,7 @@ export class SnapshotService {
    * is full — the slot is then skipped, not retried. Returns the snapshot made, or null.
    *
    * `room` carries, per account, how many more snapshots the quota allows, across the slots of one
-   * transaction: the account is held from its first slot to the commit, so it is counted once.
+   * transaction: its snapshots counter is held from its first slot to the commit, so it is counted once.
    */
   async createScheduled(
     trx: Executor,
@@ -403,11 +407,9 @@ export class SnapshotService {
     if (!source) return null;
     const accountId = schedule.account_id;
     let left = room.get(accountId);
-    if (left === undefined) {
-      await lockAccount(trx, accountId);
-      const limits = await this.quotas.limits(trx, accountId);
-      left = limits.snapshots - (await this.quotas.used(trx, accountId, 'snapshots'));
-    }
+    // The counter is held for the rest of the batch, so the account's snapshot creates meanwhile wait at
+    // their guarded claim and count these.
+    if (left === undefined) left = await this.quotas.roomHeld(trx, accountId, 'snapshots');
     room.set(accountId, left);
     if (left < 1) return null;
     const name = scheduledName(source.instance?.name ?? source.volume.name, slot);
@@ -491,7 +493,7 @@ export class SnapshotService {
     };
   }
 
-  /** The source a request names, held (instance, account, volume: the lock order), in a status that copies. */
+  /** The source a request names, held (instance, then volume: the lock order), in a status that copies. */
   private async holdSource(trx: Executor, accountId: string, input: NewSnapshot): Promise<Source> {
     if (input.instance_id !== undefined) {
       const instance = await lockAccountInstance(trx, accountId, input.instance_id);
@@ -506,14 +508,12 @@ export class SnapshotService {
           },
         );
       }
-      await lockAccount(trx, accountId);
       const volume = await lockAccountVolume(trx, accountId, instance.root_volume_id);
       if (!volume) throw new NotFound('volume', instance.root_volume_id);
       this.checkCopyable(volume);
       return { volume, instance };
     }
     const volumeId = input.volume_id ?? '';
-    await lockAccount(trx, accountId);
     const volume = await lockAccountVolume(trx, accountId, volumeId);
     if (!volume) throw new NotFound('volume', volumeId, { field: 'volume_id' });
     this.checkCopyable(volume);
@@ -549,10 +549,14 @@ export class SnapshotService {
         { field: 'size_gb', value: sizeGb, snapshot_size_gb: snapshot.size_gb },
       );
     }
-    await this.quotas.ensureRoom(trx, accountId, 'volumes', 1);
-    await this.quotas.ensureRoom(trx, accountId, 'volume_storage_gb', sizeGb);
+    const asked = [
+      ['volumes', 1],
+      ['volume_storage_gb', sizeGb],
+    ] as const;
+    this.quotas.holdUsage(trx);
+    const limits = await this.quotas.ensureRooms(trx, accountId, asked);
     const now = this.clock.now();
-    return this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', {
+    const volume = await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', {
       id: newId('volume', now),
       account_id: accountId,
       name: input.name ?? '',
@@ -573,6 +577,9 @@ export class SnapshotService {
       created_at: now.toISOString(),
       updated_at: now.toISOString(),
     });
+    // Guarded, so a volume create of the account that took the last room meanwhile makes this a 403.
+    await this.quotas.claimRooms(trx, accountId, asked, limits);
+    return volume;
   }
 
   /** A data volume the snapshot may be written over: detached, available, in its region, large enough. */

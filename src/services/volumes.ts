@@ -23,7 +23,6 @@ import {
   type VolumeSort,
 } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
-import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import { lockAccountInstance } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
@@ -131,20 +130,24 @@ export class VolumeService {
       );
     }
     const accountId = principal.accountId;
-    const volume = await this.lifecycle.create(VOLUME_KIND, 'volume.created', async (trx) => {
+    const asked = [
+      ['volumes', 1],
+      ['volume_storage_gb', input.size_gb],
+    ] as const;
+    // No lock on the account: the quota counters are written last (quotas.ts claimRooms).
+    const volume = await this.store.db.transaction().execute(async (trx) => {
+      this.quotas.holdUsage(trx);
       const placement =
         input.instance_id === undefined
           ? null
           : await this.placeOn(trx, accountId, input.instance_id, input.region, null);
-      await lockAccount(trx, accountId);
-      await this.quotas.ensureRoom(trx, accountId, 'volumes', 1);
-      await this.quotas.ensureRoom(trx, accountId, 'volume_storage_gb', input.size_gb);
+      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
       const now = this.clock.now();
       const at = now.toISOString();
       const id = newId('volume', now);
       const schedule = input.backup_schedule ?? null;
       if (schedule) await this.schedules.put(trx, { id, accountId, kind: 'volume' }, schedule);
-      return {
+      const record: Volume = {
         id,
         account_id: accountId,
         name: input.name,
@@ -165,7 +168,11 @@ export class VolumeService {
         created_at: at,
         updated_at: at,
       };
+      await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', record);
+      await this.quotas.claimRooms(trx, accountId, asked, limits);
+      return record;
     });
+    this.lifecycle.wake();
     return volumeView(volume);
   }
 
@@ -255,26 +262,23 @@ export class VolumeService {
   }
 
   async resize(accountId: string, id: string, sizeGb: number): Promise<VolumeView> {
-    const resized = await this.lifecycle.act(
-      VOLUME_KIND,
-      accountId,
-      id,
-      'resize',
-      async (volume, trx) => {
-        if (volume.kind === 'root') throw rootVolumeConflict(volume, 'resize');
-        if (sizeGb <= volume.size_gb) {
-          throw new InvalidRequest(
-            sizeGb === volume.size_gb
-              ? `The volume is already ${sizeGb} GB`
-              : `A volume only grows: it is ${volume.size_gb} GB, ${sizeGb} GB is smaller`,
-            { field: 'size_gb', value: sizeGb, current_size_gb: volume.size_gb },
-          );
-        }
-        await this.quotas.ensureRoom(trx, accountId, 'volume_storage_gb', sizeGb - volume.size_gb);
-        return { changes: { size_gb: sizeGb } };
-      },
-      { holdFirst: (trx) => lockAccount(trx, accountId) },
-    );
+    const resized = await this.lifecycle.act(VOLUME_KIND, accountId, id, 'resize', async (volume, trx) => {
+      if (volume.kind === 'root') throw rootVolumeConflict(volume, 'resize');
+      if (sizeGb <= volume.size_gb) {
+        throw new InvalidRequest(
+          sizeGb === volume.size_gb
+            ? `The volume is already ${sizeGb} GB`
+            : `A volume only grows: it is ${volume.size_gb} GB, ${sizeGb} GB is smaller`,
+          { field: 'size_gb', value: sizeGb, current_size_gb: volume.size_gb },
+        );
+      }
+      // The counter is held (after the volume: the order deletes take them in) until the growth
+      // commits, so the account's creates meanwhile count it at their guarded claim.
+      await this.quotas.ensureRooms(trx, accountId, [['volume_storage_gb', sizeGb - volume.size_gb]], {
+        hold: true,
+      });
+      return { changes: { size_gb: sizeGb } };
+    });
     return volumeView(resized);
   }
 

@@ -31,8 +31,14 @@ export interface AddressScope {
 export const publicScopeKey = (region: string) => `public:${region}`;
 export const privateScopeKey = (accountId: string, region: string) => `private:${accountId}:${region}`;
 
-/** Addresses a PostgreSQL replenishment frees at once, so concurrent creates rarely wait on the pool. */
-const POSTGRES_CHUNK = 64;
+/**
+ * Addresses a PostgreSQL replenishment frees at once, and how few free ones make a create replenish
+ * first: more than the creates that can be in flight at once on a scope (a pool of connections per
+ * replica), so they take free rows with SKIP LOCKED instead of finding none and queueing on the pool
+ * row (`handOutNext`).
+ */
+const POSTGRES_CHUNK = 256;
+const POSTGRES_LOW_WATER = 128;
 
 /** The lowest free address of the scope, taken in the caller's transaction; null when the block is full. */
 export async function takeAddress(trx: Executor, scope: AddressScope): Promise<string | null> {
@@ -44,23 +50,27 @@ export async function takeAddress(trx: Executor, scope: AddressScope): Promise<s
 }
 
 /**
- * PostgreSQL, before a create's transaction: when the scope has no free address, frees the next chunk of
- * its block in a short transaction of its own, so the creates that follow take addresses with SKIP LOCKED
- * instead of queueing on the pool row (which `handOutNext` holds until its transaction ends). Called
- * outside any transaction: a create holding a connection while it waits for a second one could starve
- * the pool. Nothing to do on SQLite, or for a scope not set up yet.
+ * PostgreSQL, before a create's transaction: when the scope has fewer than POSTGRES_LOW_WATER free
+ * addresses, frees the next chunk of its block in a short transaction of its own, so the creates that
+ * follow take addresses with SKIP LOCKED instead of queueing on the pool row (which `handOutNext` holds
+ * until its transaction ends). Called outside any transaction: a create holding a connection while it
+ * waits for a second one could starve the pool. Nothing to do on SQLite, or for a scope not set up yet.
+ * Freeing a chunk early keeps "lowest free first": every address below `next_ip` is held or free.
  */
 export async function replenishAddresses(root: Kysely<Database>, scope: AddressScope): Promise<void> {
   if (!isPostgres(root)) return;
-  const free = await root
+  // One index probe: is there a free address at position LOW_WATER (in the scope's order)?
+  const enough = await root
     .selectFrom('free_addresses')
     .select('ip')
     .where('scope', '=', scope.key)
     .where('ip', '>=', scope.block.first)
     .where('ip', '<=', scope.block.last)
+    .orderBy('ip')
+    .offset(POSTGRES_LOW_WATER - 1)
     .limit(1)
     .executeTakeFirst();
-  if (free) return;
+  if (enough) return;
   await root.transaction().execute(async (apart) => {
     const pool = await apart
       .selectFrom('address_pools')

@@ -8,9 +8,27 @@ import type { CountedQuota, Usage } from '../domain/usage.js';
 import { isPostgres } from './dialect.js';
 import type { Executor } from './schema.js';
 
+/**
+ * Counter rows in the order of their key (account, name): every writer that moves several counters of
+ * an account takes their rows in that order, as `lockUsage` (the recount) does, so two writers never
+ * hold one each while waiting for the other's.
+ */
+function byName<T extends [string, unknown]>(changes: T[]): T[] {
+  return changes.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 export async function adjustUsage(db: Executor, accountId: string, delta: Usage): Promise<void> {
-  const changes = Object.entries(delta).filter(([, change]) => change);
+  const changes = byName(Object.entries(delta).filter(([, change]) => change));
   if (changes.length === 0) return;
+  const held = deferred.get(db);
+  if (held) {
+    const sum = held.get(accountId) ?? {};
+    for (const [name, change] of changes) {
+      sum[name as CountedQuota] = (sum[name as CountedQuota] ?? 0) + (change as number);
+    }
+    held.set(accountId, sum);
+    return;
+  }
   // Every counter the write moves, in one statement.
   await db
     .insertInto('account_usage')
@@ -60,11 +78,18 @@ export async function lockUsage(
 ): Promise<Map<string, number>> {
   await db
     .insertInto('account_usage')
-    .values(names.map((name) => ({ account_id: accountId, name, used: 0 })))
+    .values([...names].sort().map((name) => ({ account_id: accountId, name, used: 0 })))
     .onConflict((oc) => oc.columns(['account_id', 'name']).doNothing())
     .execute();
-  let query = db.selectFrom('account_usage').select(['name', 'used']).where('account_id', '=', accountId);
-  if (isPostgres(db)) query = query.forUpdate();
+  const postgres = isPostgres(db);
+  let query = db
+    .selectFrom('account_usage')
+    .select(['name', 'used'])
+    .where('account_id', '=', accountId)
+    .where('name', 'in', names)
+    // Held in the order writers take them (byName: by code point, whatever the database's collation).
+    .orderBy(postgres ? sql`name collate "C"` : sql`name`);
+  if (postgres) query = query.forUpdate();
   const rows = await query.execute();
   return new Map(rows.map((row) => [row.name, Number(row.used)]));
 }
@@ -81,4 +106,66 @@ export async function setUsage(
     .values({ account_id: accountId, name, used })
     .onConflict((oc) => oc.columns(['account_id', 'name']).doUpdateSet({ used }))
     .execute();
+}
+
+/**
+ * A create's counter changes, held back until its transaction's end (PostgreSQL: the counter rows are
+ * the one thing every create of an account writes, so whoever writes them holds them until COMMIT;
+ * written last, they are held for one statement and the commit instead of the whole transaction).
+ * From `deferUsage(trx)` on, `adjustUsage` on that transaction adds its deltas up here instead of
+ * writing them; `applyDeferredUsage` writes the sums. The transaction must not commit in between: the
+ * store's rule that a write's usage moves in the write's own transaction still holds, only later in it.
+ */
+const deferred = new WeakMap<Executor, Map<string, Usage>>();
+
+export function deferUsage(trx: Executor): void {
+  if (!deferred.has(trx)) deferred.set(trx, new Map());
+}
+
+/**
+ * Writes what `deferUsage` held back on `trx`, in one statement per account, each counter guarded by
+ * its limit in `limits` (a counter not named there is not guarded): a counter that would pass its limit
+ * is left as it is. Returns the guarded counters left unchanged that way (the caller refuses the request
+ * and rolls the transaction back); empty when everything was written.
+ */
+export async function applyDeferredUsage(
+  trx: Executor,
+  limits: ReadonlyMap<CountedQuota, number> = new Map(),
+): Promise<CountedQuota[]> {
+  const byAccount = deferred.get(trx);
+  deferred.delete(trx);
+  const refused: CountedQuota[] = [];
+  for (const [accountId, delta] of byAccount ?? []) {
+    const changes = byName(
+      (Object.entries(delta) as [CountedQuota, number][]).filter(([, change]) => change),
+    );
+    if (changes.length === 0) continue;
+    // A counter with no row yet is inserted with the change itself: refused here when that passes.
+    const growing = changes.filter(([name, change]) => change > 0 && limits.has(name));
+    const tooBig = growing.filter(([name, change]) => change > (limits.get(name) as number));
+    if (tooBig.length > 0) {
+      refused.push(...tooBig.map(([name]) => name));
+      continue;
+    }
+    // The limit each counter may reach, by name, inlined (limits are integers from plans and overrides).
+    const cases = growing.map(([name]) => sql`when ${sql.lit(name)} then ${sql.lit(limits.get(name))}`);
+    const guard =
+      cases.length === 0
+        ? sql<boolean>`1 = 1`
+        : sql<boolean>`account_usage.used + excluded.used <= case excluded.name ${sql.join(cases, sql` `)} else account_usage.used + excluded.used end`;
+    const written = await trx
+      .insertInto('account_usage')
+      .values(changes.map(([name, change]) => ({ account_id: accountId, name, used: change })))
+      .onConflict((oc) =>
+        oc
+          .columns(['account_id', 'name'])
+          .doUpdateSet({ used: sql<number>`account_usage.used + excluded.used` })
+          .where(guard),
+      )
+      .returning('name')
+      .execute();
+    const done = new Set(written.map((row) => row.name));
+    refused.push(...changes.map(([name]) => name).filter((name) => !done.has(name)));
+  }
+  return refused;
 }
