@@ -5,12 +5,11 @@
  * its key file.
  */
 import { execFile, execSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -85,22 +84,14 @@ beforeAll(() => {
 }, 180_000);
 
 describe.each(STORES)('bin/nimbus admin (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-cli-'));
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-cli-' });
+  const { dataDir } = suite;
   const env: Record<string, string> = { NIMBUS_DATA_DIR: dataDir };
-  let dropDatabase: (() => Promise<void>) | null = null;
   let account: { account_id: string; api_key: string };
   const email = `ops-${Date.now()}@example.net`;
 
-  beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      env.NIMBUS_DATABASE_URL = database.url;
-      dropDatabase = database.drop;
-    }
-  });
-  afterAll(async () => {
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
+  beforeAll(() => {
+    if (suite.databaseUrl) env.NIMBUS_DATABASE_URL = suite.databaseUrl;
   });
 
   it('migrate --json applies the schema to an empty store, then finds nothing to do', async () => {
@@ -290,24 +281,12 @@ describe.each(STORES)('bin/nimbus admin (%s)', (store) => {
 });
 
 describe.each(STORES)('bootstrap on first start (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-boot-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-boot-' });
+  const { dataDir } = suite;
   const file = path.join(dataDir, 'bootstrap-api-key');
 
-  beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
-  });
-  afterAll(async () => {
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  const start = () => startTestServer({ dataDir, ...(databaseUrl ? { databaseUrl } : {}) });
+  const start = () =>
+    startTestServer({ dataDir, ...(suite.databaseUrl ? { databaseUrl: suite.databaseUrl } : {}) });
 
   it('writes <data dir>/bootstrap-api-key (0600) holding a working key, logs the path but never the key', async () => {
     expect(existsSync(file)).toBe(false);

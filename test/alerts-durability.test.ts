@@ -8,11 +8,8 @@
  * The real server runs as a child process (bin/nimbus serve, so `npm run build` first) with 1 s
  * collections; an `error` state policy fires at the first collection after a boot fails.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE, fault } from './helpers/instances.js';
@@ -32,9 +29,8 @@ afterAll(async () => {
 });
 
 describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-alerts-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-alerts-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
   const env = () => ({
     NIMBUS_SIM_SPEEDUP: '1000',
@@ -43,18 +39,8 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
     NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
     NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
   });
-
-  beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
-  });
   afterAll(async () => {
     await server?.stop();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('an incident whose notifications were under way when the server was killed notifies exactly once', async () => {
@@ -63,7 +49,7 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
     // Both receivers hold what arrives for longer than the test waits before the kill.
     relay.delayData(20_000);
     receiver.answer(chatPath, { status: 200, delayMs: 20_000 });
-    server = await spawnServer({ dataDir, databaseUrl, env: env() });
+    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
     const key = server.rootKey;
     const created = await server.request('POST', '/v1/alerts', {
       key,
@@ -97,7 +83,7 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
     // From now on both answer at once.
     relay.delayData(0);
     receiver.answer(chatPath, { status: 200 });
-    server = await spawnServer({ dataDir, databaseUrl, env: env() });
+    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
     const restarted = server;
     const incident = await waitFor(
       'both notifications delivered after the restart',

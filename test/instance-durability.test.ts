@@ -10,9 +10,6 @@
  * Also, in process with a manual clock: a job whose lease is held by another (dead) owner is not run
  * before the lease runs out, and is run right after.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/domain/clock.js';
@@ -20,7 +17,7 @@ import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
 import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
 import { COMPUTE, createInstance } from './helpers/instances.js';
@@ -50,9 +47,8 @@ interface Left {
 // The stores run side by side (most of the time is spent waiting for simulated machines); each store's
 // steps run in order, on one instance history.
 describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
   let key = '';
   /** Extra time the next start may need: a job leased by the killed process waits for its lease. */
@@ -60,7 +56,11 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
   const ids = { booted: '', stopped: '', resized: '' };
 
   async function start(): Promise<ChildServer> {
-    server = await spawnServer({ dataDir, databaseUrl, env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+    server = await spawnServer({
+      dataDir,
+      databaseUrl: suite.databaseUrl,
+      env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) },
+    });
     return server;
   }
 
@@ -70,7 +70,7 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
   }
 
   async function withStore<T>(use: (db: Kysely<Database>) => Promise<T>): Promise<T> {
-    const opened = openStore({ databaseUrl, dataDir });
+    const opened = openStore({ databaseUrl: suite.databaseUrl, dataDir });
     try {
       return await use(opened.db);
     } finally {
@@ -170,11 +170,6 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
   }
 
   beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
     await start();
     key = live().rootKey;
     expect(key, 'the first start writes the bootstrap key').not.toBe('');
@@ -182,8 +177,6 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
 
   afterAll(async () => {
     await server?.kill();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it.sequential(

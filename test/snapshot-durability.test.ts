@@ -4,16 +4,13 @@
  * new volume; a new process on the same data dir and database finds the jobs and the simulator's rows
  * in the store and finishes both, each completion event written once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_DISK_TIMINGS_MS, SIM_SNAPSHOT_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
 import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
 
@@ -35,9 +32,8 @@ beforeAll(() => {
 });
 
 describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new process (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-snapshot-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-snapshot-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
   let key = '';
   let leaseWaitMs = 0;
@@ -45,7 +41,11 @@ describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new proc
   let snapshotId = '';
 
   const start = async () => {
-    server = await spawnServer({ dataDir, databaseUrl, env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+    server = await spawnServer({
+      dataDir,
+      databaseUrl: suite.databaseUrl,
+      env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) },
+    });
   };
   const live = (): ChildServer => {
     if (!server) throw new Error('no server is running');
@@ -60,7 +60,7 @@ describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new proc
     await live().kill();
     server = null;
     const killedAt = Date.now();
-    const opened = openStore({ databaseUrl, dataDir });
+    const opened = openStore({ databaseUrl: suite.databaseUrl, dataDir });
     try {
       const db = opened.db as Kysely<Database>;
       const job = await db
@@ -95,11 +95,6 @@ describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new proc
   }
 
   beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
     await start();
     key = live().rootKey;
     const volume = await live().request('POST', '/v1/volumes', {
@@ -113,8 +108,6 @@ describe.concurrent.each(STORES)('snapshots: kill -9 mid-change, then a new proc
 
   afterAll(async () => {
     await server?.kill();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it.sequential(

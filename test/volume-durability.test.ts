@@ -7,16 +7,13 @@
  * Between a kill and the next start the test opens the store itself and checks what the dead process
  * left: the volume in its transitional status, the disk mid-change, the job row waiting.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_DISK_TIMINGS_MS, SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
 import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
@@ -37,16 +34,19 @@ beforeAll(() => {
 });
 
 describe.concurrent.each(STORES)('volumes: kill -9 mid-change, then a new process (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-volume-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-volume-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
   let key = '';
   let leaseWaitMs = 0;
   const ids = { instance: '', volume: '' };
 
   async function start(): Promise<void> {
-    server = await spawnServer({ dataDir, databaseUrl, env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+    server = await spawnServer({
+      dataDir,
+      databaseUrl: suite.databaseUrl,
+      env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) },
+    });
   }
 
   function live(): ChildServer {
@@ -59,7 +59,7 @@ describe.concurrent.each(STORES)('volumes: kill -9 mid-change, then a new proces
     await live().kill();
     server = null;
     const killedAt = Date.now();
-    const opened = openStore({ databaseUrl, dataDir });
+    const opened = openStore({ databaseUrl: suite.databaseUrl, dataDir });
     try {
       const db = opened.db as Kysely<Database>;
       const left = {
@@ -113,11 +113,6 @@ describe.concurrent.each(STORES)('volumes: kill -9 mid-change, then a new proces
   }
 
   beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
     await start();
     key = live().rootKey;
     const instance = await live().request('POST', '/v1/instances', {
@@ -138,8 +133,6 @@ describe.concurrent.each(STORES)('volumes: kill -9 mid-change, then a new proces
 
   afterAll(async () => {
     await server?.kill();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it.sequential(

@@ -4,15 +4,12 @@
  * process on the same data dir and database finds the job and the simulated gateway in the store, opens
  * the sealed key with the same master key, and takes the VPN where it was going, each event written once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIM_GATEWAY_TIMINGS_MS, type SimGatewaysTable } from '../src/drivers/simulator/gateways.js';
 import { openStore } from '../src/store/db.js';
 import type { Database } from '../src/store/schema.js';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
 
@@ -30,16 +27,19 @@ beforeAll(() => {
 });
 
 describe.concurrent.each(STORES)('VPNs: kill -9 mid-change, then a new process (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-vpn-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-vpn-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
   let key = '';
   let leaseWaitMs = 0;
   let vpnId = '';
 
   async function start(): Promise<void> {
-    server = await spawnServer({ dataDir, databaseUrl, env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+    server = await spawnServer({
+      dataDir,
+      databaseUrl: suite.databaseUrl,
+      env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) },
+    });
   }
 
   function live(): ChildServer {
@@ -52,7 +52,7 @@ describe.concurrent.each(STORES)('VPNs: kill -9 mid-change, then a new process (
     await live().kill();
     server = null;
     const killedAt = Date.now();
-    const opened = openStore({ databaseUrl, dataDir });
+    const opened = openStore({ databaseUrl: suite.databaseUrl, dataDir });
     try {
       const db = opened.db as Kysely<Database>;
       const left = {
@@ -97,19 +97,12 @@ describe.concurrent.each(STORES)('VPNs: kill -9 mid-change, then a new process (
   }
 
   beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
     await start();
     key = live().rootKey;
   }, STEP_TIMEOUT_MS);
 
   afterAll(async () => {
     await server?.kill();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it.sequential(

@@ -4,11 +4,9 @@
  * holds reaches the receiver at least once (a delivery cut short is sent again with the same delivery id).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, ROOT, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
@@ -26,9 +24,8 @@ afterAll(async () => {
 });
 
 describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (store) => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-webhook-durability-'));
-  let databaseUrl: string | undefined;
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-webhook-durability-' });
+  const { dataDir } = suite;
   let server: ChildServer | null = null;
 
   const env = () => ({
@@ -36,18 +33,8 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
     NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
     NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
   });
-
-  beforeAll(async () => {
-    if (store === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
-  });
   afterAll(async () => {
     await server?.stop();
-    if (dropDatabase) await dropDatabase();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   /** An account whose rate limit leaves the burst alone, made with the operator command. */
@@ -57,7 +44,7 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
       env: {
         ...process.env,
         NIMBUS_DATA_DIR: dataDir,
-        ...(databaseUrl ? { NIMBUS_DATABASE_URL: databaseUrl } : {}),
+        ...(suite.databaseUrl ? { NIMBUS_DATABASE_URL: suite.databaseUrl } : {}),
       },
       encoding: 'utf8',
     });
@@ -66,7 +53,7 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
   }
 
   it(`every one of ${EVENTS} events is delivered at least once across a kill -9`, async () => {
-    server = await spawnServer({ dataDir, databaseUrl, env: env() });
+    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
     const made = admin(
       'create-account',
       '--email',
@@ -119,7 +106,7 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
     await live.kill();
     expect(receiver.receivedAt(at).length).toBeLessThan(EVENTS);
 
-    server = await spawnServer({ dataDir, databaseUrl, env: env() });
+    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
     const restarted = server;
     // What the store holds is what committed: each of those events must arrive.
     const stored = new Set<string>();

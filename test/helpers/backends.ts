@@ -4,8 +4,12 @@
  * instead of silently skipping its suites.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 
 export const POSTGRES_ADMIN_URL =
   process.env.NIMBUS_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -64,6 +68,33 @@ export async function createPostgresDatabase(): Promise<{ url: string; drop: () 
       await client.connect();
       await client.query(`drop database if exists ${name} with (force)`);
       await client.end();
+    },
+  };
+}
+
+/**
+ * The store of a suite whose servers are child processes or replicas: a PostgreSQL database of its own
+ * (made in a beforeAll hook registered here, so call this before the suite's own hooks) and, with
+ * `dataDirPrefix`, a fresh data dir. Both are removed after the suite's own afterAll hooks have stopped
+ * its servers (vitest runs after-hooks in reverse order of registration).
+ */
+export function storeForSuite(
+  store: StoreKind,
+  options: { dataDirPrefix?: string } = {},
+): { readonly dataDir: string; readonly databaseUrl: string | undefined } {
+  const dataDir = options.dataDirPrefix ? mkdtempSync(path.join(os.tmpdir(), options.dataDirPrefix)) : '';
+  let database: { url: string; drop: () => Promise<void> } | null = null;
+  beforeAll(async () => {
+    if (store === 'postgres') database = await createPostgresDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+  return {
+    dataDir,
+    get databaseUrl() {
+      return database?.url;
     },
   };
 }
