@@ -219,7 +219,7 @@ describeInChromium('console account and billing pages in Chromium', () => {
       await settle();
     }
     const incidents = page.getByRole('table', { name: 'Alert incidents' });
-    await page.getByRole('button', { name: 'Refresh incidents' }).click();
+    // No reload nor refresh: the page hears of the incident on its stream.
     await incidents.getByRole('row', { name: /firing.*cpu-high.*web-hot/ }).waitFor();
     await page.getByLabel('Status', { exact: true }).selectOption('firing');
     await incidents.getByRole('row', { name: /web-hot/ }).waitFor();

@@ -6,6 +6,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import {
+  type AlertMessage,
   type MetricsMessage,
   MetricsStreamClosedError,
   openMetricsStream,
@@ -13,7 +14,7 @@ import {
 } from '../../sdk/src/metrics-stream.ts';
 import { session } from './session.ts';
 
-export type { MetricsMessage };
+export type { AlertMessage, MetricsMessage };
 
 export type StreamState =
   | { kind: 'idle' }
@@ -33,6 +34,8 @@ export interface LiveOptions {
   /** Seconds between metrics messages; the list pages ask for the slowest (they only want statuses). */
   interval?: number;
   onMetrics?: (message: MetricsMessage) => void;
+  /** An alert incident firing or resolving on a watched instance. */
+  onAlert?: (message: AlertMessage) => void;
 }
 
 export interface Live {
@@ -47,6 +50,8 @@ export function useLive(options: LiveOptions): Live {
   const [state, setState] = useState<StreamState>({ kind: 'idle' });
   const onMetrics = useRef(options.onMetrics);
   onMetrics.current = options.onMetrics;
+  const onAlert = useRef(options.onAlert);
+  onAlert.current = options.onAlert;
   const watched = options.instanceId ?? (options.instances ?? []).join(',');
 
   useEffect(() => {
@@ -74,6 +79,7 @@ export function useLive(options: LiveOptions): Live {
         setStatuses((known) => ({ ...known, [message.instance_id]: message.status })),
       );
       stream.onMetrics((message) => onMetrics.current?.(message));
+      stream.onAlert((message) => onAlert.current?.(message));
       stream.ready.then(
         (ready) => {
           attempt = 0;

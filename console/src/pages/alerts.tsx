@@ -1,19 +1,25 @@
 /**
  * Alerts: the policies (GET /v1/alerts) with Create alert policy (a metric threshold or an instance state,
  * the instances it targets, the channels it notifies), enable/disable and delete after a confirmation;
- * and the incidents (GET /v1/alerts/incidents), firing or resolved.
+ * and the incidents (GET /v1/alerts/incidents), firing or resolved, kept live: the page watches the
+ * account's instances on the stream, and an alert message changes the table at once (a new firing row, a
+ * row turning resolved) and then has the page read again from the API for what the message does not carry
+ * (the resolution, the page count).
  */
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
+import { StreamBanner } from '../components/stream-banner.tsx';
 import { Pager, Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
+import { type AlertMessage, useLive } from '../live.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
 type Policy = Schemas['AlertPolicy'];
@@ -64,12 +70,11 @@ export function AlertsPage() {
     [],
   );
   const [creating, setCreating] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const { confirm, dialog } = useConfirm();
+  const { error, attempt } = useAttempt();
+  const { ask, dialog } = useConfirm();
 
-  const toggle = async (policy: Policy) => {
-    setError(null);
-    try {
+  const toggle = (policy: Policy) =>
+    attempt(async () => {
       await unwrap(
         api.PATCH('/v1/alerts/{id}', {
           params: { path: { id: policy.id } },
@@ -77,25 +82,18 @@ export function AlertsPage() {
         }),
       );
       policies.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
-  const remove = async (policy: Policy) => {
-    const yes = await confirm(
+    });
+  const remove = (policy: Policy) =>
+    ask(
       `Delete the alert policy ${policy.name}?`,
       'Its firing incidents are resolved (with a last message on every channel), then it is gone with its history.',
       'Delete',
+      () =>
+        attempt(async () => {
+          await unwrap(api.DELETE('/v1/alerts/{id}', { params: { path: { id: policy.id } } }));
+          policies.reload();
+        }),
     );
-    if (!yes) return;
-    setError(null);
-    try {
-      await unwrap(api.DELETE('/v1/alerts/{id}', { params: { path: { id: policy.id } } }));
-      policies.reload();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
   const names = new Map((policies.data ?? []).map((p) => [p.id, p.name]));
 
   return (
@@ -166,27 +164,118 @@ export function AlertsPage() {
   );
 }
 
+/** Incidents a page shows, and the stream watches at most this many instances (the API's own cap). */
+const INCIDENTS_PER_PAGE = 20;
+const WATCHED_INSTANCES = 100;
+
+export interface IncidentView {
+  status: '' | Incident['status'];
+  page: number;
+}
+
+/**
+ * The incident rows as an alert message leaves them: a resolved incident's row turns resolved (or leaves
+ * a Firing-only list); a new firing incident goes on top of the first page when the filter takes it (the
+ * API lists newest first). A message the rows already reflect changes nothing.
+ */
+export function withAlert(
+  rows: readonly Incident[],
+  message: AlertMessage,
+  view: IncidentView,
+  instanceName: string,
+): Incident[] {
+  const known = rows.find((row) => row.id === message.incident_id);
+  if (message.event === 'alert.resolved') {
+    if (!known || known.status === 'resolved') return [...rows];
+    if (view.status === 'firing') return rows.filter((row) => row !== known);
+    return rows.map((row) =>
+      row === known
+        ? { ...row, status: 'resolved', resolved_value: message.value, resolved_at: message.resolved_at }
+        : row,
+    );
+  }
+  if (known || view.page !== 1 || view.status === 'resolved') return [...rows];
+  const opened: Incident = {
+    id: message.incident_id,
+    policy_id: message.policy_id,
+    instance_id: message.instance_id,
+    instance_name: instanceName,
+    status: 'firing',
+    value: message.value,
+    threshold: message.threshold,
+    resolved_value: null,
+    resolution: null,
+    started_at: message.started_at,
+    resolved_at: null,
+    notifications: [],
+  };
+  return [opened, ...rows].slice(0, INCIDENTS_PER_PAGE);
+}
+
+/** One line for the page's live region: what just happened, for screen readers and a glance. */
+export function alertNews(message: AlertMessage, instanceName: string): string {
+  const value = message.value === null ? '' : ` (value ${message.value})`;
+  return message.event === 'alert.firing'
+    ? `${message.name} is firing on ${instanceName}${value}.`
+    : `${message.name} resolved on ${instanceName}${value}.`;
+}
+
 function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
-  const [status, setStatus] = useState<'' | Incident['status']>('');
+  const [status, setStatus] = useState<IncidentView['status']>('');
   const [page, setPage] = useState(1);
+  const api = currentSession().api;
   const incidents = useLoad(
     () =>
       unwrap(
-        currentSession().api.GET('/v1/alerts/incidents', {
-          params: { query: { page, limit: 20, ...(status ? { status } : {}) } },
+        api.GET('/v1/alerts/incidents', {
+          params: { query: { page, limit: INCIDENTS_PER_PAGE, ...(status ? { status } : {}) } },
         }),
       ),
     [status, page],
   );
-  const rows = incidents.data?.data ?? [];
+  // The instances whose alert messages the page hears: the newest the stream can watch at once.
+  const instances = useLoad(
+    async () =>
+      (
+        await unwrap(
+          api.GET('/v1/instances', {
+            params: { query: { limit: WATCHED_INSTANCES, sort: 'created_at', order: 'desc' } },
+          }),
+        )
+      ).data,
+    [],
+  );
+  // The rows as alert messages changed them, until the API's next answer (which has them too) replaces them.
+  const [changed, setChanged] = useState<Incident[] | null>(null);
+  useEffect(() => setChanged(null), [incidents.data]);
+  const rows = changed ?? incidents.data?.data ?? [];
+  const [news, setNews] = useState('');
+  const nameOf = (instanceId: string) =>
+    instances.data?.find((instance) => instance.id === instanceId)?.name ?? instanceId;
+  const live = useLive({
+    instances: (instances.data ?? []).map((instance) => instance.id),
+    onAlert: (message) => {
+      const name = nameOf(message.instance_id);
+      setChanged((shown) => withAlert(shown ?? incidents.data?.data ?? [], message, { status, page }, name));
+      setNews(alertNews(message, name));
+      incidents.reload();
+    },
+  });
+  const unwatched = (instances.data?.length ?? 0) >= WATCHED_INSTANCES;
+
   return (
     <>
-      <div class="page-head">
-        <h2>Incidents</h2>
-        <button type="button" onClick={incidents.reload}>
-          Refresh incidents
-        </button>
-      </div>
+      <h2>Incidents</h2>
+      <StreamBanner state={live.state} />
+      <p class="muted" role="status">
+        {news}
+      </p>
+      {unwatched && (
+        <p class="muted">
+          Live for the {WATCHED_INSTANCES} newest instances; incidents of older ones show when the page is
+          opened again.
+        </p>
+      )}
       <div class="filters">
         <div class="field">
           <label for="incident-status">Status</label>
@@ -204,11 +293,12 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
           </select>
         </div>
       </div>
-      <ErrorNotice error={incidents.error} />
+      <ErrorNotice error={incidents.error ?? instances.error} />
       {incidents.data && rows.length === 0 ? (
         <EmptyState title={status === 'firing' ? 'Nothing is firing' : 'No incidents'}>
           <p>
-            An incident opens when a policy's condition holds for a whole window, and resolves on its own.
+            An incident opens when a policy's condition holds for a whole window, and resolves on its own;
+            this list changes as they do.
           </p>
         </EmptyState>
       ) : (
@@ -230,7 +320,10 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
             { label: 'Started', render: (i) => formatDate(i.started_at) },
             {
               label: 'Resolved',
-              render: (i) => (i.resolved_at ? `${formatDate(i.resolved_at)} (${i.resolution})` : '—'),
+              render: (i) =>
+                i.resolved_at
+                  ? `${formatDate(i.resolved_at)}${i.resolution ? ` (${i.resolution})` : ''}`
+                  : '—',
             },
           ]}
         />
@@ -285,11 +378,10 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
   const [webhookIds, setWebhookIds] = useState<string[]>([]);
   const [chatUrl, setChatUrl] = useState('');
   const [chatFormat, setChatFormat] = useState<ChatFormat>('slack');
-  const [error, setError] = useState<unknown>(null);
+  const { error, busy, attempt } = useAttempt();
 
   const submit = async (event: Event) => {
     event.preventDefault();
-    setError(null);
     const condition =
       kind === 'metric'
         ? { metric, compare, threshold: Number(threshold), window }
@@ -297,7 +389,7 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           ? { state: 'stuck' as const, window }
           : { state: 'error' as const };
     const tagMap = parseTags(tags);
-    try {
+    await attempt(async () => {
       await unwrap(
         api.POST('/v1/alerts', {
           body: {
@@ -320,9 +412,7 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
         }),
       );
       props.onCreated();
-    } catch (failure) {
-      setError(failure);
-    }
+    });
   };
 
   return (
@@ -510,7 +600,7 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
         <button type="button" onClick={props.onCancel}>
           Cancel
         </button>
-        <button type="submit" class="primary">
+        <button type="submit" class="primary" disabled={busy}>
           Create policy
         </button>
       </div>
