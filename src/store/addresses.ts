@@ -43,10 +43,15 @@ const POSTGRES_LOW_WATER = 128;
 /** The lowest free address of the scope, taken in the caller's transaction; null when the block is full. */
 export async function takeAddress(trx: Executor, scope: AddressScope): Promise<string | null> {
   await ensureScope(trx, scope);
-  const free = await takeLowestFree(trx, scope, isPostgres(trx));
+  const postgres = isPostgres(trx);
+  const free = await takeLowestFree(trx, scope, postgres);
   if (free !== null) return intToIp(free);
   const next = await handOutNext(trx, scope);
-  return next === null ? null : intToIp(next);
+  if (next !== null) return intToIp(next);
+  // PostgreSQL: a replenishment that freed the end of the block may have committed while this waited
+  // for the pool row; its free addresses were not there for the first look, they are now.
+  const late = postgres ? await takeLowestFree(trx, scope, postgres) : null;
+  return late === null ? null : intToIp(late);
 }
 
 /**
