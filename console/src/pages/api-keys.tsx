@@ -9,6 +9,7 @@ import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { SecretOnce } from '../components/secret-once.tsx';
 import { Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
@@ -56,7 +57,19 @@ export function ApiKeysPanel() {
           Create API key
         </button>
       </div>
-      {created && <NewKey name={created.name} secret={created.key} onDone={() => setCreated(null)} />}
+      {created && (
+        <SecretOnce
+          title="Your new API key"
+          label="New API key"
+          copyLabel="Copy key"
+          secret={created.key}
+          onDone={() => setCreated(null)}
+        >
+          <p>
+            <strong>Copy the key {created.name} now: it will not be shown again.</strong>
+          </p>
+        </SecretOnce>
+      )}
       {creating && (
         <CreateKeyForm
           onCancel={() => setCreating(false)}
@@ -103,42 +116,6 @@ export function ApiKeysPanel() {
       )}
       {dialog}
     </>
-  );
-}
-
-/** The secret, once: the API never returns it again. */
-function NewKey({ name, secret, onDone }: { name: string; secret: string; onDone: () => void }) {
-  const [copied, setCopied] = useState(false);
-  return (
-    <section class="notice notice-secret" aria-label="Your new API key">
-      <p>
-        <strong>Copy the key {name} now: it will not be shown again.</strong>
-      </p>
-      <p>
-        <label for="new-key">New API key</label>
-        <input
-          id="new-key"
-          class="secret"
-          readOnly
-          value={secret}
-          onFocus={(e) => e.currentTarget.select()}
-        />
-      </p>
-      <div class="actions">
-        <button
-          type="button"
-          onClick={async () => {
-            await navigator.clipboard.writeText(secret);
-            setCopied(true);
-          }}
-        >
-          {copied ? 'Copied' : 'Copy key'}
-        </button>
-        <button type="button" onClick={onDone}>
-          I have saved it
-        </button>
-      </div>
-    </section>
   );
 }
 

@@ -3,7 +3,7 @@
  * confirmation, and **Check a packet** (GET /v1/instances/{id}/network/check), which shows the verdict and
  * the rule that decided it, whether one of these rules, the instance's preset or the defaults.
  */
-import { useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
@@ -13,12 +13,14 @@ import { FormDialog } from '../components/form-dialog.tsx';
 import { type Column, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { formatTags, parseTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import { useInstanceChoices } from './volumes.tsx';
 
 type Rule = Schemas['FirewallRule'];
 type RuleBody = paths['/v1/firewall/rules']['post']['requestBody']['content']['application/json'];
+type RulePatch = paths['/v1/firewall/rules/{id}']['patch']['requestBody']['content']['application/json'];
 type CheckAnswer =
   paths['/v1/instances/{id}/network/check']['get']['responses'][200]['content']['application/json']['data'];
 
@@ -31,17 +33,10 @@ function blocks(text: string): string[] | undefined {
   return list.length ? list : undefined;
 }
 
-/** `env=prod, role=web` as a tag map; a pair without `=` is a tag key with an empty value. */
+/** The form's tag line as a tag map; none at all is undefined (the rule then targets no tags). */
 function tagMap(text: string): Record<string, string> | undefined {
-  const pairs = text
-    .split(',')
-    .map((pair) => pair.trim())
-    .filter(Boolean)
-    .map((pair) => {
-      const at = pair.indexOf('=');
-      return at < 0 ? [pair, ''] : [pair.slice(0, at).trim(), pair.slice(at + 1).trim()];
-    });
-  return pairs.length ? Object.fromEntries(pairs) : undefined;
+  const tags = parseTags(text);
+  return Object.keys(tags).length ? tags : undefined;
 }
 
 /** Which instances of its region a rule selects, in words. */
@@ -67,7 +62,8 @@ export function FirewallSection() {
     [],
   );
   const instances = useInstanceChoices();
-  const [creating, setCreating] = useState(false);
+  /** The rule form: inline to create one, or a dialog editing the given rule. */
+  const [form, setForm] = useState<{ rule?: Rule } | null>(null);
   const { error, attempt } = useAttempt();
   const { ask, dialog } = useConfirm();
   const instanceName = (id: string) => instances.data?.find((i) => i.id === id)?.name ?? id;
@@ -101,9 +97,14 @@ export function FirewallSection() {
     {
       label: 'Actions',
       render: (r) => (
-        <button type="button" class="danger" aria-label={`Delete rule ${r.name}`} onClick={() => remove(r)}>
-          Delete
-        </button>
+        <div class="row-actions">
+          <button type="button" aria-label={`Edit rule ${r.name}`} onClick={() => setForm({ rule: r })}>
+            Edit
+          </button>
+          <button type="button" class="danger" aria-label={`Delete rule ${r.name}`} onClick={() => remove(r)}>
+            Delete
+          </button>
+        </div>
       ),
     },
   ];
@@ -112,15 +113,17 @@ export function FirewallSection() {
     <section aria-labelledby="firewall-heading">
       <div class="page-head">
         <h2 id="firewall-heading">Firewall rules</h2>
-        <button type="button" class="primary" onClick={() => setCreating(true)}>
+        <button type="button" class="primary" onClick={() => setForm({})}>
           Create rule
         </button>
       </div>
-      {creating && (
-        <CreateRuleForm
-          onCancel={() => setCreating(false)}
-          onCreated={() => {
-            setCreating(false);
+      {form && (
+        <RuleForm
+          key={form.rule?.id ?? 'new'}
+          rule={form.rule}
+          onCancel={() => setForm(null)}
+          onSaved={() => {
+            setForm(null);
             rules.reload();
           }}
         />
@@ -142,149 +145,227 @@ export function FirewallSection() {
   );
 }
 
-function CreateRuleForm(props: { onCancel: () => void; onCreated: () => void }) {
-  const [name, setName] = useState('');
-  const [direction, setDirection] = useState<RuleBody['direction']>('inbound');
-  const [action, setAction] = useState<RuleBody['action']>('allow');
-  const [protocol, setProtocol] = useState<RuleBody['protocol']>('tcp');
-  const [ports, setPorts] = useState('');
-  const [addresses, setAddresses] = useState('');
-  const [priority, setPriority] = useState('1000');
-  const [region, setRegion] = useState<RuleBody['region']>('us-east-1');
-  const [tags, setTags] = useState('');
-  const takesPorts = protocol === 'tcp' || protocol === 'udp';
+/** What the rule form edits, as the user typed it (addresses and tags as text). */
+interface RuleDraft {
+  name: string;
+  direction: RuleBody['direction'];
+  action: RuleBody['action'];
+  protocol: RuleBody['protocol'];
+  ports: string;
+  addresses: string;
+  priority: string;
+  region: RuleBody['region'];
+  tags: string;
+  enabled: boolean;
+}
+
+const NEW_RULE: RuleDraft = {
+  name: '',
+  direction: 'inbound',
+  action: 'allow',
+  protocol: 'tcp',
+  ports: '',
+  addresses: '',
+  priority: '1000',
+  region: 'us-east-1',
+  tags: '',
+  enabled: true,
+};
+/** The API's "anywhere": the form shows it as an empty address field, as create takes it. */
+const ANYWHERE = ['0.0.0.0/0', '::/0'];
+
+function draftOf(rule: Rule): RuleDraft {
+  const list = rule.direction === 'inbound' ? rule.sources : rule.destinations;
+  const anywhere = list.length === ANYWHERE.length && ANYWHERE.every((block) => list.includes(block));
+  return {
+    name: rule.name,
+    direction: rule.direction,
+    action: rule.action,
+    protocol: rule.protocol,
+    ports: rule.ports ?? '',
+    addresses: anywhere ? '' : list.join(', '),
+    priority: String(rule.priority),
+    region: rule.region as RuleBody['region'],
+    tags: formatTags(rule.targets.tags),
+    enabled: rule.enabled,
+  };
+}
+
+const takesPorts = (protocol: RuleDraft['protocol']) => protocol === 'tcp' || protocol === 'udp';
+
+function createBody(draft: RuleDraft): RuleBody {
+  const list = blocks(draft.addresses);
+  const targetTags = tagMap(draft.tags);
+  return {
+    name: draft.name,
+    direction: draft.direction,
+    action: draft.action,
+    protocol: draft.protocol,
+    region: draft.region,
+    priority: Number(draft.priority),
+    ...(takesPorts(draft.protocol) ? { ports: draft.ports.trim() } : {}),
+    ...(targetTags ? { targets: { tags: targetTags } } : {}),
+    ...(list ? (draft.direction === 'inbound' ? { sources: list } : { destinations: list }) : {}),
+  };
+}
+
+/**
+ * Only the fields the user changed, so the rule's `firewall_rule.updated` event names just those. The
+ * API moves the rule to the other address list on a new direction (anywhere unless given) and drops the
+ * ports on icmp or all; the instance ids a rule targets (set through the API) are kept.
+ */
+function patchBody(rule: Rule, before: RuleDraft, after: RuleDraft): RulePatch {
+  const body: RulePatch = {};
+  if (after.name !== before.name) body.name = after.name;
+  if (after.action !== before.action) body.action = after.action;
+  if (after.priority !== before.priority) body.priority = Number(after.priority);
+  if (after.enabled !== before.enabled) body.enabled = after.enabled;
+  if (after.direction !== before.direction) body.direction = after.direction;
+  if (after.protocol !== before.protocol) body.protocol = after.protocol;
+  if (takesPorts(after.protocol) && (after.ports !== before.ports || !takesPorts(before.protocol)))
+    body.ports = after.ports.trim();
+  if (after.addresses !== before.addresses || after.direction !== before.direction) {
+    const list = blocks(after.addresses) ?? ANYWHERE;
+    if (after.direction === 'inbound') body.sources = list;
+    else body.destinations = list;
+  }
+  if (after.tags !== before.tags)
+    body.targets = { instance_ids: rule.targets.instance_ids, tags: tagMap(after.tags) ?? {} };
+  return body;
+}
+
+/**
+ * Create a rule (inline, `rule` absent) or edit one (a modal opened from its row, pre-filled; the region
+ * is fixed, so it is shown, not offered).
+ */
+function RuleForm(props: { rule?: Rule; onCancel: () => void; onSaved: () => void }) {
+  const { rule } = props;
+  const [initial] = useState(() => (rule ? draftOf(rule) : NEW_RULE));
+  const [draft, setDraft] = useState(initial);
+  const set = (change: Partial<RuleDraft>) => setDraft({ ...draft, ...change });
+  const id = useId();
+  const api = currentSession().api;
 
   const submit = async () => {
-    const list = blocks(addresses);
-    const targetTags = tagMap(tags);
-    await unwrap(
-      currentSession().api.POST('/v1/firewall/rules', {
-        body: {
-          name,
-          direction,
-          action,
-          protocol,
-          region,
-          priority: Number(priority),
-          ...(takesPorts ? { ports: ports.trim() } : {}),
-          ...(targetTags ? { targets: { tags: targetTags } } : {}),
-          ...(list ? (direction === 'inbound' ? { sources: list } : { destinations: list }) : {}),
-        },
-      }),
-    );
-    props.onCreated();
+    if (!rule) {
+      await unwrap(api.POST('/v1/firewall/rules', { body: createBody(draft) }));
+    } else {
+      const body = patchBody(rule, initial, draft);
+      // Nothing changed: the API would refuse an empty PATCH, and there is nothing to save.
+      if (Object.keys(body).length > 0)
+        await unwrap(api.PATCH('/v1/firewall/rules/{id}', { params: { path: { id: rule.id } }, body }));
+    }
+    props.onSaved();
   };
+  const select = <K extends 'direction' | 'action' | 'protocol' | 'region'>(
+    key: K,
+    label: string,
+    options: readonly RuleDraft[K][],
+  ) => (
+    <div class="field">
+      <label for={`${id}-${key}`}>{label}</label>
+      <select
+        id={`${id}-${key}`}
+        value={draft[key]}
+        onChange={(e) => set({ [key]: e.currentTarget.value } as Partial<RuleDraft>)}
+      >
+        {options.map((option) => (
+          <option key={option}>{option}</option>
+        ))}
+      </select>
+    </div>
+  );
 
   return (
-    <FormDialog title="Create firewall rule" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
+    <FormDialog
+      title={rule ? `Edit rule ${rule.name}` : 'Create firewall rule'}
+      submitLabel={rule ? 'Save' : 'Create'}
+      modal={Boolean(rule)}
+      dialogClass="dialog-wide"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
       <div class="field-row">
         <div class="field">
-          <label for="rule-name">Name</label>
-          <input id="rule-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <label for={`${id}-name`}>Name</label>
+          <input
+            id={`${id}-name`}
+            required
+            value={draft.name}
+            onInput={(e) => set({ name: e.currentTarget.value })}
+          />
         </div>
-        <div class="field">
-          <label for="rule-region">Region</label>
-          <select
-            id="rule-region"
-            value={region}
-            onChange={(e) => setRegion(e.currentTarget.value as RuleBody['region'])}
-          >
-            {REGIONS.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="rule-direction">Direction</label>
-          <select
-            id="rule-direction"
-            value={direction}
-            onChange={(e) => setDirection(e.currentTarget.value as RuleBody['direction'])}
-          >
-            <option>inbound</option>
-            <option>outbound</option>
-          </select>
-        </div>
-        <div class="field">
-          <label for="rule-action">Action</label>
-          <select
-            id="rule-action"
-            value={action}
-            onChange={(e) => setAction(e.currentTarget.value as RuleBody['action'])}
-          >
-            <option>allow</option>
-            <option>deny</option>
-          </select>
-        </div>
-        <div class="field">
-          <label for="rule-protocol">Protocol</label>
-          <select
-            id="rule-protocol"
-            value={protocol}
-            onChange={(e) => setProtocol(e.currentTarget.value as RuleBody['protocol'])}
-          >
-            <option>tcp</option>
-            <option>udp</option>
-            <option>icmp</option>
-            <option>all</option>
-          </select>
-        </div>
-        {takesPorts && (
+        {!rule && select('region', 'Region', REGIONS)}
+        {select('direction', 'Direction', ['inbound', 'outbound'])}
+        {select('action', 'Action', ['allow', 'deny'])}
+        {select('protocol', 'Protocol', ['tcp', 'udp', 'icmp', 'all'])}
+        {takesPorts(draft.protocol) && (
           <div class="field">
-            <label for="rule-ports">Ports</label>
+            <label for={`${id}-ports`}>Ports</label>
             <input
-              id="rule-ports"
+              id={`${id}-ports`}
               required
               placeholder="443 or 8000-8100"
-              value={ports}
-              onInput={(e) => setPorts(e.currentTarget.value)}
+              value={draft.ports}
+              onInput={(e) => set({ ports: e.currentTarget.value })}
             />
           </div>
         )}
         <div class="field">
-          <label for="rule-priority">Priority</label>
+          <label for={`${id}-priority`}>Priority</label>
           <input
-            id="rule-priority"
+            id={`${id}-priority`}
             type="number"
             min={1}
             max={65535}
-            value={priority}
-            aria-describedby="rule-priority-hint"
-            onInput={(e) => setPriority(e.currentTarget.value)}
+            value={draft.priority}
+            aria-describedby={`${id}-priority-hint`}
+            onInput={(e) => set({ priority: e.currentTarget.value })}
           />
-          <small id="rule-priority-hint" class="muted">
+          <small id={`${id}-priority-hint`} class="muted">
             Lower is tried first.
           </small>
         </div>
       </div>
       <div class="field">
-        <label for="rule-addresses">
-          {direction === 'inbound' ? 'Sources' : 'Destinations'} (CIDR blocks)
+        <label for={`${id}-addresses`}>
+          {draft.direction === 'inbound' ? 'Sources' : 'Destinations'} (CIDR blocks)
         </label>
         <input
-          id="rule-addresses"
+          id={`${id}-addresses`}
           placeholder="203.0.113.0/24, 2001:db8::/32"
-          aria-describedby="rule-addresses-hint"
-          value={addresses}
-          onInput={(e) => setAddresses(e.currentTarget.value)}
+          aria-describedby={`${id}-addresses-hint`}
+          value={draft.addresses}
+          onInput={(e) => set({ addresses: e.currentTarget.value })}
         />
-        <small id="rule-addresses-hint" class="muted">
+        <small id={`${id}-addresses-hint`} class="muted">
           Empty means anywhere.
         </small>
       </div>
       <div class="field">
-        <label for="rule-tags">Only instances tagged (optional)</label>
+        <label for={`${id}-tags`}>Only instances tagged (optional)</label>
         <input
-          id="rule-tags"
+          id={`${id}-tags`}
           placeholder="role=web, env=prod"
-          aria-describedby="rule-tags-hint"
-          value={tags}
-          onInput={(e) => setTags(e.currentTarget.value)}
+          aria-describedby={`${id}-tags-hint`}
+          value={draft.tags}
+          onInput={(e) => set({ tags: e.currentTarget.value })}
         />
-        <small id="rule-tags-hint" class="muted">
+        <small id={`${id}-tags-hint`} class="muted">
           Instances carrying every one of these tags; empty means every instance of the region.
         </small>
       </div>
+      {rule && <p class="muted">In {rule.region}: a rule cannot move to another region.</p>}
+      {rule && (
+        <label class="check">
+          <input
+            type="checkbox"
+            checked={draft.enabled}
+            onChange={(e) => set({ enabled: e.currentTarget.checked })}
+          />
+          Enabled (a disabled rule stays listed but decides nothing)
+        </label>
+      )}
     </FormDialog>
   );
 }

@@ -10,6 +10,7 @@ import { ErrorNotice } from '../components/error-notice.tsx';
 import { formatMoney, formatPrice } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { parseTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import {
   type ImageName,
@@ -20,18 +21,8 @@ import {
 import { REGIONS } from './instances.tsx';
 
 const HOURS_PER_MONTH = 730;
-const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
-type BackupFrequency = 'hourly' | 'daily' | 'weekly';
-
-/** "env=prod, team=web" → { env: 'prod', team: 'web' }. */
-function parseTags(text: string): Record<string, string> {
-  const tags: Record<string, string> = {};
-  for (const pair of text.split(',')) {
-    const [key, ...value] = pair.split('=');
-    if (key?.trim()) tags[key.trim()] = value.join('=').trim();
-  }
-  return tags;
-}
+export const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
+export type BackupFrequency = 'hourly' | 'daily' | 'weekly';
 
 export function InstanceCreatePage() {
   const { route } = useLocation();

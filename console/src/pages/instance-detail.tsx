@@ -1,6 +1,6 @@
 /**
- * One instance: its facts (addresses, DNS names, SSH command, volumes, firewall rules), its events, the
- * actions, and charts of CPU, memory, disk and network: history from GET /v1/instances/{id}/metrics for
+ * One instance: its facts (addresses, DNS names, SSH command, settings, volumes, firewall rules), its
+ * events, the actions, Edit (name, tags and the other settings: instance-edit.tsx), and charts of CPU, memory, disk and network: history from GET /v1/instances/{id}/metrics for
  * the chosen range, then live points from the instance's stream (which also keeps the badge current).
  */
 import { useState } from 'preact/hooks';
@@ -14,7 +14,9 @@ import { formatDate } from '../format.ts';
 import { useLive } from '../live.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { formatTags } from '../tags.ts';
 import { InstanceActions } from './instance-actions.tsx';
+import { InstanceEditDialog } from './instance-edit.tsx';
 import { CHARTS, HISTORY_RANGES, type HistoryRange, useMetricSeries } from './instance-metrics.ts';
 
 export function InstanceDetailPage({ id }: { id: string }) {
@@ -34,6 +36,7 @@ export function InstanceDetailPage({ id }: { id: string }) {
   const [range, setRange] = useState<HistoryRange>('1h');
   const metrics = useMetricSeries(id, range);
   const live = useLive({ instanceId: id, interval: 1, onMetrics: metrics.addLive });
+  const [editing, setEditing] = useState(false);
 
   if (instance.error) return <ErrorNotice error={instance.error} />;
   const i = instance.data;
@@ -48,8 +51,27 @@ export function InstanceDetailPage({ id }: { id: string }) {
       </p>
       <div class="page-head">
         <h1>{i.name}</h1>
-        <StatusBadge status={status} />
+        <div class="row-actions">
+          <StatusBadge status={status} />
+          {status !== 'deleting' && (
+            <button type="button" aria-label={`Edit ${i.name}`} onClick={() => setEditing(true)}>
+              Edit
+            </button>
+          )}
+        </div>
       </div>
+      {editing && (
+        <InstanceEditDialog
+          instance={i}
+          onCancel={() => setEditing(false)}
+          onSaved={() => {
+            setEditing(false);
+            instance.reload();
+            // A new firewall preset changes the effective rules below.
+            network.reload();
+          }}
+        />
+      )}
       <StreamBanner state={live.state} />
       <InstanceActions
         instance={i}
@@ -88,10 +110,14 @@ export function InstanceDetailPage({ id }: { id: string }) {
           <code>{ssh}</code>
         </dd>
         <dt>Tags</dt>
+        <dd>{formatTags(i.tags) || 'none'}</dd>
+        <dt>Firewall preset</dt>
+        <dd>{i.firewall_preset}</dd>
+        <dt>Monitoring</dt>
+        <dd>{i.monitoring ? 'on' : 'off'}</dd>
+        <dt>Backups</dt>
         <dd>
-          {Object.entries(i.tags)
-            .map(([key, value]) => `${key}=${value}`)
-            .join(', ') || 'none'}
+          {i.backup_schedule ? `${i.backup_schedule.frequency}, keep ${i.backup_schedule.retention}` : 'none'}
         </dd>
         <dt>Created</dt>
         <dd>{formatDate(i.created_at)}</dd>

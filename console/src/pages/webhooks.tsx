@@ -1,14 +1,17 @@
 /**
  * Webhooks: the subscriptions (GET /v1/webhooks), Create webhook (URL, events; the signing secret Nimbus
- * generates is shown once, like an API key), Send test, delete after a confirmation, and each one's
- * delivery log (GET /v1/webhooks/{id}/deliveries) with Redeliver.
+ * generates is shown once, like an API key), Send test, Rotate secret (POST /v1/webhooks/{id}/rotate-secret:
+ * the new secret shown once, with how long the previous one keeps signing beside it), enable and disable,
+ * delete after a confirmation, and each one's delivery log (GET /v1/webhooks/{id}/deliveries) with
+ * Redeliver.
  */
-import { useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { SecretOnce } from '../components/secret-once.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { Pager, Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
@@ -19,6 +22,14 @@ import './account-billing.css';
 
 type Webhook = Schemas['Webhook'];
 type Delivery = Schemas['WebhookDelivery'];
+type Rotated = Schemas['WebhookWithSecret'];
+interface FreshSecret {
+  url: string;
+  secret: string;
+  /** The rotation's answer, or null for a new webhook's first secret. */
+  rotation: Rotated | null;
+}
+const MAX_OVERLAP_HOURS = 168;
 
 export function WebhooksPage() {
   const api = currentSession().api;
@@ -27,7 +38,9 @@ export function WebhooksPage() {
     [],
   );
   const [creating, setCreating] = useState(false);
-  const [created, setCreated] = useState<{ url: string; secret: string } | null>(null);
+  /** A signing secret to show once: a new webhook's, or a rotation's (with the previous one's end). */
+  const [fresh, setFresh] = useState<FreshSecret | null>(null);
+  const [rotating, setRotating] = useState<Webhook | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [logVersion, setLogVersion] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
@@ -83,13 +96,31 @@ export function WebhooksPage() {
           Create webhook
         </button>
       </div>
-      {created && <NewSecret {...created} onDone={() => setCreated(null)} />}
+      {fresh && <NewSecret {...fresh} onDone={() => setFresh(null)} />}
+      {rotating && (
+        <RotateSecretForm
+          hook={rotating}
+          onCancel={() => setRotating(null)}
+          onRotated={(answer) => {
+            setRotating(null);
+            setNotice(null);
+            if (answer.secret) {
+              setFresh({ url: answer.url, secret: answer.secret, rotation: answer });
+            } else {
+              setNotice(
+                `The signing secret of ${answer.url} is now the one you gave. ${overlapNote(answer.previous_secret_expires_at)}`,
+              );
+            }
+            hooks.reload();
+          }}
+        />
+      )}
       {creating && (
         <CreateWebhookForm
           onCancel={() => setCreating(false)}
           onCreated={(url, secret) => {
             setCreating(false);
-            if (secret) setCreated({ url, secret });
+            if (secret) setFresh({ url, secret, rotation: null });
             hooks.reload();
           }}
         />
@@ -121,6 +152,12 @@ export function WebhooksPage() {
                 <>
                   <StatusBadge status={h.enabled ? h.status : 'disabled'} />
                   {h.disabled_reason && <small class="muted"> {h.disabled_reason}</small>}
+                  {h.previous_secret_expires_at && Date.parse(h.previous_secret_expires_at) > Date.now() && (
+                    <small class="muted">
+                      {' '}
+                      The previous secret also signs until {formatDate(h.previous_secret_expires_at)}.
+                    </small>
+                  )}
                 </>
               ),
             },
@@ -139,6 +176,13 @@ export function WebhooksPage() {
                   </button>
                   <button type="button" aria-label={`Send test to ${h.url}`} onClick={() => sendTest(h)}>
                     Send test
+                  </button>
+                  <button
+                    type="button"
+                    aria-label={`Rotate secret of ${h.url}`}
+                    onClick={() => setRotating(h)}
+                  >
+                    Rotate secret
                   </button>
                   <button
                     type="button"
@@ -243,39 +287,95 @@ function DeliveryLog({ hook, version }: { hook: Webhook; version: number }) {
   );
 }
 
+/** How long the previous secret keeps signing, from a rotation's answer. */
+function overlapNote(previousUntil: string | null): string {
+  return previousUntil
+    ? `Until ${formatDate(previousUntil)} each delivery is signed with both the previous and the new secret, so your receiver can switch over; after that only the new one signs.`
+    : 'The previous secret no longer signs anything.';
+}
+
 /** The generated signing secret, once: the API never returns it again. */
-function NewSecret({ url, secret, onDone }: { url: string; secret: string; onDone: () => void }) {
-  const [copied, setCopied] = useState(false);
+function NewSecret({ url, secret, rotation, onDone }: FreshSecret & { onDone: () => void }) {
   return (
-    <section class="notice notice-secret" aria-label="Your webhook signing secret">
+    <SecretOnce
+      title={rotation ? 'Your rotated webhook signing secret' : 'Your webhook signing secret'}
+      label={rotation ? 'New signing secret' : 'Signing secret'}
+      copyLabel="Copy secret"
+      secret={secret}
+      onDone={onDone}
+    >
       <p>
         <strong>Copy the signing secret of {url} now: it will not be shown again.</strong>
       </p>
-      <p>
-        <label for="new-webhook-secret">Signing secret</label>
+      {rotation && <p>{overlapNote(rotation.previous_secret_expires_at)}</p>}
+    </SecretOnce>
+  );
+}
+
+/** Rotate a subscription's signing secret: generated (shown once) or given, with an overlap. */
+function RotateSecretForm(props: {
+  hook: Webhook;
+  onCancel: () => void;
+  onRotated: (answer: Rotated) => void;
+}) {
+  const [hours, setHours] = useState('24');
+  const [secret, setSecret] = useState('');
+  const id = useId();
+  const submit = async () => {
+    const answer = await unwrap(
+      currentSession().api.POST('/v1/webhooks/{id}/rotate-secret', {
+        params: { path: { id: props.hook.id } },
+        body: {
+          overlap_seconds: Math.round(Number(hours) * 3600),
+          ...(secret.trim() ? { secret: secret.trim() } : {}),
+        },
+      }),
+    );
+    props.onRotated(answer.data);
+  };
+  return (
+    <FormDialog
+      modal
+      title={`Rotate the signing secret of ${props.hook.url}`}
+      submitLabel="Rotate secret"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <div class="field">
+        <label for={`${id}-overlap`}>Overlap (hours)</label>
         <input
-          id="new-webhook-secret"
-          class="secret"
-          readOnly
-          value={secret}
-          onFocus={(e) => e.currentTarget.select()}
+          id={`${id}-overlap`}
+          type="number"
+          min={0}
+          max={MAX_OVERLAP_HOURS}
+          step="any"
+          required
+          aria-describedby={`${id}-overlap-hint`}
+          value={hours}
+          onInput={(e) => setHours(e.currentTarget.value)}
         />
-      </p>
-      <div class="actions">
-        <button
-          type="button"
-          onClick={async () => {
-            await navigator.clipboard.writeText(secret);
-            setCopied(true);
-          }}
-        >
-          {copied ? 'Copied' : 'Copy secret'}
-        </button>
-        <button type="button" onClick={onDone}>
-          I have saved it
-        </button>
+        <small id={`${id}-overlap-hint`} class="muted">
+          How long the previous secret keeps signing beside the new one (at most {MAX_OVERLAP_HOURS} hours),
+          so your receiver can switch over without refusing deliveries. 0 retires it at once.
+        </small>
       </div>
-    </section>
+      <div class="field">
+        <label for={`${id}-secret`}>Your own secret (optional)</label>
+        <input
+          id={`${id}-secret`}
+          type="password"
+          autocomplete="off"
+          minLength={16}
+          maxLength={256}
+          aria-describedby={`${id}-secret-hint`}
+          value={secret}
+          onInput={(e) => setSecret(e.currentTarget.value)}
+        />
+        <small id={`${id}-secret-hint`} class="muted">
+          At least 16 characters. Empty: Nimbus generates one and shows it once.
+        </small>
+      </div>
+    </FormDialog>
   );
 }
 

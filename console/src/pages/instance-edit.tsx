@@ -1,0 +1,155 @@
+/**
+ * Edit an instance's settings from its detail page: name, tags, firewall preset, monitoring and backup
+ * schedule, everything PATCH /v1/instances/{id} takes (type, region and image have their own actions or
+ * none). Only the changed fields are sent, so the `instance.updated` event names just those.
+ */
+import { useId, useState } from 'preact/hooks';
+import type { paths } from '../../../sdk/src/generated/v1.ts';
+import { type Instance, unwrap } from '../api.ts';
+import { FormDialog } from '../components/form-dialog.tsx';
+import { currentSession } from '../session.ts';
+import { formatTags, parseTags } from '../tags.ts';
+import { type BackupFrequency, FIREWALL_PRESETS } from './instance-create.tsx';
+
+type InstancePatch = paths['/v1/instances/{id}']['patch']['requestBody']['content']['application/json'];
+type Preset = (typeof FIREWALL_PRESETS)[number];
+
+interface Draft {
+  name: string;
+  tags: string;
+  firewallPreset: Preset;
+  monitoring: boolean;
+  backup: BackupFrequency | '';
+  retention: string;
+}
+
+function draftOf(instance: Instance): Draft {
+  return {
+    name: instance.name,
+    tags: formatTags(instance.tags),
+    firewallPreset: instance.firewall_preset as Preset,
+    monitoring: instance.monitoring,
+    backup: (instance.backup_schedule?.frequency as BackupFrequency | undefined) ?? '',
+    retention: String(instance.backup_schedule?.retention ?? 7),
+  };
+}
+
+function patchBody(before: Draft, after: Draft): InstancePatch {
+  const body: InstancePatch = {};
+  if (after.name !== before.name) body.name = after.name;
+  if (after.tags !== before.tags) body.tags = parseTags(after.tags);
+  if (after.firewallPreset !== before.firewallPreset) body.firewall_preset = after.firewallPreset;
+  if (after.monitoring !== before.monitoring) body.monitoring = after.monitoring;
+  if (after.backup !== before.backup || (after.backup && after.retention !== before.retention))
+    body.backup_schedule = after.backup
+      ? { frequency: after.backup, retention: Number(after.retention) }
+      : null;
+  return body;
+}
+
+export function InstanceEditDialog(props: { instance: Instance; onCancel: () => void; onSaved: () => void }) {
+  const [initial] = useState(() => draftOf(props.instance));
+  const [draft, setDraft] = useState(initial);
+  const set = (change: Partial<Draft>) => setDraft({ ...draft, ...change });
+  const id = useId();
+
+  const submit = async () => {
+    const body = patchBody(initial, draft);
+    // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
+    if (Object.keys(body).length > 0)
+      await unwrap(
+        currentSession().api.PATCH('/v1/instances/{id}', {
+          params: { path: { id: props.instance.id } },
+          body,
+        }),
+      );
+    props.onSaved();
+  };
+
+  return (
+    <FormDialog
+      modal
+      title={`Edit ${props.instance.name}`}
+      submitLabel="Save"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <div class="field">
+        <label for={`${id}-name`}>Name</label>
+        <input
+          id={`${id}-name`}
+          required
+          aria-describedby={`${id}-name-hint`}
+          value={draft.name}
+          onInput={(e) => set({ name: e.currentTarget.value })}
+        />
+        <small id={`${id}-name-hint`} class="muted">
+          Up to 64 letters, digits, dots, dashes and underscores. The DNS names keep the instance id.
+        </small>
+      </div>
+      <div class="field">
+        <label for={`${id}-tags`}>Tags</label>
+        <input
+          id={`${id}-tags`}
+          placeholder="env=prod, team=web"
+          aria-describedby={`${id}-tags-hint`}
+          value={draft.tags}
+          onInput={(e) => set({ tags: e.currentTarget.value })}
+        />
+        <small id={`${id}-tags-hint`} class="muted">
+          Comma-separated key=value pairs; they replace all the current tags. Firewall rules and alert
+          policies that select by tag follow them at once.
+        </small>
+      </div>
+      <div class="field">
+        <label for={`${id}-preset`}>Firewall preset</label>
+        <select
+          id={`${id}-preset`}
+          value={draft.firewallPreset}
+          onChange={(e) => set({ firewallPreset: e.currentTarget.value as Preset })}
+        >
+          {FIREWALL_PRESETS.map((preset) => (
+            <option key={preset}>{preset}</option>
+          ))}
+        </select>
+      </div>
+      <div class="field-row">
+        <div class="field">
+          <label for={`${id}-backup`}>Backups</label>
+          <select
+            id={`${id}-backup`}
+            value={draft.backup}
+            onChange={(e) => set({ backup: e.currentTarget.value as BackupFrequency | '' })}
+          >
+            <option value="">No backups</option>
+            <option>hourly</option>
+            <option>daily</option>
+            <option>weekly</option>
+          </select>
+        </div>
+        {draft.backup && (
+          <div class="field">
+            <label for={`${id}-retention`}>Backups kept</label>
+            <input
+              id={`${id}-retention`}
+              type="number"
+              min={1}
+              max={90}
+              required
+              value={draft.retention}
+              onInput={(e) => set({ retention: e.currentTarget.value })}
+            />
+          </div>
+        )}
+      </div>
+      <label class="check">
+        <input
+          type="checkbox"
+          checked={draft.monitoring}
+          onChange={(e) => set({ monitoring: e.currentTarget.checked })}
+        />
+        Monitoring (metrics, charts and alerts)
+      </label>
+    </FormDialog>
+  );
+}
