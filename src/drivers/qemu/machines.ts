@@ -92,8 +92,10 @@ export class QemuMachines {
   private readonly records = new Map<string, MachineRecord>();
   /** Whether this process serves the VMs (metadata sockets, SSH ports): the server, not an admin command. */
   private serving = false;
+  private readonly sshPorts: PortChooser;
 
   constructor(private readonly o: MachineOptions) {
+    this.sshPorts = new PortChooser(o.ssh.host, o.ssh.ports, () => this.all().map((r) => r.sshPort));
     for (const id of o.paths.machineIds()) {
       const record = readRecord<MachineRecord>(o.paths.machineFile(id, 'machine.json'));
       if (record) this.records.set(id, record);
@@ -175,7 +177,7 @@ export class QemuMachines {
       image: spec.image,
       imageVersion: image.kind === 'nimbus' ? image.version : null,
       instanceType: spec.instanceType.name,
-      sshPort: await this.freePort(),
+      sshPort: 0,
       sshInternalPort: null,
       pid: null,
       bootStartedAt: null,
@@ -186,7 +188,7 @@ export class QemuMachines {
       createdAt: this.o.now().toISOString(),
     };
     await this.writeSeed(spec);
-    this.save(record);
+    await this.sshPorts.withFreePort(async (sshPort) => this.save({ ...record, sshPort }));
     await this.serve(spec.id);
   }
 
@@ -493,13 +495,34 @@ export class QemuMachines {
   private seedDir(id: string): string {
     return `${this.o.paths.machineDir(id)}/seed`;
   }
+}
 
-  /** A port of the range no machine holds and nothing listens on. */
-  private async freePort(): Promise<number> {
-    const taken = new Set(this.all().map((r) => r.sshPort));
-    const { first, last } = this.o.ssh.ports;
+/**
+ * The public SSH ports of a range (NIMBUS_QEMU_SSH_PORTS). A port no record holds and nothing listens on is
+ * held while `use` records it, so that concurrent provisions (eight creates at once) never get the same
+ * one: the probe for a listener awaits, and without the hold two provisions both found the same port
+ * free, and the second's listener then failed with EADDRINUSE at every retry.
+ */
+export class PortChooser {
+  private readonly choosing = new Set<number>();
+
+  constructor(
+    private readonly host: string,
+    private readonly range: { first: number; last: number },
+    /** The ports the records hold. */
+    private readonly held: () => number[],
+  ) {}
+
+  async withFreePort<T>(use: (port: number) => Promise<T> | T): Promise<T> {
+    const { first, last } = this.range;
     for (let port = first; port <= last; port++) {
-      if (!taken.has(port) && (await portFree(this.o.ssh.host, port))) return port;
+      if (this.choosing.has(port) || this.held().includes(port)) continue;
+      this.choosing.add(port);
+      try {
+        if (await portFree(this.host, port)) return await use(port);
+      } finally {
+        this.choosing.delete(port);
+      }
     }
     throw new Error(`qemu driver: no free SSH port left in ${first}-${last} (NIMBUS_QEMU_SSH_PORTS)`);
   }

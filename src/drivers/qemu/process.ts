@@ -109,43 +109,73 @@ export function portFree(host: string, port: number): Promise<boolean> {
   });
 }
 
+/** How long a Linux kernel may take to boot to its end under KVM in the probe (~1 s on an idle host). */
+export const KVM_PROBE_MS = 15_000;
+
 /**
- * KVM when it can run a guest: /dev/kvm may exist without that, so a tiny VM is started with it and
- * must still be running after a moment (a KVM that cannot enter the guest makes QEMU exit at once).
- * The tiny VM has the CPU model the VMs get (command-line.ts): a host seen here runs QEMU's default
- * model under KVM, where a Linux guest then hangs, but refuses `-cpu host` at once ("failed to set MSR
- * 0x10a", then an abort), so probing with `-cpu host` sends that host to TCG, which works.
+ * KVM when it can boot a Linux guest. /dev/kvm may exist without that, and how it fails differs by host:
+ * one refused `-cpu host` at once ("failed to set MSR 0x10a", then an abort); another (seen here, AMD
+ * EPYC, nested) runs the firmware and the kernel's real-mode setup, then hangs for good where the kernel
+ * enters protected mode, QEMU still alive. So the probe boots the image's own kernel, with the CPU model
+ * the VMs get (command-line.ts) and no root disk: a kernel that ran to its end panics for want of a root
+ * ("Kernel panic"), and only that counts. An earlier probe that took "still alive after 1.5 s" for
+ * usable chose KVM on the hanging host (and on the aborting one too when the host was busy: QEMU had not
+ * got as far as the abort), and every VM then missed its boot deadline. No kernel to probe with (cloud
+ * images only): TCG, unless NIMBUS_QEMU_ACCEL=kvm says otherwise.
  */
-export async function kvmUsable(binary: string): Promise<boolean> {
-  if (!existsSync('/dev/kvm')) return false;
+export async function kvmUsable(
+  binary: string,
+  kernel: string | null,
+  timeoutMs = KVM_PROBE_MS,
+): Promise<boolean> {
+  if (!existsSync('/dev/kvm') || kernel === null) return false;
+  return bootsLinux(binary, ['-accel', 'kvm', ...KVM_CPU], kernel, timeoutMs);
+}
+
+/** Whether `kernel`, booted with `accel` and no root disk, runs to its end (its panic) within `timeoutMs`. */
+export function bootsLinux(
+  binary: string,
+  accel: readonly string[],
+  kernel: string,
+  timeoutMs: number,
+): Promise<boolean> {
   return new Promise((resolve) => {
     const child = spawn(
       binary,
       [
-        '-accel',
-        'kvm',
-        ...KVM_CPU,
+        ...accel,
         '-machine',
         'pc',
         '-m',
-        '32',
+        '128',
         '-nodefaults',
         '-display',
         'none',
         '-no-reboot',
+        '-serial',
+        'stdio',
+        '-kernel',
+        kernel,
+        '-append',
+        'console=ttyS0 panic=-1 loglevel=4',
       ],
-      { stdio: 'ignore' },
+      { stdio: ['ignore', 'pipe', 'ignore'] },
     );
-    let exited = false;
-    child.on('error', () => resolve(false));
-    child.on('exit', () => {
-      exited = true;
-      resolve(false);
-    });
-    setTimeout(() => {
-      if (exited) return;
+    let output = '';
+    let settled = false;
+    const done = (usable: boolean) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
       child.kill('SIGKILL');
-      resolve(true);
-    }, 1500);
+      resolve(usable);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    child.stdout.on('data', (chunk: Buffer) => {
+      output = (output + chunk.toString('latin1')).slice(-4096);
+      if (output.includes('Kernel panic')) done(true);
+    });
+    child.on('error', () => done(false));
+    child.on('close', () => done(output.includes('Kernel panic')));
   });
 }

@@ -93,7 +93,16 @@ export class QemuDriver implements ComputeDriver {
         );
       }
     }
-    const accel = options.accel === 'auto' ? ((await kvmUsable(QEMU_BINARY)) ? 'kvm' : 'tcg') : options.accel;
+    // KVM is probed by booting a built image's kernel (process.ts).
+    const kernel = [...listImages(options.imageDir).values()].flatMap((i) =>
+      i.kind === 'nimbus' ? [i.kernel] : [],
+    )[0];
+    const accel =
+      options.accel === 'auto'
+        ? (await kvmUsable(QEMU_BINARY, kernel ?? null))
+          ? 'kvm'
+          : 'tcg'
+        : options.accel;
     await migrateSimulatorTables(options.db);
     return new QemuDriver(options, accel);
   }
