@@ -12,19 +12,23 @@
  *      (host keys made, filesystem grown) is reported apart.
  *   2. Create → running as the API reports it: --creates instances one after another, from POST
  *      /v1/instances to the first GET that says `running` (polled every 100 ms).
- *   3. Eight concurrent boots: --concurrent instances created at once; each one's create → running,
- *      and the time until all are running.
+ *   3. Eight concurrent boots: --concurrent instances created at once; each one's create → running
+ *      (and its boot to SSH from machine.json), and the time until all are running.
  *   4. RSS per idle instance: those instances left idle --idle seconds, then each QEMU process's resident
  *      (VmRSS) and proportional (Pss) memory from /proc.
+ * The 1-minute load average is recorded at each step, and the QEMU processes of others on the host when
+ * the run starts (the figures depend on both: under TCG every guest instruction takes host CPU).
  * Checks (the run fails otherwise): every create 202, every instance running, every boot's SSH answered.
+ * An instance in error fails the run with the driver's reason (machine.json) and its console's last lines.
  *
  * Usage (from the repository root):
  *   node bench/qemu-boot.mjs [--boots 10] [--creates 3] [--concurrent 8] [--idle 30]
- *     [--image-dir /var/cache/nimbus-images] [--no-write] [--no-build] [--keep]
+ *     [--image-dir /var/cache/nimbus-images] [--accel auto|kvm|tcg] [--no-write] [--no-build] [--keep]
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
@@ -53,6 +57,7 @@ const { values } = parseArgs({
     creates: { type: 'string', default: '3' },
     concurrent: { type: 'string', default: '8' },
     idle: { type: 'string', default: '30' },
+    accel: { type: 'string', default: 'auto' },
     'image-dir': { type: 'string', default: '/var/cache/nimbus-images' },
     'no-write': { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
@@ -70,6 +75,8 @@ cleanUpOnExit();
 const percentile = (sorted, p) =>
   sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+const load = () => os.loadavg()[0].toFixed(1);
+let dataDirOfRun = '';
 
 async function api(port, auth, method, urlPath, body) {
   const headers = body === undefined ? auth : { ...auth, 'content-type': 'application/json' };
@@ -82,7 +89,8 @@ async function waitForStatus(port, auth, id, wanted, timeoutMs = 600_000) {
   for (;;) {
     const res = await api(port, auth, 'GET', `/v1/instances/${id}`);
     if (res.status === 200 && res.body.data.status === wanted) return res.body.data;
-    if (res.status === 200 && res.body.data.status === 'error') fail(`${id} went into error`);
+    if (res.status === 200 && res.body.data.status === 'error')
+      fail(`${id} went into error: ${whyFailed(id)}`);
     if (Date.now() > deadline) fail(`${id} did not reach ${wanted} within ${timeoutMs / 1000} s`);
     await sleep(100);
   }
@@ -105,6 +113,37 @@ function sshBanner(port) {
     socket.on('error', () => done(false));
     socket.on('close', () => done(false));
   });
+}
+
+/** The driver's reason for a failed machine and the last lines of its console, for the failure message. */
+function whyFailed(id) {
+  const record = machine(dataDirOfRun, id);
+  let tail = '';
+  try {
+    tail = readFileSync(path.join(dataDirOfRun, 'qemu', 'machines', id, 'serial.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .slice(-5)
+      .join('\n');
+  } catch {
+    // no console log
+  }
+  return `${record?.failure ?? 'no failure in machine.json (see nimbus.log)'}\n--- console ---\n${tail}`;
+}
+
+/** QEMU processes on the host now that are not this run's (other sessions' VMs share the CPUs). */
+function otherQemus(dataDir) {
+  let count = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmdline.startsWith('qemu-system') && !cmdline.includes(dataDir)) count++;
+    } catch {
+      // gone
+    }
+  }
+  return count;
 }
 
 function machine(dataDir, id) {
@@ -157,7 +196,15 @@ async function createInstance(port, auth, name) {
 async function main() {
   const { command, loadAverage } = await prepareRun(SCRIPT, { build: !values['no-build'] });
   const dataDir = tempDir('nimbus-bench-qemu-');
-  const env = { NIMBUS_DRIVER: 'qemu', NIMBUS_IMAGE_DIR: IMAGE_DIR, NIMBUS_QEMU_SSH_PORTS: '47000-47099' };
+  dataDirOfRun = dataDir;
+  const others = otherQemus(dataDir);
+  const loads = {};
+  const env = {
+    NIMBUS_DRIVER: 'qemu',
+    NIMBUS_IMAGE_DIR: IMAGE_DIR,
+    NIMBUS_QEMU_SSH_PORTS: '47000-47099',
+    NIMBUS_QEMU_ACCEL: values.accel,
+  };
   step(`building the guest image into ${IMAGE_DIR} (nothing to do when it is there)`);
   const image = admin(dataDir, ['images', 'build'], { NIMBUS_IMAGE_DIR: IMAGE_DIR });
   const logFile = `${dataDir}/nimbus.log`;
@@ -184,7 +231,8 @@ async function main() {
   const key = await api(port, auth, 'POST', '/v1/ssh-keys', { name: 'bench', public_key: publicKey });
   if (key.status !== 201) fail(`ssh key: ${key.status} ${JSON.stringify(key.body)}`);
 
-  step(`boot to SSH: one instance, ${BOOTS} boots (accelerator: ${accel})`);
+  step(`boot to SSH: one instance, ${BOOTS} boots (accelerator: ${accel}; load ${load()})`);
+  loads.boots = load();
   const first = await createInstance(port, auth, 'bench-boot');
   await waitForStatus(port, auth, first.id, 'running');
   const firstRecord = machine(dataDir, first.id);
@@ -202,7 +250,8 @@ async function main() {
   await api(port, auth, 'DELETE', `/v1/instances/${first.id}`);
   while (readdirIds(dataDir).length > 0) await sleep(200);
 
-  step(`create → running through the API: ${CREATES} instances, one after another`);
+  step(`create → running through the API: ${CREATES} instances, one after another (load ${load()})`);
+  loads.creates = load();
   const creates = [];
   for (let i = 0; i < CREATES; i++) {
     const begun = Date.now();
@@ -214,7 +263,8 @@ async function main() {
   }
   while (readdirIds(dataDir).length > 0) await sleep(200);
 
-  step(`${CONCURRENT} concurrent boots`);
+  step(`${CONCURRENT} concurrent boots (load ${load()})`);
+  loads.concurrent = load();
   const begun = Date.now();
   const made = await Promise.all(
     Array.from({ length: CONCURRENT }, (_, i) => createInstance(port, auth, `bench-concurrent-${i}`)),
@@ -225,9 +275,19 @@ async function main() {
       return Date.now() - begun;
     }),
   );
-  step(`  all running after ${seconds(Math.max(...concurrent))}; idle ${IDLE_S} s`);
+  // Each one's boot to SSH as the driver saw it (QEMU started → first banner).
+  const concurrentBoots = made.map((instance) => {
+    const record = machine(dataDir, instance.id);
+    return Date.parse(record.sshReadyAt) - Date.parse(record.bootStartedAt);
+  });
+  step(
+    `  all running after ${seconds(Math.max(...concurrent))}; each: ${concurrent.map(seconds).join(', ')}`,
+  );
+  step(`  idle ${IDLE_S} s (load ${load()})`);
   await sleep(IDLE_S * 1000);
+  loads.idle = load();
   const memory = made.map((instance) => memoryOf(machine(dataDir, instance.id).pid));
+  step(`  RSS: ${memory.map((m) => m.rssMb.toFixed(0)).join(', ')} MiB`);
   for (const instance of made) await api(port, auth, 'DELETE', `/v1/instances/${instance.id}`);
   while (readdirIds(dataDir).length > 0) await sleep(200);
   await stopChild(child);
@@ -240,27 +300,35 @@ async function main() {
   const p50 = percentile(sortedBoots, 50);
   const p95 = percentile(sortedBoots, 95);
   const lines = [
-    '## Real VMs: boot to SSH, create → running, concurrent boots, memory (issue #22)',
+    '### Last generated run',
     '',
     ...runHeader({
       loadAverage,
       command,
       npmScript: 'bench:qemu-boot',
-      generator: `QEMU ${image.version ? `with image ${image.name} ${image.version}` : ''}, accelerator ${accel}`,
-      machineNote:
-        ' Other sessions share this machine and its 2 cores (see the load average); under TCG every guest instruction is emulated on them.',
+      generator: `QEMU ${qemuVersion()}${image.version ? `, image ${image.name} ${image.version}` : ''}, accelerator ${accel}`,
+      machineNote: ` Other sessions share this machine and its 2 cores (${others} QEMU process${others === 1 ? '' : 'es'} of others running when the run started; the load average at each step is in the table); under TCG every guest instruction is emulated on them.`,
     }),
-    '| measure | result |',
-    '|---|---|',
-    `| boot to SSH (QEMU started → SSH banner), ${BOOTS} boots of one compute-1x | p50 ${seconds(p50)}, p95 ${seconds(p95)}, min ${seconds(sortedBoots[0])}, max ${seconds(sortedBoots.at(-1))} (target ≤ 5 s: ${p95 <= 5000 ? 'met' : 'missed'}) |`,
-    `| first boot of an instance (host keys made, filesystem grown to 25 GB) | ${seconds(firstBootMs)} |`,
-    `| create → running as the API reports it, ${CREATES} one after another | ${creates.map(seconds).join(', ')} |`,
-    `| ${CONCURRENT} concurrent creates → all running | ${seconds(Math.max(...concurrent))}; each: p50 ${seconds(percentile(sortedConcurrent, 50))}, first ${seconds(sortedConcurrent[0])} |`,
-    `| memory per idle compute-1x VM (256 MiB guest), after ${IDLE_S} s idle | RSS mean ${mean(rss).toFixed(0)} MiB (max ${Math.max(...rss).toFixed(0)}), PSS mean ${mean(pss).toFixed(0)} MiB |`,
+    '| measure | result | 1-min load at the step |',
+    '|---|---|---|',
+    `| boot to SSH (QEMU started → SSH banner), ${BOOTS} boots of one compute-1x | p50 ${seconds(p50)}, p95 ${seconds(p95)}, min ${seconds(sortedBoots[0])}, max ${seconds(sortedBoots.at(-1))} (target ≤ 5 s: ${p95 <= 5000 ? 'met' : 'missed'}) | ${loads.boots} |`,
+    `| first boot of an instance (host keys made, filesystem grown to 25 GB) | ${seconds(firstBootMs)} | ${loads.boots} |`,
+    `| create → running as the API reports it, ${CREATES} one after another | ${creates.map(seconds).join(', ')} | ${loads.creates} |`,
+    `| ${CONCURRENT} concurrent creates → all running | ${seconds(Math.max(...concurrent))}; each create → running: ${sortedConcurrent.map(seconds).join(', ')} | ${loads.concurrent} |`,
+    `| the same ${CONCURRENT}: boot to SSH of each (QEMU started → banner) | ${[...concurrentBoots]
+      .sort((a, b) => a - b)
+      .map(seconds)
+      .join(', ')} | ${loads.concurrent} |`,
+    `| memory per idle compute-1x VM (256 MiB guest), QEMU process after ${IDLE_S} s idle, ${CONCURRENT} VMs | RSS mean ${mean(rss).toFixed(0)} MiB (min ${Math.min(...rss).toFixed(0)}, max ${Math.max(...rss).toFixed(0)}), PSS mean ${mean(pss).toFixed(0)} MiB | ${loads.idle} |`,
     '',
   ];
-  for (const line of lines.slice(-8)) process.stdout.write(`${line}\n`);
+  for (const line of lines.slice(-9)) process.stdout.write(`${line}\n`);
   if (!values['no-write']) writeSection(SCRIPT, lines);
+}
+
+function qemuVersion() {
+  const out = spawnSync('qemu-system-x86_64', ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  return /version (\S+)/.exec(out)?.[1] ?? 'unknown';
 }
 
 function readdirIds(dataDir) {
