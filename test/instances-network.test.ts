@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, sleep } from './helpers/common.js';
+import { storesFor, UNDER_QEMU } from './helpers/driver.js';
 import {
   act,
   createInstance,
@@ -17,7 +18,7 @@ import { serverForSuite } from './helpers/server.js';
 
 type Json = Record<string, any>;
 
-describe.each(STORES)('Instances: network and other accounts (%s)', (store) => {
+describe.each(storesFor(STORES))('Instances: network and other accounts (%s)', (store) => {
   const server = serverForSuite({ store });
 
   describe('network', () => {
@@ -35,7 +36,10 @@ describe.each(STORES)('Instances: network and other accounts (%s)', (store) => {
         internal_hostname: `${instance.id}.us-west-2.internal`,
         private_network: { region: 'us-west-2', cidr: '10.20.0.0/16' },
         firewall_preset: 'ssh-only',
-        ssh: { host: instance.public_ip, port: 22, user: 'lambda' },
+        // A real VM is reached at the Nimbus host, on its forwarded port.
+        ssh: UNDER_QEMU
+          ? { host: '127.0.0.1', port: instance.ssh.port, user: 'lambda' }
+          : { host: instance.public_ip, port: 22, user: 'lambda' },
         private_traffic_free: true,
       });
       // No rules of its own: the ssh-only preset, then the defaults (test/firewall-rules.test.ts has the rest).

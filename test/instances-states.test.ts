@@ -1,6 +1,10 @@
 /**
  * Instances over HTTPS, on both stores: every 409 of the state machine (driven from ALLOWED_FROM), forced
  * stop out of each stuck state, removing a fault tag to let a hung change finish, and boot errors.
+ *
+ * Against the qemu driver (NIMBUS_TEST_DRIVER=qemu) the cases that need an instance held by a fault tag
+ * skip, saying so; a real VM is `starting` for seconds, long enough for the cases that only need it
+ * not yet booted (a forced stop or a delete mid-boot).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -12,6 +16,7 @@ import {
 import { FAULT_TAG } from '../src/drivers/simulator/simulator.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, sleep } from './helpers/common.js';
+import { QEMU_SKIP, qemuSkipName, storesFor, UNDER_QEMU } from './helpers/driver.js';
 import {
   act,
   createInstance,
@@ -26,7 +31,10 @@ import {
 } from './helpers/instances.js';
 import { type Reply, serverForSuite } from './helpers/server.js';
 
-describe.each(STORES)('Instances: state machine and faults (%s)', (store) => {
+/** Statuses only a fault tag holds an instance in; a real VM passes through them in a second or so. */
+const HELD_BY_FAULT: ReadonlySet<string> = new Set(['starting', 'stopping', 'error']);
+
+describe.each(storesFor(STORES))('Instances: state machine and faults (%s)', (store) => {
   const server = serverForSuite({ store });
 
   describe('409 conflict from every status an action is not allowed in', () => {
@@ -35,9 +43,10 @@ describe.each(STORES)('Instances: state machine and faults (%s)', (store) => {
 
     beforeAll(async () => {
       key = (await account(server)).key;
-      held.starting = (await createInstance(server, key, fault('stuck-starting'))).id;
       held.running = (await createRunning(server, key)).id;
       held.stopped = (await createStopped(server, key)).id;
+      if (UNDER_QEMU) return;
+      held.starting = (await createInstance(server, key, fault('stuck-starting'))).id;
       const stuckStopping = await createRunning(server, key, fault('stuck-stopping'));
       expect((await act(server, key, stuckStopping.id, 'stop')).status).toBe(202);
       held.stopping = stuckStopping.id;
@@ -72,7 +81,12 @@ describe.each(STORES)('Instances: state machine and faults (%s)', (store) => {
       expect(CONFLICTS).toContainEqual(['resize', 'error']);
     });
 
-    it.each(CONFLICTS)(
+    const heldByFault = ([, status]: readonly [InstanceAction, string]) => HELD_BY_FAULT.has(status);
+    if (UNDER_QEMU) {
+      it.skip.each(CONFLICTS.filter(heldByFault))(`%s from %s → 409 conflict ${QEMU_SKIP.faults}`, () => {});
+    }
+
+    it.each(UNDER_QEMU ? CONFLICTS.filter((pair) => !heldByFault(pair)) : CONFLICTS)(
       '%s from %s → 409 conflict with current and allowed statuses',
       async (action, status) => {
         const id = held[status];
@@ -124,21 +138,24 @@ describe.each(STORES)('Instances: state machine and faults (%s)', (store) => {
       await waitForStatus(server, key, running.id, 'running');
     });
 
-    it('force-stops an instance stuck in stopping', async () => {
-      const { key } = await account(server);
-      const running = await createRunning(server, key, fault('stuck-stopping'));
-      expect((await act(server, key, running.id, 'stop')).status).toBe(202);
-      await sleep(SETTLE_MS);
-      expect((await getInstance(server, key, running.id)).status).toBe('stopping');
-      const forced = await act(server, key, running.id, 'stop', { force: true });
-      expect(forced.status, forced.text).toBe(202);
-      expect(forced.body.data.status).toBe('stopped');
-      await sleep(SETTLE_MS);
-      expect((await getInstance(server, key, running.id)).status).toBe('stopped');
-      expect(
-        (await eventTypes(server, key, running.id)).filter((t) => t === 'instance.stopped'),
-      ).toHaveLength(1);
-    });
+    it.skipIf(UNDER_QEMU)(
+      qemuSkipName('force-stops an instance stuck in stopping', QEMU_SKIP.faults),
+      async () => {
+        const { key } = await account(server);
+        const running = await createRunning(server, key, fault('stuck-stopping'));
+        expect((await act(server, key, running.id, 'stop')).status).toBe(202);
+        await sleep(SETTLE_MS);
+        expect((await getInstance(server, key, running.id)).status).toBe('stopping');
+        const forced = await act(server, key, running.id, 'stop', { force: true });
+        expect(forced.status, forced.text).toBe(202);
+        expect(forced.body.data.status).toBe('stopped');
+        await sleep(SETTLE_MS);
+        expect((await getInstance(server, key, running.id)).status).toBe('stopped');
+        expect(
+          (await eventTypes(server, key, running.id)).filter((t) => t === 'instance.stopped'),
+        ).toHaveLength(1);
+      },
+    );
 
     it('refuses a forced stop of a stopped instance (409)', async () => {
       const { key } = await account(server);
@@ -150,53 +167,65 @@ describe.each(STORES)('Instances: state machine and faults (%s)', (store) => {
       });
     });
 
-    it('finishes the boot once PATCH removes the stuck-starting tag', async () => {
-      const { key } = await account(server);
-      const stuck = await createInstance(server, key, { tags: { [FAULT_TAG]: 'stuck-starting', team: 'a' } });
-      await sleep(SETTLE_MS);
-      expect((await getInstance(server, key, stuck.id)).status).toBe('starting');
-      const patched = await server.request('PATCH', `/v1/instances/${stuck.id}`, {
-        key,
-        body: { tags: { team: 'a' } },
-      });
-      expect(patched.status, patched.text).toBe(200);
-      const running = await waitForStatus(server, key, stuck.id, 'running');
-      expect(running.tags).toEqual({ team: 'a' });
-      await waitForEvent(server, key, stuck.id, 'instance.started');
-    });
+    it.skipIf(UNDER_QEMU)(
+      qemuSkipName('finishes the boot once PATCH removes the stuck-starting tag', QEMU_SKIP.faults),
+      async () => {
+        const { key } = await account(server);
+        const stuck = await createInstance(server, key, {
+          tags: { [FAULT_TAG]: 'stuck-starting', team: 'a' },
+        });
+        await sleep(SETTLE_MS);
+        expect((await getInstance(server, key, stuck.id)).status).toBe('starting');
+        const patched = await server.request('PATCH', `/v1/instances/${stuck.id}`, {
+          key,
+          body: { tags: { team: 'a' } },
+        });
+        expect(patched.status, patched.text).toBe(200);
+        const running = await waitForStatus(server, key, stuck.id, 'running');
+        expect(running.tags).toEqual({ team: 'a' });
+        await waitForEvent(server, key, stuck.id, 'instance.started');
+      },
+    );
 
-    it('finishes the shutdown once PATCH removes the stuck-stopping tag', async () => {
-      const { key } = await account(server);
-      const running = await createRunning(server, key, fault('stuck-stopping'));
-      expect((await act(server, key, running.id, 'stop')).status).toBe(202);
-      await sleep(SETTLE_MS);
-      expect((await getInstance(server, key, running.id)).status).toBe('stopping');
-      expect(
-        (await server.request('PATCH', `/v1/instances/${running.id}`, { key, body: { tags: {} } })).status,
-      ).toBe(200);
-      await waitForStatus(server, key, running.id, 'stopped');
-    });
+    it.skipIf(UNDER_QEMU)(
+      qemuSkipName('finishes the shutdown once PATCH removes the stuck-stopping tag', QEMU_SKIP.faults),
+      async () => {
+        const { key } = await account(server);
+        const running = await createRunning(server, key, fault('stuck-stopping'));
+        expect((await act(server, key, running.id, 'stop')).status).toBe(202);
+        await sleep(SETTLE_MS);
+        expect((await getInstance(server, key, running.id)).status).toBe('stopping');
+        expect(
+          (await server.request('PATCH', `/v1/instances/${running.id}`, { key, body: { tags: {} } })).status,
+        ).toBe(200);
+        await waitForStatus(server, key, running.id, 'stopped');
+      },
+    );
 
-    it.each(['stuck-starting', 'stuck-stopping'])('deletes an instance that is %s', async (name) => {
-      const { key } = await account(server);
-      let instance = await createInstance(server, key, fault(name));
-      if (name === 'stuck-stopping') {
-        instance = await waitForStatus(server, key, instance.id, 'running');
-        expect((await act(server, key, instance.id, 'stop')).status).toBe(202);
-      }
-      await sleep(SETTLE_MS);
-      expect((await getInstance(server, key, instance.id)).status).toBe(
-        name === 'stuck-starting' ? 'starting' : 'stopping',
-      );
-      const del = await server.request('DELETE', `/v1/instances/${instance.id}`, { key });
-      expect(del.status, del.text).toBe(202);
-      expect(del.body.data.status).toBe('deleting');
-      await waitForStatus(server, key, instance.id, 'gone');
-      await waitForEvent(server, key, instance.id, 'instance.deleted');
-    });
+    // A real VM is starting (booting) long enough to be deleted mid-boot; stopping passes too quickly.
+    it.each(UNDER_QEMU ? ['stuck-starting'] : ['stuck-starting', 'stuck-stopping'])(
+      'deletes an instance that is %s',
+      async (name) => {
+        const { key } = await account(server);
+        let instance = await createInstance(server, key, fault(name));
+        if (name === 'stuck-stopping') {
+          instance = await waitForStatus(server, key, instance.id, 'running');
+          expect((await act(server, key, instance.id, 'stop')).status).toBe(202);
+        }
+        await sleep(SETTLE_MS);
+        expect((await getInstance(server, key, instance.id)).status).toBe(
+          name === 'stuck-starting' ? 'starting' : 'stopping',
+        );
+        const del = await server.request('DELETE', `/v1/instances/${instance.id}`, { key });
+        expect(del.status, del.text).toBe(202);
+        expect(del.body.data.status).toBe('deleting');
+        await waitForStatus(server, key, instance.id, 'gone');
+        await waitForEvent(server, key, instance.id, 'instance.deleted');
+      },
+    );
   });
 
-  describe('boot errors', () => {
+  describe.skipIf(UNDER_QEMU)(qemuSkipName('boot errors', QEMU_SKIP.faults), () => {
     it('goes to error with instance.error; start retries the boot, and without the tag it runs', async () => {
       const { key } = await account(server);
       const created = await createInstance(server, key, fault('boot-error'));

@@ -2,11 +2,22 @@
 import { expect } from 'vitest';
 import { FAULT_TAG } from '../../src/drivers/simulator/simulator.js';
 import { waitFor } from './common.js';
+import { UNDER_QEMU } from './driver.js';
 import type { Reply, TestServer } from './server.js';
 
 type Json = Record<string, any>;
 
-export const COMPUTE = { instance_type: 'compute-1x', region: 'us-east-1', image: 'ubuntu-24.04' } as const;
+/** The image instances are made from: under qemu the one `nimbus admin images build` makes. */
+export const TEST_IMAGE = UNDER_QEMU ? 'debian-12' : 'ubuntu-24.04';
+
+export const COMPUTE = { instance_type: 'compute-1x', region: 'us-east-1', image: TEST_IMAGE } as const;
+
+/**
+ * How long a boot, stop or resize may take before a wait gives up, and how often it looks: a real VM
+ * under TCG takes seconds to boot (more on a loaded host), a simulated one milliseconds.
+ */
+export const CHANGE_TIMEOUT_MS = UNDER_QEMU ? 240_000 : 10_000;
+const POLL_MS = UNDER_QEMU ? 200 : 15;
 
 /** Long enough for a simulated boot (8 ms), stop (5 ms) or resize (25 ms) at speed-up 1000 to finish many times over. */
 export const SETTLE_MS = 150;
@@ -36,7 +47,7 @@ export async function waitForStatus(
   key: string,
   id: string,
   status: string,
-  timeoutMs = 10_000,
+  timeoutMs = CHANGE_TIMEOUT_MS,
 ): Promise<Record<string, any>> {
   let last = '';
   return waitFor(
@@ -47,7 +58,7 @@ export async function waitForStatus(
       last = reply.status === 200 ? reply.body.data.status : `HTTP ${reply.status}`;
       return last === status ? (reply.body.data as Record<string, any>) : undefined;
     },
-    { timeoutMs, lastSeen: () => last },
+    { timeoutMs, intervalMs: POLL_MS, lastSeen: () => last },
   );
 }
 
@@ -100,7 +111,7 @@ export async function waitForEvent(
       const matching = events.filter((e) => e.type === type);
       return matching.length >= count ? matching : undefined;
     },
-    { lastSeen: () => types.join(', ') },
+    { timeoutMs: CHANGE_TIMEOUT_MS, intervalMs: POLL_MS, lastSeen: () => types.join(', ') },
   );
 }
 

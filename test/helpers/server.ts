@@ -17,6 +17,7 @@ import type { Clock } from '../../src/domain/clock.js';
 import { createLogger } from '../../src/logger.js';
 import { BOOTSTRAP_KEY_FILE, type RunningServer, startServer } from '../../src/main.js';
 import { createPostgresDatabase, type StoreKind } from './backends.js';
+import { qemuProcessesOf, UNDER_QEMU } from './driver.js';
 import { assertMatchesContract } from './openapi-contract.js';
 
 export async function freePort(): Promise<number> {
@@ -83,6 +84,28 @@ export interface StartOptions {
 }
 
 let accountCounter = 0;
+
+/**
+ * The qemu driver's settings for a suite server under NIMBUS_TEST_DRIVER=qemu: the cached guest image
+ * (as .ci/run builds it) and a block of SSH ports starting at a port free now (the driver skips any
+ * taken meanwhile).
+ */
+async function qemuEnv(): Promise<Record<string, string>> {
+  const first = Math.min(await freePort(), 65_435);
+  return {
+    NIMBUS_DRIVER: 'qemu',
+    NIMBUS_IMAGE_DIR: process.env.NIMBUS_TEST_IMAGE_DIR ?? '/var/cache/nimbus-images',
+    NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 100}`,
+  };
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // exited meanwhile
+  }
+}
 
 export function sendRequest<T = any>(
   baseUrl: string,
@@ -160,8 +183,11 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
   // start that loses that race is retried with new ports.
   let config: Config | undefined;
   let running: RunningServer | undefined;
+  // NIMBUS_TEST_DRIVER=qemu (helpers/driver.ts): real VMs, unless the suite names its driver itself.
+  const qemu = UNDER_QEMU && options.env?.NIMBUS_DRIVER === undefined;
   for (let attempt = 1; running === undefined; attempt++) {
     const env: Record<string, string> = {
+      ...(qemu ? await qemuEnv() : {}),
       NIMBUS_DATA_DIR: dataDir,
       NIMBUS_HTTPS_PORT: '0',
       NIMBUS_HTTP_PORT: String(await freePort()),
@@ -230,6 +256,9 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
     },
     close: async () => {
       await running.close();
+      // The qemu driver leaves its VMs running when the server stops (a restart adopts them); the
+      // suite's data dir and its VMs end here together.
+      if (qemu && ownsDataDir) for (const pid of qemuProcessesOf(dataDir)) killQuietly(pid);
       if (dropDatabase) await dropDatabase();
       if (ownsDataDir) rmSync(dataDir, { recursive: true, force: true });
     },
