@@ -6,6 +6,7 @@
 import { act, render, screen } from '@testing-library/preact';
 import { useState } from 'preact/hooks';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { FakeSocket } from '../../test-fakes.ts';
 import { type AlertMessage, type StreamState, useLive } from '../live.ts';
 import { signIn } from '../session.ts';
 import { StreamBanner } from './stream-banner.tsx';
@@ -36,45 +37,6 @@ describe('StreamBanner', () => {
   });
 });
 
-/** A WebSocket the test answers for the server. */
-class FakeSocket {
-  static made: FakeSocket[] = [];
-  readonly sent: Record<string, unknown>[] = [];
-  onopen: ((event: unknown) => void) | null = null;
-  onmessage: ((event: { data: unknown }) => void) | null = null;
-  onclose: ((event: { code: number; reason: string }) => void) | null = null;
-  onerror: ((event: unknown) => void) | null = null;
-  closedByClient = false;
-
-  constructor(readonly url: string) {
-    FakeSocket.made.push(this);
-  }
-  send(data: string): void {
-    const message = JSON.parse(data) as Record<string, unknown>;
-    this.sent.push(message);
-    // The server confirms a subscription with the statuses it read.
-    if (message.type === 'subscribe') {
-      this.deliver({ type: 'subscribed', interval: 60, instances: message.instances, statuses: STATUSES });
-    }
-  }
-  close(): void {
-    this.closedByClient = true;
-  }
-  /** The server admits the key. */
-  admit(): void {
-    this.onopen?.({});
-    this.deliver({ type: 'ready', interval: 5, instances: [], statuses: {} });
-  }
-  deliver(message: Record<string, unknown>): void {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-  drop(code = 1006, reason = ''): void {
-    this.onclose?.({ code, reason });
-  }
-}
-
-const STATUSES = { ins_a: 'running' };
-
 function Probe(props: { onAlert?: (message: AlertMessage) => void }) {
   const live = useLive({ instances: ['ins_a'], ...(props.onAlert ? { onAlert: props.onAlert } : {}) });
   return (
@@ -98,6 +60,7 @@ const advance = (ms: number) =>
 describe('useLive with the stream banner', () => {
   beforeEach(() => {
     FakeSocket.made = [];
+    FakeSocket.statuses = { ins_a: 'running' };
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     vi.stubGlobal('WebSocket', FakeSocket);
     signIn('nmb_live_test_key');

@@ -1,8 +1,15 @@
-/** How an alert message from the stream changes the Alerts page's incident rows (alerts.tsx). */
-import { describe, expect, it } from 'vitest';
+/**
+ * How alert messages from the stream change the Alerts page (alerts.tsx): the row logic (withAlert,
+ * alertNews), and the page itself against a fake API and stream — rows from the messages at once, and one
+ * read of the incidents for a burst of them.
+ */
+import { act, render, screen, waitFor } from '@testing-library/preact';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { FakeSocket, fakeFetch } from '../../test-fakes.ts';
 import type { Schemas } from '../api.ts';
 import type { AlertMessage } from '../live.ts';
-import { alertNews, withAlert } from './alerts.tsx';
+import { signIn } from '../session.ts';
+import { AlertsPage, alertNews, REREAD_AFTER_MS, withAlert } from './alerts.tsx';
 
 type Incident = Schemas['AlertIncident'];
 
@@ -124,5 +131,101 @@ describe('alertNews', () => {
     expect(alertNews({ ...message('alert.firing', 'inc_1'), value: null }, 'web-2')).toBe(
       'High CPU is firing on web-2.',
     );
+  });
+});
+
+describe('the Alerts page, live', () => {
+  /** What GET /v1/alerts/incidents answers: the server's side, which the test changes as incidents fire. */
+  let stored: Incident[] = [];
+  let api: ReturnType<typeof fakeFetch>;
+
+  beforeEach(() => {
+    stored = [];
+    FakeSocket.made = [];
+    FakeSocket.statuses = { ins_1: 'running', ins_2: 'running' };
+    api = fakeFetch({
+      '/v1/alerts': () => ({
+        data: [
+          {
+            id: 'alr_1',
+            name: 'High CPU',
+            enabled: true,
+            metric: 'cpu_percent',
+            compare: 'above',
+            threshold: 80,
+            window: '1m',
+            state: null,
+            targets: { instance_ids: [], tags: {} },
+            channels: { email: ['ops@example.com'], webhook_ids: [], chat: [] },
+          },
+        ],
+      }),
+      '/v1/alerts/incidents': () => ({
+        data: stored.slice(0, 20),
+        pagination: { page: 1, limit: 20, total: stored.length, total_pages: Math.ceil(stored.length / 20) },
+      }),
+      '/v1/instances': () => ({
+        data: [
+          { id: 'ins_2', name: 'web-2' },
+          { id: 'ins_1', name: 'web-1' },
+        ],
+      }),
+    });
+    vi.stubGlobal('fetch', vi.fn(api.fetch));
+    vi.stubGlobal('WebSocket', FakeSocket);
+    signIn('nmb_alerts_test_key');
+  });
+  afterEach(() => vi.unstubAllGlobals());
+
+  const incidentReads = () => api.requests.filter((r) => r.startsWith('/v1/alerts/incidents')).length;
+
+  it("watches the account's instances and shows a burst of incidents at once, then reads them once", async () => {
+    render(<AlertsPage />);
+    await screen.findByText('No incidents');
+    await waitFor(() => expect(FakeSocket.made).toHaveLength(1));
+    const socket = FakeSocket.made[0]!;
+    await act(async () => socket.admit());
+    await waitFor(() =>
+      expect(socket.sent).toContainEqual({ type: 'subscribe', interval: 60, instances: ['ins_2', 'ins_1'] }),
+    );
+    expect(incidentReads()).toBe(1);
+
+    // A collection fires 25 incidents: the server has them, and the stream says so one by one.
+    const burst = Array.from({ length: 25 }, (_, i) => ({
+      ...message('alert.firing', `inc_${String(i).padStart(2, '0')}`),
+      instance_id: i % 2 ? 'ins_1' : 'ins_2',
+    }));
+    stored = burst.map((m) => ({ ...incident(m.incident_id), instance_id: m.instance_id })).reverse();
+    await act(async () => {
+      for (const m of burst) socket.deliver(m);
+    });
+    const table = screen.getByRole('table', { name: 'Alert incidents' });
+    // Straight from the messages: the newest 20, newest first, named after their instances.
+    expect(table.querySelectorAll('tbody tr')).toHaveLength(20);
+    const names = [...table.querySelectorAll('tbody tr')].map((row) => row.children[2]!.textContent);
+    expect(names.slice(0, 3)).toEqual(['web-2', 'web-1', 'web-2']);
+    expect(screen.getByText('High CPU is firing on web-2 (value 95).')).toBeTruthy();
+    expect(incidentReads(), 'no read before the burst is over').toBe(1);
+
+    await act(() => new Promise<void>((resolve) => setTimeout(resolve, REREAD_AFTER_MS + 100)));
+    expect(incidentReads(), 'one read for the whole burst').toBe(2);
+    await waitFor(() =>
+      expect(screen.getByRole('navigation', { name: 'Pages' }).textContent).toContain('of 2'),
+    );
+
+    // It resolves: the row turns resolved from the message, before the read.
+    stored = stored.map((row) =>
+      row.id === 'inc_24'
+        ? { ...row, status: 'resolved', resolution: 'recovered', resolved_at: row.started_at }
+        : row,
+    );
+    await act(async () =>
+      socket.deliver({ ...message('alert.resolved', 'inc_24', 10), instance_id: 'ins_2' }),
+    );
+    const first = () => table.querySelector('tbody tr')!.textContent ?? '';
+    expect(first()).toMatch(/^resolved/);
+    expect(first()).not.toContain('recovered');
+    await waitFor(() => expect(first()).toContain('(recovered)'));
+    expect(incidentReads()).toBe(3);
   });
 });

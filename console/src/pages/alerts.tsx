@@ -6,7 +6,7 @@
  * row turning resolved) and then has the page read again from the API for what the message does not carry
  * (the resolution, the page count).
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
@@ -167,6 +167,11 @@ export function AlertsPage() {
 /** Incidents a page shows, and the stream watches at most this many instances (the API's own cap). */
 const INCIDENTS_PER_PAGE = 20;
 const WATCHED_INSTANCES = 100;
+/**
+ * After an alert message the page reads its incidents again once this long after the first of a burst
+ * (a collection can fire many incidents at once: one read for all of them, not one each).
+ */
+export const REREAD_AFTER_MS = 250;
 
 export interface IncidentView {
   status: '' | Incident['status'];
@@ -245,23 +250,39 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
       ).data,
     [],
   );
-  // The rows as alert messages changed them, until the API's next answer (which has them too) replaces them.
-  const [changed, setChanged] = useState<Incident[] | null>(null);
-  useEffect(() => setChanged(null), [incidents.data]);
-  const rows = changed ?? incidents.data?.data ?? [];
+  // The rows as alert messages changed them, kept with the API answer they changed: the next answer
+  // (read after the messages, so it has them too) replaces them.
+  const [changed, setChanged] = useState<{ base: unknown; rows: Incident[] } | null>(null);
+  const rows = (changed?.base === incidents.data ? changed?.rows : null) ?? incidents.data?.data ?? [];
   const [news, setNews] = useState('');
+  const reread = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const nameOf = (instanceId: string) =>
     instances.data?.find((instance) => instance.id === instanceId)?.name ?? instanceId;
   const live = useLive({
     instances: (instances.data ?? []).map((instance) => instance.id),
     onAlert: (message) => {
       const name = nameOf(message.instance_id);
-      setChanged((shown) => withAlert(shown ?? incidents.data?.data ?? [], message, { status, page }, name));
+      const base = incidents.data;
+      setChanged((last) => ({
+        base,
+        rows: withAlert(
+          (last?.base === base ? last?.rows : null) ?? base?.data ?? [],
+          message,
+          { status, page },
+          name,
+        ),
+      }));
       setNews(alertNews(message, name));
-      incidents.reload();
+      if (reread.current === undefined) {
+        reread.current = setTimeout(() => {
+          reread.current = undefined;
+          incidents.reload();
+        }, REREAD_AFTER_MS);
+      }
     },
   });
   const unwatched = (instances.data?.length ?? 0) >= WATCHED_INSTANCES;
+  useEffect(() => () => clearTimeout(reread.current), []);
 
   return (
     <>
