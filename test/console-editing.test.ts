@@ -80,6 +80,13 @@ describeInChromium('console editing actions in Chromium', () => {
     return dialog;
   }
 
+  /** Escape closes the dialog without saving, and focus is back on the button that opened it. */
+  async function closeWithEscape(dialog: Locator, opener: Locator): Promise<void> {
+    await page.keyboard.press('Escape');
+    await expect.poll(() => dialog.count()).toBe(0);
+    expect(await opener.evaluate((node) => node === node.ownerDocument.activeElement)).toBe(true);
+  }
+
   /** axe and a screenshot of the open dialog, then the same at 375 px in dark mode, back to wide. */
   async function checkDialog(name: string): Promise<void> {
     await checkPage(page, `${name} dialog`);
@@ -113,17 +120,11 @@ describeInChromium('console editing actions in Chromium', () => {
     await row.waitFor();
 
     // Escape closes the dialog and changes nothing.
-    let dialog = await openDialog(
-      page.getByRole('button', { name: 'Edit rule allow-web' }),
-      'Edit rule allow-web',
-    );
-    await page.keyboard.press('Escape');
-    await expect.poll(() => dialog.count()).toBe(0);
+    const edit = page.getByRole('button', { name: 'Edit rule allow-web' });
+    let dialog = await openDialog(edit, 'Edit rule allow-web');
+    await closeWithEscape(dialog, edit);
 
-    dialog = await openDialog(
-      page.getByRole('button', { name: 'Edit rule allow-web' }),
-      'Edit rule allow-web',
-    );
+    dialog = await openDialog(edit, 'Edit rule allow-web');
     expect(await dialog.getByLabel('Name').inputValue()).toBe('allow-web');
     expect(await dialog.getByLabel('Ports').inputValue()).toBe('80');
     expect(await dialog.getByLabel(/Sources/).inputValue()).toBe('203.0.113.0/24');
@@ -171,8 +172,7 @@ describeInChromium('console editing actions in Chromium', () => {
     const title = `Rotate the signing secret of ${url}`;
 
     let dialog = await openDialog(rotate, title);
-    await page.keyboard.press('Escape');
-    await expect.poll(() => dialog.count()).toBe(0);
+    await closeWithEscape(dialog, rotate);
 
     dialog = await openDialog(rotate, title);
     expect(await dialog.getByLabel('Overlap (hours)').inputValue()).toBe('24');
@@ -228,8 +228,7 @@ describeInChromium('console editing actions in Chromium', () => {
     const title = `Edit ${web.name}`;
 
     let dialog = await openDialog(edit, title);
-    await page.keyboard.press('Escape');
-    await expect.poll(() => dialog.count()).toBe(0);
+    await closeWithEscape(dialog, edit);
 
     dialog = await openDialog(edit, title);
     expect(await dialog.getByLabel('Name').inputValue()).toBe('edit-me');

@@ -123,6 +123,9 @@ describeInChromium('web console in Chromium', () => {
     await page.keyboard.press('Escape');
     await expect.poll(() => dialog.count()).toBe(0);
     expect(await page.locator('.page-head .badge').textContent()).toBe('running');
+    // Focus is back on the button that opened the dialog, where a keyboard user left off.
+    const stop = page.getByRole('button', { name: 'Stop', exact: true });
+    expect(await stop.evaluate((node) => node === node.ownerDocument.activeElement)).toBe(true);
     await page.getByRole('button', { name: 'Stop', exact: true }).click();
     await dialog.getByRole('button', { name: 'Stop', exact: true }).click();
     const badge = page.locator('.page-head .badge');

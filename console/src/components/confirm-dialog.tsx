@@ -3,7 +3,8 @@
  * `useConfirm()` gives a `confirm(question)` promise, `ask(question, action)` that runs the action only
  * on yes (usually `() => attempt(...)` of useAttempt), and the element to render once.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
+import { useModal } from './modal.ts';
 
 interface Question {
   title: string;
@@ -27,10 +28,7 @@ export function useConfirm() {
 }
 
 function ConfirmDialog({ question, onAnswer }: { question: Question; onAnswer: (yes: boolean) => void }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    ref.current?.showModal();
-  }, []);
+  const ref = useModal();
   return (
     <dialog
       ref={ref}

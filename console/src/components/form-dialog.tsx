@@ -4,13 +4,15 @@
  * above the buttons. `onSubmit` runs through useAttempt, so it only has to throw to show a failure.
  *
  * Inline by default: a card above the page's table, named by `title` (the create forms). With `modal` it
- * is a native modal <dialog> headed by `title`: focus stays inside and Escape cancels (edits opened from a
- * table row, where a card far above the row would be missed).
+ * is a native modal <dialog> headed by `title`: focus stays inside, Escape cancels, and focus goes back to
+ * the opener when it closes (edits opened from a table row, where a card far above the row would be
+ * missed).
  */
 import type { ComponentChildren } from 'preact';
-import { useEffect, useId, useRef } from 'preact/hooks';
+import { useId } from 'preact/hooks';
 import { useAttempt } from '../use-attempt.ts';
 import { ErrorNotice } from './error-notice.tsx';
+import { useModal } from './modal.ts';
 
 interface Props {
   /** The form's accessible name; also its visible heading when modal. */
@@ -69,11 +71,8 @@ function ModalForm(props: {
   onCancel: () => void;
   children: ComponentChildren;
 }) {
-  const ref = useRef<HTMLDialogElement>(null);
+  const ref = useModal();
   const titleId = useId();
-  useEffect(() => {
-    ref.current?.showModal();
-  }, []);
   return (
     <dialog
       ref={ref}
