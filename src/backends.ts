@@ -73,7 +73,14 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     ...(options.onJobError ? { onError: options.onJobError } : {}),
   });
   const qemu = config.driver === 'qemu' ? await openQemu(config, store, clock) : null;
-  const driver = qemu ?? (await SimulatedDriver.open({ db: store.db, clock, speedup: config.simSpeedup }));
+  const driver =
+    qemu ??
+    (await SimulatedDriver.open({
+      db: store.db,
+      reads: store.committedReads,
+      clock,
+      speedup: config.simSpeedup,
+    }));
   const services = createServices({
     store,
     clock,

@@ -10,9 +10,12 @@ import type { GroupCommitStats } from '../src/store/group-commit.js';
 import { COMPUTE } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 
-/** Budgets: the figures measured when they were set, so a regression shows. */
+/**
+ * Budgets: the figures measured when they were set, so a regression shows. The create lost one statement
+ * (20 to 19): a new instance's meter is opened without first trying to end an interval it cannot have.
+ */
 const CREATE_COMMITS = 1;
-const CREATE_STATEMENTS = 20;
+const CREATE_STATEMENTS = 19;
 const BOOT_COMMITS = 6;
 const BOOT_STATEMENTS = 29;
 

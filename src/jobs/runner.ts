@@ -41,7 +41,15 @@ export interface JobRunnerOptions {
   automatic: boolean;
   pollMs?: number;
   leaseMs?: number;
+  /** Jobs claimed at most per claim (one transaction). */
   batchSize?: number;
+  /**
+   * Jobs running at once in this process. A job spends most of its time waiting for its turn at the
+   * store and for commits, not on the CPU, so under load the runner keeps pace only with many in flight
+   * (default: 128 on SQLite, where they share the group commit; 16 on PostgreSQL, whose pool they share
+   * with the requests).
+   */
+  maxInFlight?: number;
   /** Called when a handler throws (the runner itself never stops on it). */
   onError?: (error: unknown, job: JobRow) => void;
 }
@@ -60,6 +68,7 @@ export class JobRunner {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly batchSize: number;
+  private readonly maxInFlight: number;
   private pollTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
@@ -81,6 +90,7 @@ export class JobRunner {
     this.pollMs = options.pollMs ?? 1_000;
     this.leaseMs = options.leaseMs ?? 30_000;
     this.batchSize = options.batchSize ?? 16;
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? (store.kind === 'sqlite' ? 128 : 16));
   }
 
   /** One handler per job kind: the lifecycle core registers each resource kind's reconciler here. */
@@ -190,21 +200,41 @@ export class JobRunner {
     await this.running?.catch(() => {});
   }
 
+  /**
+   * Claims due jobs and runs them, keeping up to maxInFlight running: a claim is made as soon as there is
+   * room, not once the whole previous batch has ended, so one slow job (or one waiting behind the
+   * requests for its commit) does not hold back the others. Returns when nothing is due or running.
+   */
   private async drain(): Promise<number> {
     let ran = 0;
+    const inFlight = new Set<Promise<void>>();
     while (!this.stopped) {
-      const now = this.clock.now();
-      const jobs = await claimDueJobs(
-        this.store,
-        this.owner,
-        now,
-        new Date(now.getTime() + this.leaseMs),
-        this.batchSize,
-      );
-      if (jobs.length === 0) break;
-      await Promise.all(jobs.map((job) => this.runOne(job)));
-      ran += jobs.length;
+      const room = this.maxInFlight - inFlight.size;
+      if (room > 0) {
+        const now = this.clock.now();
+        const asked = Math.min(room, this.batchSize);
+        const jobs = await claimDueJobs(
+          this.store,
+          this.owner,
+          now,
+          new Date(now.getTime() + this.leaseMs),
+          asked,
+        );
+        for (const job of jobs) {
+          const running: Promise<void> = this.runOne(job)
+            .catch((error) => this.options.onError?.(error, job))
+            .finally(() => inFlight.delete(running));
+          inFlight.add(running);
+        }
+        ran += jobs.length;
+        // As many as asked: more may be due (a backlog), so claim again while there is room. Fewer:
+        // nothing else is due now; claim again once a job ends (it may have made another due).
+        if (jobs.length === asked) continue;
+      }
+      if (inFlight.size === 0) break;
+      await Promise.race(inFlight);
     }
+    await Promise.all(inFlight);
     return ran;
   }
 

@@ -341,7 +341,9 @@ export class Lifecycle {
     const next = after ? kind.meter(after) : null;
     if (meterKey(previous) === meterKey(next)) return;
     const record = (after ?? before) as R;
-    await switchMeter(trx, record.id, next, new Date(after?.updated_at ?? this.clock.now().toISOString()));
+    const at = new Date(after?.updated_at ?? this.clock.now().toISOString());
+    // A record made in this transaction has no interval open to end.
+    await switchMeter(trx, record.id, next, at, before === undefined);
   }
 
   private async recordKindEvent<
@@ -374,7 +376,10 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
 
   async run(id: string, job?: RunningJob): Promise<Date | null> {
     for (let step = 0; step < MAX_STEPS_PER_RUN; step++) {
-      const record = await this.kind.find(this.store.db, id);
+      // What is committed, without waiting for the writes of requests in progress: every write a step
+      // makes is guarded by the version read here, and the request that changes the record enqueues
+      // this job again, so a step decided on a record about to change loses its write and looks again.
+      const record = await this.kind.find(this.store.committedReads, id);
       if (!record) return null;
       const outcome = await this.carryOut(record, await this.reconciler.step(record), job);
       if (outcome !== 'again') return outcome;

@@ -15,47 +15,57 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from '../domain/billing.js';
 import { epochSecond, monthOf, monthSpans } from '../domain/billing.js';
+import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
-import type { Executor } from './schema.js';
+import type { Database, Executor } from './schema.js';
+
+const closeOpen = compiledOnce<Database, { resourceId: string; at: string; second: number }, ClosedInterval>(
+  (db, p) =>
+    db
+      .updateTable('meter_segments')
+      .set({ ended_at: p.at, end_s: p.second })
+      .where('resource_id', '=', p.resourceId)
+      .where('end_s', 'is', null)
+      .returningAll(),
+);
+
+const open = compiledOnce<Database, Meter & { at: string; second: number }, never>((db, p) =>
+  db.insertInto('meter_segments').values({
+    account_id: p.account_id,
+    resource_id: p.resource_id,
+    resource_type: p.resource_type,
+    resource_name: p.resource_name,
+    meter: p.meter,
+    region: p.region,
+    instance_type: p.instance_type,
+    size_gb: p.size_gb,
+    unit: p.unit,
+    unit_price_micros: p.unit_price_micros,
+    started_at: p.at,
+    start_s: p.second,
+  }),
+);
 
 /**
  * Ends the resource's open interval at `at` and opens one for `next` (none when the resource stops
- * paying). Called only when the price changes, inside the transaction that changes it.
+ * paying). Called only when the price changes, inside the transaction that changes it. `isNew`: the
+ * resource is being created in this transaction, so it has no interval to end (one statement fewer).
  */
 export async function switchMeter(
   db: Executor,
   resourceId: string,
   next: Meter | null,
   at: Date,
+  isNew = false,
 ): Promise<void> {
   const atText = at.toISOString();
   const second = epochSecond(at.getTime());
-  const closed = await db
-    .updateTable('meter_segments')
-    .set({ ended_at: atText, end_s: second })
-    .where('resource_id', '=', resourceId)
-    .where('end_s', 'is', null)
-    .returningAll()
-    .execute();
-  for (const interval of closed) await addToTotals(db, interval, second);
+  if (!isNew) {
+    const closed = await closeOpen.execute(db, { resourceId, at: atText, second });
+    for (const interval of closed) await addToTotals(db, interval, second);
+  }
   if (next === null) return;
-  await db
-    .insertInto('meter_segments')
-    .values({
-      account_id: next.account_id,
-      resource_id: next.resource_id,
-      resource_type: next.resource_type,
-      resource_name: next.resource_name,
-      meter: next.meter,
-      region: next.region,
-      instance_type: next.instance_type,
-      size_gb: next.size_gb,
-      unit: next.unit,
-      unit_price_micros: next.unit_price_micros,
-      started_at: atText,
-      start_s: second,
-    })
-    .execute();
+  await open.run(db, { ...next, at: atText, second });
 }
 
 /** What names a price of a resource in the totals (the columns it stands for may be null). */

@@ -8,7 +8,12 @@ import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { isPostgres } from './dialect.js';
-import { GroupCommitDriver, GroupCommitSqliteDialect, type GroupCommitStats } from './group-commit.js';
+import {
+  CommittedReadsDialect,
+  GroupCommitDriver,
+  GroupCommitSqliteDialect,
+  type GroupCommitStats,
+} from './group-commit.js';
 import { migrationProvider } from './migrations/index.js';
 import type { Database } from './schema.js';
 
@@ -25,6 +30,12 @@ export interface StoreOptions {
 export interface Store {
   db: Kysely<Database>;
   kind: 'sqlite' | 'postgres';
+  /**
+   * Reads only, of what is committed, without waiting for writes in progress: on SQLite they do not wait
+   * for the open group commit (store/group-commit.ts, `CommittedReadsDialect`); on PostgreSQL this is
+   * `db`, whose plain reads never wait. For readers whose decisions are guarded anyway (job steps).
+   */
+  committedReads: Kysely<Database>;
   /** SQLite: what group commit did so far (store/group-commit.ts); null on PostgreSQL. */
   commitStats(): GroupCommitStats | null;
   /** Throws when the database cannot answer. */
@@ -40,6 +51,7 @@ export function openStore(options: StoreOptions): Store {
   return {
     db,
     kind: isPostgres(db) ? 'postgres' : 'sqlite',
+    committedReads: sqlite?.committedReads ?? db,
     commitStats: () => (sqlite ? sqlite.commits.stats : null),
     ping: async () => {
       await sql`select 1`.execute(db);
@@ -70,7 +82,7 @@ function openPostgres(url: string, max: number): Kysely<Database> {
 function openSqlite(
   dataDir: string,
   commitDelayMs: number,
-): { db: Kysely<Database>; commits: GroupCommitDriver } {
+): { db: Kysely<Database>; committedReads: Kysely<Database>; commits: GroupCommitDriver } {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, 'nimbus.db');
   // Created owner-only before SQLite opens it (its -wal and -shm files take the same mode).
@@ -97,7 +109,11 @@ function openSqlite(
     database.pragma('busy_timeout = 5000');
   }
   const commits = new GroupCommitDriver(writer, reader, { commitDelayMs });
-  return { db: new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(commits) }), commits };
+  return {
+    db: new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(commits) }),
+    committedReads: new Kysely<Database>({ dialect: new CommittedReadsDialect(commits) }),
+    commits,
+  };
 }
 
 /** Brings the schema up to date; safe to run from several replicas at once (Kysely takes a lock). */

@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { compiledOnce } from './compiled-query.js';
 import { fetchPage } from './lists.js';
-import type { EventRow, Executor } from './schema.js';
+import type { Database, EventRow, Executor } from './schema.js';
 
 export interface NewEvent {
   id: string;
@@ -12,12 +13,20 @@ export interface NewEvent {
   created_at: string;
 }
 
+const eventInsert = compiledOnce<Database, Omit<NewEvent, 'data'> & { data: string }, never>((db, p) =>
+  db.insertInto('events').values({
+    id: p.id,
+    account_id: p.account_id,
+    type: p.type,
+    resource_id: p.resource_id,
+    data: p.data,
+    created_at: p.created_at,
+  }),
+);
+
 /** Call inside the transaction that makes the change the event reports (transactional outbox). */
 export async function insertEvent(db: Executor, event: NewEvent): Promise<void> {
-  await db
-    .insertInto('events')
-    .values({ ...event, data: JSON.stringify(event.data) })
-    .execute();
+  await eventInsert.run(db, { ...event, data: JSON.stringify(event.data) });
 }
 
 /** An event as read back: its data decoded. */

@@ -333,6 +333,20 @@ export class GroupCommitDriver implements Driver {
     return result;
   }
 
+  /**
+   * A read of what is committed now, on the reader connection, answered at once: it does not wait for
+   * the open batch's COMMIT, so it does not see that batch's writes (nobody was answered about them yet).
+   * For readers that decide on what they read under a guard anyway (the job runner's reconcilers, whose
+   * writes are version-guarded and whose driver calls are idempotent); see `CommittedReadsDialect`.
+   */
+  runCommittedRead<R>(compiledQuery: CompiledQuery): QueryResult<R> {
+    if (this.destroyed) throw new Error('the store is closed');
+    const statement = this.reader.prepare(compiledQuery.sql);
+    if (!statement.readonly) throw new Error('a committed read cannot write');
+    this.counted.statements++;
+    return run<R>(statement, compiledQuery.parameters);
+  }
+
   /** Opens the batch's transaction unless one is open; the caller holds the lock. */
   private open(): Batch {
     if (this.batch) return this.batch;
@@ -462,6 +476,63 @@ export class GroupCommitSqliteDialect implements Dialect {
 
   createAdapter(): DialectAdapter {
     return new TransactionalDdlSqliteAdapter();
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: works for any schema
+  createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+    return new SqliteIntrospector(db);
+  }
+}
+
+/** The connection of `CommittedReadsDialect`: every query is a read of what is committed. */
+class CommittedReadConnection implements DatabaseConnection {
+  constructor(private readonly driver: GroupCommitDriver) {}
+
+  executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
+    try {
+      return Promise.resolve(this.driver.runCommittedRead<R>(compiledQuery));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  async *streamQuery<R>(compiledQuery: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
+    yield await this.executeQuery<R>(compiledQuery);
+  }
+}
+
+/**
+ * Reads of committed data that never wait for a batch's COMMIT (`GroupCommitDriver.runCommittedRead`).
+ * Under load a batch that wrote is open almost all the time, so a plain read on the main dialect waits
+ * for a COMMIT nearly every time: a boot step that reads its instance and then its machine waited for
+ * two commits before deciding anything. No transactions and no writes here; the group-commit driver
+ * owns the connections, so destroying this one closes nothing.
+ */
+export class CommittedReadsDialect implements Dialect {
+  constructor(private readonly groupCommit: GroupCommitDriver) {}
+
+  createDriver(): Driver {
+    const connection = new CommittedReadConnection(this.groupCommit);
+    const refuse = async () => {
+      throw new Error('committed reads take no transactions');
+    };
+    return {
+      init: async () => {},
+      acquireConnection: async () => connection,
+      releaseConnection: async () => {},
+      beginTransaction: refuse,
+      commitTransaction: refuse,
+      rollbackTransaction: refuse,
+      destroy: async () => {},
+    };
+  }
+
+  createQueryCompiler(): QueryCompiler {
+    return new SqliteQueryCompiler();
+  }
+
+  createAdapter(): DialectAdapter {
+    return new SqliteAdapter();
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: works for any schema

@@ -15,6 +15,7 @@ import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instan
 import type { Page, PageRequest } from '../domain/pagination.js';
 import { instanceUsage, usageDelta } from '../domain/usage.js';
 import { type AddressScope, privateScopeKey, publicScopeKey, returnAddress } from './addresses.js';
+import { columnsShape, compiledOnce, compiledPerShape } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
 import type { Database, Executor, InstanceRow, InstancesTable } from './schema.js';
@@ -57,6 +58,26 @@ export interface InstanceFilters {
   tags?: readonly (readonly [string, string])[] | undefined;
 }
 
+/** The upsert of `adjustCounts`, per number of statuses it moves (one on insert and delete, two on a change). */
+const countsUpsert = compiledPerShape<Database, Record<string, string | number>, never>(
+  (shape) => (db, p) =>
+    db
+      .insertInto('instance_counts')
+      .values(
+        Array.from({ length: Number(shape) }, (_, i) => ({
+          account_id: p.accountId as string,
+          region: p.region as string,
+          status: p[`status${i}`] as string,
+          count: p[`delta${i}`] as number,
+        })),
+      )
+      .onConflict((oc) =>
+        oc.columns(['account_id', 'region', 'status']).doUpdateSet({
+          count: sql<number>`instance_counts.count + excluded.count`,
+        }),
+      ),
+);
+
 /** Moves the account's per-status counts by each delta, in one statement (a status change moves two). */
 async function adjustCounts(
   db: Executor,
@@ -64,15 +85,12 @@ async function adjustCounts(
   region: string,
   deltas: readonly (readonly [status: string, delta: number])[],
 ) {
-  await db
-    .insertInto('instance_counts')
-    .values(deltas.map(([status, delta]) => ({ account_id: accountId, region, status, count: delta })))
-    .onConflict((oc) =>
-      oc.columns(['account_id', 'region', 'status']).doUpdateSet({
-        count: sql<number>`instance_counts.count + excluded.count`,
-      }),
-    )
-    .execute();
+  const values: Record<string, string | number> = { accountId, region };
+  deltas.forEach(([status, delta], i) => {
+    values[`status${i}`] = status;
+    values[`delta${i}`] = delta;
+  });
+  await countsUpsert(String(deltas.length)).run(db, values);
 }
 
 async function writeTags(
@@ -89,6 +107,38 @@ async function writeTags(
     .execute();
 }
 
+/** Every column of `instances` (the type makes the list whole: a column added to the table must be here). */
+const INSTANCE_COLUMNS = Object.keys({
+  id: true,
+  account_id: true,
+  name: true,
+  status: true,
+  operation: true,
+  operation_at: true,
+  instance_type: true,
+  region: true,
+  image: true,
+  ssh_key_ids: true,
+  public_ip: true,
+  private_ip: true,
+  tags: true,
+  user_data: true,
+  encryption_key_id: true,
+  firewall_preset: true,
+  monitoring: true,
+  backup_schedule: true,
+  root_volume_id: true,
+  version: true,
+  created_at: true,
+  updated_at: true,
+} satisfies Record<keyof InstanceRow, true>) as (keyof InstanceRow)[];
+
+const instanceInsert = compiledOnce<Database, InstanceRow, never>((db, p) =>
+  db
+    .insertInto('instances')
+    .values(Object.fromEntries(INSTANCE_COLUMNS.map((column) => [column, p[column]])) as InstanceRow),
+);
+
 export async function insertInstance(db: Executor, instance: Instance): Promise<void> {
   const row: InstanceRow = {
     ...instance,
@@ -97,7 +147,7 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
     monitoring: instance.monitoring ? 1 : 0,
     backup_schedule: instance.backup_schedule ? JSON.stringify(instance.backup_schedule) : null,
   };
-  await db.insertInto('instances').values(row).execute();
+  await instanceInsert.run(db, row);
   // A new instance has no tag rows to replace: insert only.
   const tags = Object.entries(instance.tags);
   if (tags.length > 0) {
@@ -117,8 +167,12 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
   await adjustUsage(db, instance.account_id, usageDelta(null, instanceUsage(instance)));
 }
 
+const byId = compiledOnce<Database, { id: string }, InstanceRow>((db, p) =>
+  db.selectFrom('instances').selectAll().where('id', '=', p.id),
+);
+
 export async function findInstance(db: Executor, id: string): Promise<Instance | undefined> {
-  const row = await db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+  const row = await byId.executeTakeFirst(db, { id });
   return row && fromRow(row);
 }
 
@@ -152,6 +206,17 @@ export async function lockAccountInstance(
   return row && fromRow(row);
 }
 
+/** The UPDATE of `updateInstance`, per set of columns written (`shape`: their names, comma-separated). */
+const guardedUpdate = compiledPerShape<Database, Record<string, unknown>, InstanceRow>(
+  (shape) => (db, p) =>
+    db
+      .updateTable('instances')
+      .set(Object.fromEntries(shape.split(',').map((column) => [column, p[column]])))
+      .where('id', '=', p.guard_id as string)
+      .where('version', '=', p.guard_version as number)
+      .returningAll(),
+);
+
 /**
  * Applies `changes` if the instance is still at the version `current` was read at; returns the new row,
  * or undefined when another writer got there first (the caller reports a conflict or re-reads).
@@ -161,13 +226,12 @@ export async function updateInstance(
   current: Instance,
   changes: InstanceChanges,
 ): Promise<Instance | undefined> {
-  const row = await db
-    .updateTable('instances')
-    .set({ ...toColumns(changes), version: current.version + 1 })
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .returningAll()
-    .executeTakeFirst();
+  const columns = { ...toColumns(changes), version: current.version + 1 };
+  const row = await guardedUpdate(columnsShape(columns)).executeTakeFirst(db, {
+    ...columns,
+    guard_id: current.id,
+    guard_version: current.version,
+  });
   if (!row) return undefined;
   const updated = fromRow(row);
   if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);

@@ -9,6 +9,7 @@
  */
 import type { Migration } from 'kysely';
 import { sql } from 'kysely';
+import { compiledOnce } from '../../store/compiled-query.js';
 import type { AnyDb } from './machines.js';
 
 export const MACHINE_CALLS = ['provision', 'start', 'stop', 'reboot', 'resize', 'destroy'] as const;
@@ -36,12 +37,16 @@ export const simCallsMigration: Migration = {
 };
 
 /** One more call of `call` on the machine; one statement, so concurrent callers never lose a count. */
+const increment = compiledOnce<{ sim_calls: SimCallsTable }, { machineId: string; call: string }, never>(
+  (db, p) =>
+    db
+      .insertInto('sim_calls')
+      .values({ machine_id: p.machineId, call: p.call, count: 1 })
+      .onConflict((oc) =>
+        oc.columns(['machine_id', 'call']).doUpdateSet({ count: sql<number>`sim_calls.count + 1` }),
+      ),
+);
+
 export async function countCall(db: AnyDb, machineId: string, call: MachineCall): Promise<void> {
-  await db
-    .insertInto('sim_calls')
-    .values({ machine_id: machineId, call, count: 1 })
-    .onConflict((oc) =>
-      oc.columns(['machine_id', 'call']).doUpdateSet({ count: sql<number>`sim_calls.count + 1` }),
-    )
-    .execute();
+  await increment.run(db, { machineId, call });
 }

@@ -4,6 +4,7 @@
  * store/migrations/) knows nothing of them, and a store used with another driver never gets them.
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
+import { columnsShape, compiledOnce, compiledPerShape } from '../../store/compiled-query.js';
 import { type SimCallsTable, simCallsMigration } from './calls.js';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
 import { simGatewaysMigration } from './gateways.js';
@@ -75,8 +76,12 @@ export async function migrateSimulatorTables(db: AnyDb): Promise<string[]> {
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => `simulator/${r.migrationName}`);
 }
 
+const byId = compiledOnce<SimulatorTables, { id: string }, SimMachineRow>((db, p) =>
+  db.selectFrom('sim_machines').selectAll().where('id', '=', p.id),
+);
+
 export function findMachine(db: SimulatorDb, id: string): Promise<SimMachineRow | undefined> {
-  return db.selectFrom('sim_machines').selectAll().where('id', '=', id).executeTakeFirst();
+  return byId.executeTakeFirst(db, { id });
 }
 
 /** Rows read per query by findMachines: well inside both engines' limits on parameters. */
@@ -92,20 +97,40 @@ export async function findMachines(db: SimulatorDb, ids: readonly string[]): Pro
   return found;
 }
 
-export async function insertMachine(db: SimulatorDb, row: SimMachinesTable): Promise<void> {
-  await db
+const insert = compiledOnce<SimulatorTables, SimMachinesTable, never>((db, p) =>
+  db
     .insertInto('sim_machines')
-    .values(row)
-    .onConflict((oc) => oc.column('id').doNothing())
-    .execute();
+    .values({
+      id: p.id,
+      instance_type: p.instance_type,
+      image: p.image,
+      state: p.state,
+      state_since: p.state_since,
+      boot_started_at: p.boot_started_at,
+      created_at: p.created_at,
+    })
+    .onConflict((oc) => oc.column('id').doNothing()),
+);
+
+export async function insertMachine(db: SimulatorDb, row: SimMachinesTable): Promise<void> {
+  await insert.run(db, row);
 }
+
+/** The UPDATE of `updateMachine`, per set of columns written (their names, comma-separated). */
+const update = compiledPerShape<SimulatorTables, Record<string, unknown>, never>(
+  (shape) => (db, p) =>
+    db
+      .updateTable('sim_machines')
+      .set(Object.fromEntries(shape.split(',').map((column) => [column, p[column]])))
+      .where('id', '=', p.machine_id as string),
+);
 
 export async function updateMachine(
   db: SimulatorDb,
   id: string,
   changes: Partial<Omit<SimMachinesTable, 'id' | 'created_at'>>,
 ): Promise<void> {
-  await db.updateTable('sim_machines').set(changes).where('id', '=', id).execute();
+  await update(columnsShape(changes)).run(db, { ...changes, machine_id: id });
 }
 
 export async function deleteMachine(db: SimulatorDb, id: string): Promise<void> {

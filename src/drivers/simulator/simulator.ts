@@ -101,6 +101,12 @@ type StoredState = Exclude<PowerState, 'absent'> | 'rebooting';
 export interface SimulatorOptions {
   /** The store's database; the simulator keeps its machines in a table of its own there. */
   db: AnyDb;
+  /**
+   * Where `inspect` reads machines: the store's committed reads (Store.committedReads), which do not
+   * wait for the writes of others in progress; the machine's own changes were committed before the
+   * caller looks again. Defaults to `db`.
+   */
+  reads?: AnyDb;
   clock: Clock;
   /** Simulated durations are divided by this. */
   speedup: number;
@@ -121,6 +127,7 @@ export class SimulatedDriver implements ComputeDriver {
     volumeFaults: SNAPSHOT_FAULTS,
   };
   private readonly db: SimulatorDb;
+  private readonly reads: SimulatorDb;
   private readonly clock: Clock;
   private readonly timings: { boot: number; stop: number; resize: number };
   private readonly diskTimings: DiskTimings;
@@ -135,6 +142,7 @@ export class SimulatedDriver implements ComputeDriver {
 
   private constructor(options: SimulatorOptions) {
     this.db = options.db as SimulatorDb;
+    this.reads = (options.reads ?? options.db) as SimulatorDb;
     this.clock = options.clock;
     this.timings = {
       boot: SIM_TIMINGS_MS.boot / options.speedup,
@@ -489,7 +497,7 @@ export class SimulatedDriver implements ComputeDriver {
 
   private async current(
     spec: MachineSpec,
-    db: SimulatorDb = this.db,
+    db: SimulatorDb = this.reads,
   ): Promise<{ row: SimMachineRow | undefined; state: MachineState }> {
     const row = await findMachine(db, spec.id);
     if (!row)
