@@ -263,6 +263,10 @@ describeInChromium('console editing actions in Chromium', () => {
       .first()
       .waitFor();
 
+    await page
+      .getByRole('table', { name: 'Recent events' })
+      .getByRole('cell', { name: 'instance.updated', exact: true })
+      .waitFor();
     expect(await api('GET', `/v1/instances/${web.id}`)).toMatchObject({
       name: 'edited-1',
       tags: { env: 'prod', team: 'web' },

@@ -51,7 +51,7 @@ export function InstanceDetailPage({ id }: { id: string }) {
       </p>
       <div class="page-head">
         <h1>{i.name}</h1>
-        <div class="row-actions">
+        <div class="head-actions">
           <StatusBadge status={status} />
           {status !== 'deleting' && (
             <button type="button" aria-label={`Edit ${i.name}`} onClick={() => setEditing(true)}>
@@ -67,8 +67,9 @@ export function InstanceDetailPage({ id }: { id: string }) {
           onSaved={() => {
             setEditing(false);
             instance.reload();
-            // A new firewall preset changes the effective rules below.
+            // A new firewall preset changes the effective rules below; the change is a new event.
             network.reload();
+            events.reload();
           }}
         />
       )}
