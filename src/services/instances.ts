@@ -111,6 +111,9 @@ export interface InstanceServiceOptions {
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
 
+/** The instance kind for `create`, which inserts the row itself after the rest of the create. */
+const INSERTED_LAST: typeof INSTANCE_KIND = { ...INSTANCE_KIND, insert: async () => {} };
+
 const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
 
 export class InstanceService {
@@ -208,7 +211,11 @@ export class InstanceService {
         created_at: at,
         updated_at: at,
       };
-      await this.lifecycle.createWithin(trx, INSTANCE_KIND, 'instance.created', record);
+      // Its event, meter and job first, the row itself last: writing it moves the account's per-status
+      // counts (instance_counts), a row every create of the account in the region writes, so it is held
+      // from there to the COMMIT only, with the quota counters and the GPU count right after it.
+      await this.lifecycle.createWithin(trx, INSERTED_LAST, 'instance.created', record);
+      await instances.insertInstance(trx, record);
       await this.quotas.claimRooms(trx, accountId, asked, limits);
       await this.reserveGpus(trx, input.region, gpusOf(type));
       return record;
