@@ -14,7 +14,8 @@
  * every second meanwhile, the instances still `starting` (the boot backlog), and after the load how long
  * the last boots took. Server CPU is the user+system time of the Nimbus processes (PostgreSQL's own is
  * not in it). --cpu-prof writes a V8 CPU profile of the SQLite server and prints its top functions by
- * self time.
+ * self time. With --only, the section keeps the table rows (and the profile) of the configurations not
+ * run from its previous run, marked as such, so the SQLite and PostgreSQL rows can be run apart.
  *
  * Usage (from the repository root):
  *   node bench/create-throughput.mjs [--duration 10] [--connections 64] [--warmup-creates 64]
@@ -22,7 +23,7 @@
  *     [--redis-url redis://127.0.0.1:6379] [--cpu-prof] [--no-build] [--no-write] [--keep]
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,6 +41,7 @@ import {
   positiveInt,
   prepareRun,
   RAISED_LIMIT,
+  RESULTS_FILE,
   ROOT,
   raiseLimits,
   removeDir,
@@ -349,8 +351,39 @@ function report(rows) {
   return lines;
 }
 
+/**
+ * From the section as it stands: the table rows of the configurations not run now, and the profile
+ * block that follows the table (it is the SQLite server's) when SQLite is not run now.
+ */
+function keptFromLastRun() {
+  const kept = { rows: [], profile: [], runLine: null };
+  if (!existsSync(RESULTS_FILE)) return kept;
+  const text = readFileSync(RESULTS_FILE, 'utf8');
+  const start = text.indexOf(`<!-- ${SCRIPT}: start`);
+  const end = text.indexOf(`<!-- ${SCRIPT}: end -->`);
+  if (start < 0 || end < start) return kept;
+  const lines = text.slice(start, end).split('\n');
+  kept.runLine = lines.find((line) => line.startsWith('Run on ')) ?? null;
+  for (const name of CONFIGURATIONS.filter((c) => !ONLY.includes(c))) {
+    const row = lines.find((line) => line.startsWith(`| ${name} (`));
+    if (row)
+      kept.rows.push(
+        row.includes('(kept from')
+          ? row
+          : row.replace(/^\| ([^|]*?) \|/, '| $1 (kept from the previous run) |'),
+      );
+  }
+  if (!ONLY.includes('sqlite')) {
+    const first = lines.findIndex((line) => line.startsWith('CPU profile of the sqlite server'));
+    if (first >= 0)
+      kept.profile = lines.slice(first).filter((line, i, all) => i < all.length - 1 || line !== '');
+  }
+  return kept;
+}
+
 async function main() {
   const { command, loadAverage, autocannon } = await prepareRun(SCRIPT, { build: !values['no-build'] });
+  const kept = keptFromLastRun();
   const rows = [];
   for (const name of ONLY) {
     rows.push(await measure(autocannon, name));
@@ -358,6 +391,21 @@ async function main() {
   }
   const lines = report(rows);
   process.stdout.write(`\n${lines.join('\n')}\n`);
+  if (kept.rows.length > 0) {
+    // The kept rows go where their configuration stands in the table's order.
+    const table = lines.findIndex((line) => line.startsWith('|---'));
+    const order = (line) => CONFIGURATIONS.findIndex((c) => line.startsWith(`| ${c} (`));
+    const body = [...lines.slice(table + 1).filter((line) => order(line) >= 0), ...kept.rows].sort(
+      (a, b) => order(a) - order(b),
+    );
+    const after = lines.slice(table + 1).filter((line) => order(line) < 0);
+    lines.splice(table + 1, lines.length, ...body, ...after);
+    lines.push(
+      '',
+      `Rows marked "kept from the previous run" were not run this time (--only ${ONLY.join(',')}); they come from the section's previous run${kept.runLine ? ` (${kept.runLine.replace(/^Run on /, '').replace(/\.$/, '')})` : ''}.`,
+    );
+    if (kept.profile.length > 0) lines.push('', ...kept.profile);
+  }
   if (!values['no-write']) {
     writeSection(SCRIPT, [
       '## Create throughput with 64 clients (issue 18)',
