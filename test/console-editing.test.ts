@@ -218,6 +218,27 @@ describeInChromium('console editing actions in Chromium', () => {
     await page.getByRole('button', { name: 'I have saved it' }).click();
     expect(await secretBox.count()).toBe(0);
     expect(await page.content()).not.toContain(newSecret);
+    const row = page.getByRole('row', { name: new RegExp(`^${url} `) });
+    expect(await row.textContent()).toMatch(/The previous secret also signs until/);
+
+    // A secret of one's own, with no overlap: nothing to show once, and the old one stops signing.
+    dialog = await openDialog(rotate, title);
+    await dialog.getByLabel('Overlap (hours)').fill('0');
+    await dialog.getByLabel('Your own secret (optional)').fill('my-own-secret-0123456789');
+    await dialog.getByRole('button', { name: 'Rotate secret' }).click();
+    await page
+      .getByRole('status')
+      .getByText(/now the one you gave\. The previous secret no longer signs anything/)
+      .waitFor();
+    expect(await page.getByRole('textbox', { name: 'New signing secret' }).count()).toBe(0);
+    await expect.poll(() => row.textContent()).not.toMatch(/The previous secret also signs/);
+    const before = receiver.receivedAt('/rotated').length;
+    await page.getByRole('button', { name: `Send test to ${url}` }).click();
+    await expect.poll(() => receiver.receivedAt('/rotated').length).toBe(before + 1);
+    const own = receiver.receivedAt('/rotated').at(-1);
+    expect(own!.headers['x-nimbus-signature']).toBe(
+      `sha256=${createHmac('sha256', 'my-own-secret-0123456789').update(own!.body).digest('hex')}`,
+    );
   });
 
   it('renames an instance and changes its tags, firewall preset, monitoring and backups from its page', async () => {
