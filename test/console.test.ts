@@ -82,6 +82,8 @@ describeInChromium('web console in Chromium', () => {
     await page.getByRole('radio', { name: /compute-2x/ }).check();
     await page.getByText(/Estimate: \$\d+\.\d\d a month/).waitFor();
     await page.getByLabel('Tags').fill('env=e2e');
+    await page.getByLabel('Backups', { exact: true }).selectOption('weekly');
+    await page.getByLabel('Backups kept').fill('4');
     await screenshot('instance-create');
     await checkAccessibility('create instance');
     // A marker that a reload would wipe: the badge must change in this same document.
@@ -96,6 +98,14 @@ describeInChromium('web console in Chromium', () => {
     ).toBe(true);
     await screenshot('instances-running');
     await checkAccessibility('instances');
+    const created = await server.request('GET', '/v1/instances?name=console-e2e', { key: user.key });
+    expect(created.body.data).toMatchObject([
+      {
+        instance_type: 'compute-2x',
+        tags: { env: 'e2e' },
+        backup_schedule: { frequency: 'weekly', retention: 4 },
+      },
+    ]);
   });
 
   it('shows the detail page with charts receiving live points, and stops the instance from it', async () => {

@@ -12,6 +12,7 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { parseTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
+import { type BackupChoice, BackupFields, backupSchedule } from './backup-fields.tsx';
 import {
   type ImageName,
   type InstanceTypeName,
@@ -22,7 +23,6 @@ import { REGIONS } from './instances.tsx';
 
 const HOURS_PER_MONTH = 730;
 export const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
-export type BackupFrequency = 'hourly' | 'daily' | 'weekly';
 
 export function InstanceCreatePage() {
   const { route } = useLocation();
@@ -35,8 +35,7 @@ export function InstanceCreatePage() {
   const [tags, setTags] = useState('');
   const [userData, setUserData] = useState('');
   const [firewall, setFirewall] = useState<(typeof FIREWALL_PRESETS)[number]>('ssh-only');
-  const [backup, setBackup] = useState<BackupFrequency | ''>('');
-  const [retention, setRetention] = useState(7);
+  const [backup, setBackup] = useState<BackupChoice>({ frequency: '', retention: '7' });
   const { error, busy, attempt } = useAttempt();
 
   const types = useInstanceTypes(region);
@@ -68,7 +67,7 @@ export function InstanceCreatePage() {
             tags: parseTags(tags),
             firewall_preset: firewall,
             ...(userData ? { user_data: userData } : {}),
-            ...(backup ? { backup_schedule: { frequency: backup, retention } } : {}),
+            ...(backup.frequency ? { backup_schedule: backupSchedule(backup) } : {}),
           },
         }),
       );
@@ -188,33 +187,7 @@ export function InstanceCreatePage() {
             ))}
           </select>
         </div>
-        <div class="field-row">
-          <div class="field">
-            <label for="create-backup">Backups</label>
-            <select
-              id="create-backup"
-              value={backup}
-              onChange={(event) => setBackup(event.currentTarget.value as BackupFrequency | '')}
-            >
-              <option value="">No backups</option>
-              <option value="hourly">hourly</option>
-              <option value="daily">daily</option>
-              <option value="weekly">weekly</option>
-            </select>
-          </div>
-          {backup && (
-            <div class="field">
-              <label for="create-retention">Backups kept</label>
-              <input
-                id="create-retention"
-                type="number"
-                min={1}
-                value={retention}
-                onInput={(event) => setRetention(Number(event.currentTarget.value))}
-              />
-            </div>
-          )}
-        </div>
+        <BackupFields value={backup} onChange={setBackup} />
         <div class="field">
           <label for="create-user-data">User data</label>
           <textarea

@@ -9,7 +9,8 @@ import { type Instance, unwrap } from '../api.ts';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { currentSession } from '../session.ts';
 import { formatTags, parseTags } from '../tags.ts';
-import { type BackupFrequency, FIREWALL_PRESETS } from './instance-create.tsx';
+import { type BackupChoice, BackupFields, type BackupFrequency, backupSchedule } from './backup-fields.tsx';
+import { FIREWALL_PRESETS } from './instance-create.tsx';
 
 type InstancePatch = paths['/v1/instances/{id}']['patch']['requestBody']['content']['application/json'];
 type Preset = (typeof FIREWALL_PRESETS)[number];
@@ -19,8 +20,7 @@ interface Draft {
   tags: string;
   firewallPreset: Preset;
   monitoring: boolean;
-  backup: BackupFrequency | '';
-  retention: string;
+  backup: BackupChoice;
 }
 
 function draftOf(instance: Instance): Draft {
@@ -29,8 +29,10 @@ function draftOf(instance: Instance): Draft {
     tags: formatTags(instance.tags),
     firewallPreset: instance.firewall_preset as Preset,
     monitoring: instance.monitoring,
-    backup: (instance.backup_schedule?.frequency as BackupFrequency | undefined) ?? '',
-    retention: String(instance.backup_schedule?.retention ?? 7),
+    backup: {
+      frequency: (instance.backup_schedule?.frequency as BackupFrequency | undefined) ?? '',
+      retention: String(instance.backup_schedule?.retention ?? 7),
+    },
   };
 }
 
@@ -40,10 +42,12 @@ function patchBody(before: Draft, after: Draft): InstancePatch {
   if (after.tags !== before.tags) body.tags = parseTags(after.tags);
   if (after.firewallPreset !== before.firewallPreset) body.firewall_preset = after.firewallPreset;
   if (after.monitoring !== before.monitoring) body.monitoring = after.monitoring;
-  if (after.backup !== before.backup || (after.backup && after.retention !== before.retention))
-    body.backup_schedule = after.backup
-      ? { frequency: after.backup, retention: Number(after.retention) }
-      : null;
+  const { backup } = after;
+  if (
+    backup.frequency !== before.backup.frequency ||
+    (backup.frequency && backup.retention !== before.backup.retention)
+  )
+    body.backup_schedule = backupSchedule(backup);
   return body;
 }
 
@@ -113,35 +117,7 @@ export function InstanceEditDialog(props: { instance: Instance; onCancel: () => 
           ))}
         </select>
       </div>
-      <div class="field-row">
-        <div class="field">
-          <label for={`${id}-backup`}>Backups</label>
-          <select
-            id={`${id}-backup`}
-            value={draft.backup}
-            onChange={(e) => set({ backup: e.currentTarget.value as BackupFrequency | '' })}
-          >
-            <option value="">No backups</option>
-            <option>hourly</option>
-            <option>daily</option>
-            <option>weekly</option>
-          </select>
-        </div>
-        {draft.backup && (
-          <div class="field">
-            <label for={`${id}-retention`}>Backups kept</label>
-            <input
-              id={`${id}-retention`}
-              type="number"
-              min={1}
-              max={90}
-              required
-              value={draft.retention}
-              onInput={(e) => set({ retention: e.currentTarget.value })}
-            />
-          </div>
-        )}
-      </div>
+      <BackupFields value={draft.backup} onChange={(backup) => set({ backup })} />
       <label class="check">
         <input
           type="checkbox"
