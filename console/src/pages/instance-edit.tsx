@@ -15,7 +15,7 @@ import { FIREWALL_PRESETS } from './instance-create.tsx';
 type InstancePatch = paths['/v1/instances/{id}']['patch']['requestBody']['content']['application/json'];
 type Preset = (typeof FIREWALL_PRESETS)[number];
 
-interface Draft {
+export interface Draft {
   name: string;
   tags: string;
   firewallPreset: Preset;
@@ -23,7 +23,7 @@ interface Draft {
   backup: BackupChoice;
 }
 
-function draftOf(instance: Instance): Draft {
+export function draftOf(instance: Instance): Draft {
   return {
     name: instance.name,
     tags: formatTags(instance.tags),
@@ -36,7 +36,7 @@ function draftOf(instance: Instance): Draft {
   };
 }
 
-function patchBody(before: Draft, after: Draft): InstancePatch {
+export function patchBody(before: Draft, after: Draft): InstancePatch {
   const body: InstancePatch = {};
   if (after.name !== before.name) body.name = after.name;
   if (after.tags !== before.tags) body.tags = parseTags(after.tags);
