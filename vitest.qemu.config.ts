@@ -14,6 +14,8 @@ export default defineConfig({
       'test/instances-network.test.ts',
     ],
     env: { NIMBUS_TEST_DRIVER: 'qemu' },
+    // KVM or TCG, probed once for the run rather than by every suite's server.
+    globalSetup: ['test/helpers/qemu-accel.ts'],
     // A case boots several VMs one after another, each some seconds under TCG.
     testTimeout: 600_000,
     hookTimeout: 600_000,

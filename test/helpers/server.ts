@@ -96,6 +96,8 @@ async function qemuEnv(): Promise<Record<string, string>> {
     NIMBUS_DRIVER: 'qemu',
     NIMBUS_IMAGE_DIR: process.env.NIMBUS_TEST_IMAGE_DIR ?? '/var/cache/nimbus-images',
     NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 100}`,
+    // Probed once for the run (helpers/qemu-accel.ts), when the run has a global setup that does.
+    ...(process.env.NIMBUS_TEST_QEMU_ACCEL ? { NIMBUS_QEMU_ACCEL: process.env.NIMBUS_TEST_QEMU_ACCEL } : {}),
   };
 }
 
