@@ -12,6 +12,7 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { StreamBanner } from '../components/stream-banner.tsx';
 import { Pager, Table } from '../components/table.tsx';
@@ -19,6 +20,7 @@ import { formatDate } from '../format.ts';
 import { type AlertMessage, useLive } from '../live.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
+import { parseTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
@@ -356,16 +358,6 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
   );
 }
 
-/** "a=b, c=d" as a tag map; an entry without "=" is refused by the API with its own message. */
-function parseTags(text: string): Record<string, string> {
-  const tags: Record<string, string> = {};
-  for (const part of text.split(',')) {
-    const [key, ...value] = part.trim().split('=');
-    if (key) tags[key] = value.join('=');
-  }
-  return tags;
-}
-
 const list = (text: string) =>
   text
     .split(',')
@@ -399,10 +391,7 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
   const [webhookIds, setWebhookIds] = useState<string[]>([]);
   const [chatUrl, setChatUrl] = useState('');
   const [chatFormat, setChatFormat] = useState<ChatFormat>('slack');
-  const { error, busy, attempt } = useAttempt();
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
+  const submit = async () => {
     const condition =
       kind === 'metric'
         ? { metric, compare, threshold: Number(threshold), window }
@@ -410,34 +399,38 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           ? { state: 'stuck' as const, window }
           : { state: 'error' as const };
     const tagMap = parseTags(tags);
-    await attempt(async () => {
-      await unwrap(
-        api.POST('/v1/alerts', {
-          body: {
-            name,
-            ...condition,
-            ...(Object.keys(tagMap).length > 0 || instanceIds.length > 0
-              ? {
-                  targets: {
-                    ...(Object.keys(tagMap).length > 0 ? { tags: tagMap } : {}),
-                    ...(instanceIds.length > 0 ? { instance_ids: instanceIds } : {}),
-                  },
-                }
-              : {}),
-            channels: {
-              ...(list(emails).length > 0 ? { email: list(emails) } : {}),
-              ...(webhookIds.length > 0 ? { webhook_ids: webhookIds } : {}),
-              ...(chatUrl ? { chat: [{ url: chatUrl, format: chatFormat }] } : {}),
-            },
+    await unwrap(
+      api.POST('/v1/alerts', {
+        body: {
+          name,
+          ...condition,
+          ...(Object.keys(tagMap).length > 0 || instanceIds.length > 0
+            ? {
+                targets: {
+                  ...(Object.keys(tagMap).length > 0 ? { tags: tagMap } : {}),
+                  ...(instanceIds.length > 0 ? { instance_ids: instanceIds } : {}),
+                },
+              }
+            : {}),
+          channels: {
+            ...(list(emails).length > 0 ? { email: list(emails) } : {}),
+            ...(webhookIds.length > 0 ? { webhook_ids: webhookIds } : {}),
+            ...(chatUrl ? { chat: [{ url: chatUrl, format: chatFormat }] } : {}),
           },
-        }),
-      );
-      props.onCreated();
-    });
+        },
+      }),
+    );
+    props.onCreated();
   };
 
   return (
-    <form class="stack card" onSubmit={submit} aria-label="Create alert policy">
+    <FormDialog
+      title="Create alert policy"
+      submitLabel="Create policy"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+      error={webhooks.error ?? instances.error}
+    >
       <div class="field">
         <label for="alert-name">Policy name</label>
         <input id="alert-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
@@ -616,15 +609,6 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           </label>
         ))}
       </fieldset>
-      <ErrorNotice error={error ?? webhooks.error ?? instances.error} />
-      <div class="actions">
-        <button type="button" onClick={props.onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary" disabled={busy}>
-          Create policy
-        </button>
-      </div>
-    </form>
+    </FormDialog>
   );
 }
