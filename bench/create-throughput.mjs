@@ -303,8 +303,8 @@ function summarizeProfile(dir) {
 function partOf(functionName, url) {
   if (url.endsWith('dist/store/group-commit.js')) {
     if (functionName === 'run') return 'SQLite statements (better-sqlite3, run by store/group-commit)';
-    if (functionName === 'exec')
-      return 'BEGIN / SAVEPOINT / RELEASE / COMMIT (the COMMIT waits for the fsync)';
+    if (functionName === 'commitNow') return "a batch's COMMIT (waits for the fsync)";
+    if (functionName === 'exec') return 'BEGIN / SAVEPOINT / RELEASE (and ROLLBACK)';
     return 'store/group-commit (batching, statement cache)';
   }
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);

@@ -1,8 +1,12 @@
-/** The job runner's timers: a wake far in the future is kept for its time, not fired at once. */
+/**
+ * The job runner: a wake far in the future is kept for its time, not fired at once; many jobs run at once
+ * (a claim is made while others run); a short wait is taken in process, under the same lease.
+ */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/helpers/common.js';
 import { systemClock } from '../domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import { JobRunner } from './runner.js';
@@ -39,5 +43,75 @@ describe('job runner wakes', () => {
     await new Promise((resolve) => setImmediate(resolve));
     await new Promise((resolve) => setImmediate(resolve));
     expect(warnings.filter((w) => w.startsWith('TimeoutOverflowWarning'))).toEqual([]);
+  });
+
+  it('keeps more jobs running than one claim takes, claiming while the others run', async () => {
+    const busy = new JobRunner(store, systemClock, {
+      automatic: true,
+      pollMs: 60_000,
+      batchSize: 8,
+      maxInFlight: 64,
+    });
+    let running = 0;
+    let mostAtOnce = 0;
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    busy.register('hold', {
+      run: async () => {
+        running++;
+        mostAtOnce = Math.max(mostAtOnce, running);
+        await gate;
+        running--;
+        return null;
+      },
+      giveUp: async () => {},
+    });
+    await store.db.transaction().execute(async (trx) => {
+      for (let i = 0; i < 40; i++) await busy.enqueue(trx, 'hold', `subject_${i}`);
+    });
+    busy.start();
+    try {
+      // With one batch at a time (the runner before) at most 8 ran at once, and this never held.
+      await waitFor('40 jobs running at once', () => (running === 40 ? true : undefined));
+      open();
+      await waitFor('the jobs finished', async () => {
+        const left = await store.db.selectFrom('jobs').select('id').execute();
+        return left.length === 0 ? true : undefined;
+      });
+      expect(mostAtOnce).toBe(40);
+    } finally {
+      open();
+      await busy.stop();
+    }
+  });
+
+  it('waits in process for a step due within a moment, under the lease it holds', async () => {
+    const leases: (string | null)[] = [];
+    let runs = 0;
+    runner.register('soon', {
+      run: async (subjectId) => {
+        const row = await store.db
+          .selectFrom('jobs')
+          .select('lease_until')
+          .where('subject_id', '=', subjectId)
+          .executeTakeFirstOrThrow();
+        leases.push(row.lease_until);
+        runs++;
+        return runs < 3 ? new Date(Date.now() + 20) : null;
+      },
+      giveUp: async () => {},
+    });
+    await store.db.transaction().execute((trx) => runner.enqueue(trx, 'soon', 'subject'));
+    runner.wake();
+    await waitFor('the job ran three times and finished', async () => {
+      const left = await store.db.selectFrom('jobs').select('id').execute();
+      return runs === 3 && left.length === 0 ? true : undefined;
+    });
+    // One claim: rescheduled and claimed again, each run would hold a lease of its own.
+    expect(leases).toHaveLength(3);
+    expect(new Set(leases).size).toBe(1);
+    expect(leases[0]).not.toBeNull();
   });
 });
