@@ -10,7 +10,7 @@
  * Under TCG (no KVM here) each boot takes several seconds; the machine has 2 cores shared with others, so
  * the suite runs one VM at a time.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import {
   closeSync,
   mkdirSync,
@@ -312,22 +312,54 @@ describe.skipIf(!canRun)('QEMU driver: real VMs', () => {
     BOOT_MS + 150_000,
   );
 
-  it('reports metrics from the VM (CPU time, disk I/O, guest memory)', async () => {
+  it('reports metrics from the VM (CPU time, disk I/O, guest memory, network)', async () => {
     // Writes spread over 30 s, so the samples (a rate between two of them) cannot miss them.
     await inGuest(
       "setsid sh -c 'for i in $(seq 1 30); do dd if=/dev/zero of=/tmp/blob bs=1M count=4 conv=fsync 2>/dev/null; sleep 1; done; rm -f /tmp/blob' > /dev/null 2>&1 < /dev/null &",
     );
+    // SSH traffic both ways: 256 KiB sent to the guest (its rx) and 512 KiB back from it (its tx).
+    const transferAt = Date.now();
+    const toGuest = 'x'.repeat(256 * 1024);
+    const fromGuest = await new Promise<{ code: number | null; stdout: Buffer }>((resolve, reject) => {
+      const child = spawn(
+        'ssh',
+        [
+          ...['-i', keys.privateKey, '-p', String(instance.ssh.port), '-o', 'BatchMode=yes'],
+          ...['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'],
+          `${instance.ssh.user}@${instance.ssh.host}`,
+          'wc -c; head -c 524288 /dev/zero',
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
+      const chunks: Buffer[] = [];
+      child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout: Buffer.concat(chunks) }));
+      child.stdin.end(toGuest);
+    });
+    expect(fromGuest.code).toBe(0);
+    const counted = `${toGuest.length}\n`;
+    expect(fromGuest.stdout.subarray(0, counted.length).toString()).toBe(counted);
+    expect(fromGuest.stdout.length).toBe(counted.length + 524288);
     const seriesOf = (body: Json, metric: string): [string, number][] =>
       body.data.series.find((s: Json) => s.metric === metric)?.points ?? [];
+    // Bytes over the window from the rates, at least: each point is its bucket's average rate over the
+    // samples it has so far (one a second), so × `step` is no less than the bucket's bytes.
+    const bytes = (body: Json, metric: string) =>
+      seriesOf(body, metric).reduce((sum, [, v]) => sum + v, 0) * body.data.step;
+    // The frames counted on the host hold at least the SSH payload (half of it, to be safe).
+    const enoughTraffic = (body: Json) =>
+      bytes(body, 'net_rx_bps') > 128 * 1024 && bytes(body, 'net_tx_bps') > 256 * 1024;
     const body = await waitFor(
-      'a metrics sample with disk writes',
+      'a metrics sample with disk writes, and the SSH traffic counted',
       async () => {
         const start = new Date(Date.now() - 120_000).toISOString();
         const reply = await server.request('GET', `/v1/instances/${instance.id}/metrics?start=${start}`, {
           key,
         });
         if (reply.status !== 200) return undefined;
-        return seriesOf(reply.body, 'disk_write_bps').some(([, v]) => v > 0) ? reply.body : undefined;
+        const wrote = seriesOf(reply.body, 'disk_write_bps').some(([, v]) => v > 0);
+        return wrote && enoughTraffic(reply.body) ? reply.body : undefined;
       },
       { timeoutMs: 90_000, intervalMs: 1000 },
     );
@@ -336,7 +368,19 @@ describe.skipIf(!canRun)('QEMU driver: real VMs', () => {
     const used = seriesOf(body, 'memory_used_bytes').map(([, v]) => v);
     expect(used.some((v) => v > 0 && v < 512 * 1024 ** 2)).toBe(true);
     expect(seriesOf(body, 'cpu_percent').some(([, v]) => v > 0)).toBe(true);
-    expect(seriesOf(body, 'net_rx_bps').every(([, v]) => v === 0)).toBe(true);
+    expect(enoughTraffic(body)).toBe(true);
+    // Counted, not made up: before the transfer the buckets hold at most an earlier case's SSH command
+    // (a few kB), far below the transfer's hundreds of kB/s.
+    const idle = (metric: string) =>
+      seriesOf(body, metric)
+        .filter(([t]) => Date.parse(t) + body.data.step * 1000 < transferAt)
+        .map(([, v]) => v);
+    for (const metric of ['net_rx_bps', 'net_tx_bps']) {
+      expect(
+        Math.max(0, ...idle(metric)),
+        `${metric}: ${JSON.stringify(seriesOf(body, metric))}`,
+      ).toBeLessThan(50_000);
+    }
   }, 150_000);
 
   it('force-stops a guest that no longer answers (paused), at once', async () => {

@@ -13,6 +13,10 @@
  *   names them /dev/vda, /dev/vdb… as the API does, boot after boot and after hot-plugs.
  * - `-no-shutdown`: a guest that powers itself off leaves QEMU running, paused in `shutdown`, so the
  *   driver can tell an orderly power-off from a QEMU that died.
+ * - the network metrics: every frame of the netdev mirrored (`filter-mirror`) to Nimbus's unix socket of
+ *   its direction (metrics.ts NetTraffic). On the netdev, queue=tx holds the frames the netdev sends to
+ *   the guest (the guest's rx) and queue=rx those it receives from the guest (checked with QEMU 7.2: the
+ *   first frame on queue=rx came from the guest's MAC). QEMU connects as a client, retried every second.
  */
 import type { GuestImage } from './images.js';
 
@@ -59,6 +63,8 @@ export interface VmLayout {
   mac: string;
   ssh: { host: string; port: number };
   dataDisks: { id: string; file: string; deviceName: string }[];
+  /** Nimbus's sockets that count the frames the guest receives (rx) and sends (tx). */
+  traffic: { rx: string; tx: string };
 }
 
 /**
@@ -77,7 +83,14 @@ export function metadataCommand(socketPath: string): string {
 }
 
 export function qemuArgs(vm: VmLayout): string[] {
-  const files = [vm.rootDisk, vm.seedIso, vm.serialLog, ...vm.seedFiles.map((f) => f.file)];
+  const files = [
+    vm.rootDisk,
+    vm.seedIso,
+    vm.serialLog,
+    vm.traffic.rx,
+    vm.traffic.tx,
+    ...vm.seedFiles.map((f) => f.file),
+  ];
   for (const file of [...files, ...vm.dataDisks.map((d) => d.file)]) {
     // QEMU splits option values at commas; our paths never hold one (checked, not escaped).
     if (file.includes(',')) throw new Error(`qemu driver: path ${file} holds a comma`);
@@ -133,6 +146,14 @@ export function qemuArgs(vm: VmLayout): string[] {
     netdev,
     '-device',
     `virtio-net-pci,netdev=net0,mac=${vm.mac},bus=pci.0,addr=${hex(SLOTS.net)}`,
+    '-chardev',
+    `socket,id=traffic-rx,path=${vm.traffic.rx},reconnect=1`,
+    '-chardev',
+    `socket,id=traffic-tx,path=${vm.traffic.tx},reconnect=1`,
+    '-object',
+    'filter-mirror,id=mirror-rx,netdev=net0,queue=tx,outdev=traffic-rx',
+    '-object',
+    'filter-mirror,id=mirror-tx,netdev=net0,queue=rx,outdev=traffic-tx',
     '-device',
     `virtio-balloon-pci,id=balloon0,bus=pci.0,addr=${hex(SLOTS.balloon)}`,
     '-device',

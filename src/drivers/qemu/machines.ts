@@ -23,6 +23,7 @@ import { qemuArgs, type VmLayout } from './command-line.js';
 import { exists, privateDir, type QemuPaths, readRecord, removeFile, writeRecord } from './files.js';
 import { builtImage, type GuestImage, listImages } from './images.js';
 import type { MetadataSockets } from './metadata-sockets.js';
+import type { NetTraffic } from './metrics.js';
 import {
   isOurProcess,
   kill,
@@ -79,6 +80,8 @@ export interface MachineOptions {
   ssh: { host: string; ports: { first: number; last: number } };
   metadata: MetadataSockets;
   proxies: SshProxies;
+  /** Where the frames of each VM's NIC are counted (metrics.ts). */
+  traffic: NetTraffic;
   identity: (spec: MachineSpec) => Promise<GuestIdentity>;
   /** The data disks attached to an instance, to put on its command line at boot. */
   attachedDisks: (instanceId: string) => { id: string; file: string; deviceName: string }[];
@@ -121,6 +124,7 @@ export class QemuMachines {
   private async serve(id: string): Promise<void> {
     if (!this.serving) return;
     await this.o.metadata.open(id, this.o.paths.metadataSocket(id));
+    await this.o.traffic.open(id, this.trafficSockets(id));
     const record = this.records.get(id);
     if (!record) return;
     await this.o.proxies.open(id, this.o.ssh.host, record.sshPort, () => {
@@ -224,6 +228,7 @@ export class QemuMachines {
       mac: macAddressFor(spec.id),
       ssh: { host: '127.0.0.1', port: internalPort },
       dataDisks: this.o.attachedDisks(spec.id),
+      traffic: this.trafficSockets(spec.id),
     };
     const startedAt = this.o.now().toISOString();
     await startDaemonized(this.o.binary, qemuArgs(layout), paths.machineDir(spec.id));
@@ -288,6 +293,7 @@ export class QemuMachines {
     if (record && this.alive(record)) await this.powerOff(record);
     await this.o.metadata.close(spec.id, this.o.paths.metadataSocket(spec.id));
     await this.o.proxies.close(spec.id);
+    await this.o.traffic.close(spec.id, this.trafficSockets(spec.id));
     removeFile(this.o.paths.qmpSocket(spec.id));
     rmSync(this.o.paths.machineDir(spec.id), { recursive: true, force: true });
     this.records.delete(spec.id);
@@ -490,6 +496,12 @@ export class QemuMachines {
         userData: spec.userData,
       },
     );
+  }
+
+  /** The sockets that count the VM's frames: beside its QMP socket (as short, so within the path limit). */
+  private trafficSockets(id: string): { rx: string; tx: string } {
+    const qmp = this.o.paths.qmpSocket(id);
+    return { rx: qmp.replace(/\.qmp$/, '.rx'), tx: qmp.replace(/\.qmp$/, '.tx') };
   }
 
   private seedDir(id: string): string {

@@ -114,14 +114,13 @@ export const KVM_PROBE_MS = 15_000;
 
 /**
  * KVM when it can boot a Linux guest. /dev/kvm may exist without that, and how it fails differs by host:
- * one refused `-cpu host` at once ("failed to set MSR 0x10a", then an abort); another (seen here, AMD
- * EPYC, nested) runs the firmware and the kernel's real-mode setup, then hangs for good where the kernel
+ * one refused `-cpu host` at once ("failed to set MSR 0x10a", then an abort); another (an Intel Xeon VM,
+ * nested KVM) runs the firmware and the kernel's real-mode setup, then hangs for good where the kernel
  * enters protected mode, QEMU still alive. So the probe boots the image's own kernel, with the CPU model
  * the VMs get (command-line.ts) and no root disk: a kernel that ran to its end panics for want of a root
  * ("Kernel panic"), and only that counts. An earlier probe that took "still alive after 1.5 s" for
- * usable chose KVM on the hanging host (and on the aborting one too when the host was busy: QEMU had not
- * got as far as the abort), and every VM then missed its boot deadline. No kernel to probe with (cloud
- * images only): TCG, unless NIMBUS_QEMU_ACCEL=kvm says otherwise.
+ * usable chose KVM on the hanging host, and every VM then missed its boot deadline. No kernel to probe
+ * with (cloud images only): TCG, unless NIMBUS_QEMU_ACCEL=kvm says otherwise.
  */
 export async function kvmUsable(
   binary: string,

@@ -121,6 +121,7 @@ export class QemuDriver implements ComputeDriver {
       ssh: options.ssh,
       metadata: this.metadata,
       proxies: this.proxies,
+      traffic: this.metrics.traffic,
       identity: options.identity,
       attachedDisks: (id) => this.disks.attachedTo(id),
       pendingRoot: (rootVolumeId) => this.disks.pendingRoot(rootVolumeId),
@@ -167,6 +168,7 @@ export class QemuDriver implements ComputeDriver {
     this.watcher = null;
     await this.metadata.closeAll();
     await this.proxies.closeAll();
+    await this.metrics.traffic.closeAll();
   }
 
   private async look(): Promise<void> {
