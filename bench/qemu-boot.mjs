@@ -223,7 +223,12 @@ async function main() {
     }
   });
   const auth = bootstrapAuth(dataDir);
-  const accel = /"accel":"(\w+)"/.exec(readFileSync(logFile, 'utf8'))?.[1] ?? 'unknown';
+  // The accelerator the driver chose (its log line may follow /healthz by a moment).
+  let accel = 'unknown';
+  for (const deadline = Date.now() + 30_000; accel === 'unknown' && Date.now() < deadline; ) {
+    accel = /"accel":"(\w+)"/.exec(readFileSync(logFile, 'utf8'))?.[1] ?? 'unknown';
+    if (accel === 'unknown') await sleep(100);
+  }
   const keyFile = path.join(dataDir, 'bench_ed25519');
   if (spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', keyFile]).status !== 0)
     fail('ssh-keygen failed');
