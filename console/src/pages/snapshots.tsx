@@ -1,10 +1,10 @@
 /**
- * Snapshots: the list (GET /v1/snapshots), take one of a volume, restore (as a new volume, over a detached
- * volume of the region, or over a stopped instance's root disk when the snapshot is of a root volume) and
- * delete after a confirmation; the data volumes' backup schedules (PATCH /v1/volumes/{id}). The list is
+ * Snapshots: the list (GET /v1/snapshots), take one of a volume, edit its name and tags (a dialog opened
+ * from its row), restore (as a new volume, over a detached volume of the region, or over a stopped
+ * instance's root disk when the snapshot is of a root volume) and delete after a confirmation; the data volumes' backup schedules (PATCH /v1/volumes/{id}). The list is
  * polled only while a snapshot is being made or deleted.
  */
-import { useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
@@ -16,7 +16,9 @@ import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
+import { formatTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
+import { snapshotDraftOf, snapshotPatch } from './snapshot-edit.ts';
 import { useInstanceChoices } from './volumes.tsx';
 import './storage-network.css';
 
@@ -32,7 +34,10 @@ function useVolumeChoices() {
   );
 }
 
-type Panel = { kind: 'create' } | { kind: 'restore'; snapshot: Snapshot };
+type Panel =
+  | { kind: 'create' }
+  | { kind: 'restore'; snapshot: Snapshot }
+  | { kind: 'edit'; snapshot: Snapshot };
 
 export function SnapshotsPage() {
   const api = currentSession().api;
@@ -76,6 +81,7 @@ export function SnapshotsPage() {
     { label: 'Size', render: (s) => `${s.size_gb} GB` },
     { label: 'Region', render: (s) => s.region },
     { label: 'Kind', render: (s) => s.kind },
+    { label: 'Tags', render: (s) => formatTags(s.tags) || '—' },
     {
       label: 'Source',
       render: (s) =>
@@ -90,6 +96,15 @@ export function SnapshotsPage() {
       label: 'Actions',
       render: (s) => (
         <div class="row-actions">
+          {s.status !== 'deleting' && (
+            <button
+              type="button"
+              aria-label={`Edit ${s.name}`}
+              onClick={() => setPanel({ kind: 'edit', snapshot: s })}
+            >
+              Edit
+            </button>
+          )}
           {s.status === 'available' && (
             <button
               type="button"
@@ -138,6 +153,16 @@ export function SnapshotsPage() {
             setPanel(null);
             setNotice(what);
             volumes.reload();
+          }}
+        />
+      )}
+      {panel?.kind === 'edit' && (
+        <EditSnapshotDialog
+          snapshot={panel.snapshot}
+          onCancel={() => setPanel(null)}
+          onSaved={() => {
+            setPanel(null);
+            list.reload();
           }}
         />
       )}
@@ -209,6 +234,57 @@ function CreateSnapshotForm(props: {
           </div>
         </div>
       )}
+    </FormDialog>
+  );
+}
+
+/** Rename a snapshot or change its tags: a modal opened from its row, sending only what changed. */
+function EditSnapshotDialog(props: { snapshot: Snapshot; onCancel: () => void; onSaved: () => void }) {
+  const [initial] = useState(() => snapshotDraftOf(props.snapshot));
+  const [draft, setDraft] = useState(initial);
+  const id = useId();
+  const submit = async () => {
+    const body = snapshotPatch(initial, draft);
+    // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
+    if (Object.keys(body).length > 0)
+      await unwrap(
+        currentSession().api.PATCH('/v1/snapshots/{id}', {
+          params: { path: { id: props.snapshot.id } },
+          body,
+        }),
+      );
+    props.onSaved();
+  };
+  return (
+    <FormDialog
+      modal
+      title={`Edit snapshot ${props.snapshot.name}`}
+      submitLabel="Save"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <div class="field">
+        <label for={`${id}-name`}>Name</label>
+        <input
+          id={`${id}-name`}
+          required
+          value={draft.name}
+          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
+        />
+      </div>
+      <div class="field">
+        <label for={`${id}-tags`}>Tags</label>
+        <input
+          id={`${id}-tags`}
+          placeholder="env=prod, team=web"
+          aria-describedby={`${id}-tags-hint`}
+          value={draft.tags}
+          onInput={(e) => setDraft({ ...draft, tags: e.currentTarget.value })}
+        />
+        <small id={`${id}-tags-hint`} class="muted">
+          key=value pairs separated by commas; they replace the snapshot's tags, and empty removes them.
+        </small>
+      </div>
     </FormDialog>
   );
 }
