@@ -1,9 +1,10 @@
 /**
- * Networking → VPNs: WireGuard gateways (GET /v1/vpn), create, delete after a confirmation, and per VPN
+ * Networking → VPNs: WireGuard gateways (GET /v1/vpn), create, edit (name and extra routes, a dialog
+ * opened from the row), delete after a confirmation, and per VPN
  * its peers: add (own public key, or one the server generates and shows once), remove, and the client's
  * wg-quick file downloaded as `<peer>.conf` (fetched with the key, saved through a Blob URL).
  */
-import { useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
@@ -16,6 +17,7 @@ import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
+import { cidrList, vpnDraftOf, vpnPatch } from './vpn-edit.ts';
 
 type Vpn = Schemas['Vpn'];
 type Peer = Schemas['VpnPeer'];
@@ -44,6 +46,7 @@ export function VpnSection() {
     vpns.reload,
   );
   const [creating, setCreating] = useState(false);
+  const [editing, setEditing] = useState<Vpn | null>(null);
   const [open, setOpen] = useState<string | null>(null);
   const { error, attempt } = useAttempt();
   const { ask, dialog } = useConfirm();
@@ -75,6 +78,11 @@ export function VpnSection() {
           >
             Peers
           </button>
+          {v.status !== 'deleting' && (
+            <button type="button" aria-label={`Edit VPN ${v.name}`} onClick={() => setEditing(v)}>
+              Edit
+            </button>
+          )}
           {v.status !== 'deleting' && (
             <button
               type="button"
@@ -108,6 +116,16 @@ export function VpnSection() {
           }}
         />
       )}
+      {editing && (
+        <EditVpnDialog
+          vpn={editing}
+          onCancel={() => setEditing(null)}
+          onSaved={() => {
+            setEditing(null);
+            vpns.reload();
+          }}
+        />
+      )}
       <ErrorNotice error={error ?? vpns.error} />
       {vpns.data && vpns.data.length === 0 ? (
         <EmptyState title="No VPNs">
@@ -129,10 +147,7 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
   const [region, setRegion] = useState<Region>('us-east-1');
   const [allowed, setAllowed] = useState('');
   const submit = async () => {
-    const cidrs = allowed
-      .split(/[\s,]+/)
-      .map((c) => c.trim())
-      .filter(Boolean);
+    const cidrs = cidrList(allowed);
     await unwrap(
       currentSession().api.POST('/v1/vpn', {
         body: { name, region, ...(cidrs.length ? { allowed_cidrs: cidrs } : {}) },
@@ -169,6 +184,59 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
           The region's private network is always routed.
         </small>
       </div>
+    </FormDialog>
+  );
+}
+
+/**
+ * Rename a VPN or change its extra routes: a modal opened from its row, sending only what changed. New
+ * routes reach a client through its configuration file, so the dialog says to download it again.
+ */
+function EditVpnDialog(props: { vpn: Vpn; onCancel: () => void; onSaved: () => void }) {
+  const [initial] = useState(() => vpnDraftOf(props.vpn));
+  const [draft, setDraft] = useState(initial);
+  const id = useId();
+  const submit = async () => {
+    const body = vpnPatch(initial, draft);
+    // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
+    if (Object.keys(body).length > 0)
+      await unwrap(
+        currentSession().api.PATCH('/v1/vpn/{id}', { params: { path: { id: props.vpn.id } }, body }),
+      );
+    props.onSaved();
+  };
+  return (
+    <FormDialog
+      modal
+      title={`Edit VPN ${props.vpn.name}`}
+      submitLabel="Save"
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <div class="field">
+        <label for={`${id}-name`}>Name</label>
+        <input
+          id={`${id}-name`}
+          required
+          value={draft.name}
+          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
+        />
+      </div>
+      <div class="field">
+        <label for={`${id}-allowed`}>Extra routes (CIDR blocks)</label>
+        <input
+          id={`${id}-allowed`}
+          placeholder="0.0.0.0/0 for a full tunnel"
+          aria-describedby={`${id}-allowed-hint`}
+          value={draft.allowed}
+          onInput={(e) => setDraft({ ...draft, allowed: e.currentTarget.value })}
+        />
+        <small id={`${id}-allowed-hint`} class="muted">
+          Empty leaves only the region's private network. Clients get new routes from a configuration
+          downloaded again.
+        </small>
+      </div>
+      <p class="muted">In {props.vpn.region}: a VPN cannot move to another region.</p>
     </FormDialog>
   );
 }
