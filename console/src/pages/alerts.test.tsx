@@ -9,7 +9,7 @@ import { FakeSocket, fakeFetch } from '../../test-fakes.ts';
 import type { Schemas } from '../api.ts';
 import type { AlertMessage } from '../live.ts';
 import { signIn } from '../session.ts';
-import { AlertsPage, alertNews, REREAD_AFTER_MS, withAlert } from './alerts.tsx';
+import { AlertsPage, alertNews, REREAD_AFTER_MS, testOutcomes, withAlert } from './alerts.tsx';
 
 type Incident = Schemas['AlertIncident'];
 
@@ -227,5 +227,36 @@ describe('the Alerts page, live', () => {
     expect(first()).not.toContain('recovered');
     await waitFor(() => expect(first()).toContain('(recovered)'));
     expect(incidentReads()).toBe(3);
+  });
+});
+
+describe('testOutcomes', () => {
+  it('gives one line per channel target, with the failure when there is one', () => {
+    expect(
+      testOutcomes({
+        alert_id: 'alr_1',
+        results: [
+          {
+            channel: 'email',
+            target: 'ops@example.com',
+            status: 'succeeded',
+            error: null,
+            duration_ms: 12,
+            delivery_id: 'ntf_1',
+          },
+          {
+            channel: 'chat',
+            target: 'https://chat.example.com/hook',
+            status: 'failed',
+            error: 'HTTP 500',
+            duration_ms: 40,
+            delivery_id: 'ntf_2',
+          },
+        ],
+      }),
+    ).toEqual([
+      'email ops@example.com: succeeded, 12 ms',
+      'chat https://chat.example.com/hook: failed (HTTP 500), 40 ms',
+    ]);
   });
 });

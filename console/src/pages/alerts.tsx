@@ -1,6 +1,7 @@
 /**
  * Alerts: the policies (GET /v1/alerts) with Create alert policy (a metric threshold or an instance state,
- * the instances it targets, the channels it notifies), enable/disable and delete after a confirmation;
+ * the instances it targets, the channels it notifies), enable/disable, Send test (POST /v1/alerts/{id}/test:
+ * each channel's outcome shown in a status notice) and delete after a confirmation;
  * and the incidents (GET /v1/alerts/incidents), firing or resolved, kept live: the page watches the
  * account's instances on the stream, and an alert message changes the table at once (a new firing row, a
  * row turning resolved) and then has the page read again from the API for what the message does not carry
@@ -25,6 +26,7 @@ import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
 
 type Policy = Schemas['AlertPolicy'];
+type TestResult = Schemas['AlertTestResult'];
 type Incident = Schemas['AlertIncident'];
 type CreateBody = paths['/v1/alerts']['post']['requestBody']['content']['application/json'];
 type Metric = NonNullable<CreateBody['metric']>;
@@ -57,6 +59,13 @@ function targetsOf(policy: Policy): string {
   return parts.length > 0 ? parts.join(', ') : 'every instance';
 }
 
+/** What a channel test answered, one line per channel target (e.g. `email ops@example.com: succeeded`). */
+export function testOutcomes(result: TestResult): string[] {
+  return result.results.map(
+    (r) => `${r.channel} ${r.target}: ${r.status}${r.error ? ` (${r.error})` : ''}, ${r.duration_ms} ms`,
+  );
+}
+
 function channelsOf(policy: Policy): string {
   return [
     ...policy.channels.email,
@@ -72,9 +81,17 @@ export function AlertsPage() {
     [],
   );
   const [creating, setCreating] = useState(false);
+  const [tested, setTested] = useState<{ name: string; outcomes: string[] } | null>(null);
   const { error, attempt } = useAttempt();
   const { ask, dialog } = useConfirm();
 
+  const sendTest = (policy: Policy) => {
+    setTested(null);
+    return attempt(async () => {
+      const answer = await unwrap(api.POST('/v1/alerts/{id}/test', { params: { path: { id: policy.id } } }));
+      setTested({ name: policy.name, outcomes: testOutcomes(answer.data) });
+    });
+  };
   const toggle = (policy: Policy) =>
     attempt(async () => {
       await unwrap(
@@ -116,6 +133,26 @@ export function AlertsPage() {
         />
       )}
       <h2>Policies</h2>
+      {tested && (
+        <div class="notice" role="status" aria-label="Test notification">
+          <p>
+            Test of <strong>{tested.name}</strong>
+            {tested.outcomes.length === 0 ? ': the policy has no channel to notify.' : ':'}
+          </p>
+          {tested.outcomes.length > 0 && (
+            <ul>
+              {tested.outcomes.map((line) => (
+                <li key={line}>{line}</li>
+              ))}
+            </ul>
+          )}
+          <div class="actions">
+            <button type="button" onClick={() => setTested(null)}>
+              Dismiss
+            </button>
+          </div>
+        </div>
+      )}
       <ErrorNotice error={error ?? policies.error} />
       {policies.data && policies.data.length === 0 ? (
         <EmptyState title="No alert policies">
@@ -145,6 +182,9 @@ export function AlertsPage() {
                     onClick={() => toggle(p)}
                   >
                     {p.enabled ? 'Disable' : 'Enable'}
+                  </button>
+                  <button type="button" aria-label={`Send test of ${p.name}`} onClick={() => sendTest(p)}>
+                    Send test
                   </button>
                   <button
                     type="button"
