@@ -1,7 +1,7 @@
 /**
  * Billing: usage so far this month (GET /v1/billing/usage, by resource, type, instance type or day, and
  * its CSV), the invoices with PDF and CSV downloads (fetched with the key, saved through a Blob URL:
- * download.ts), and an estimate calculator (GET /v1/billing/estimate).
+ * download.ts), and a plan calculator of several lines (POST /v1/billing/estimate).
  */
 import { useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
@@ -16,12 +16,12 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
+import { lineSummary, newLine, type PlanLine, planBody } from './plan-estimate.ts';
 import './account-billing.css';
 
 type GroupBy = NonNullable<NonNullable<paths['/v1/billing/usage']['get']['parameters']['query']>['group_by']>;
 type UsageLine = Schemas['Usage']['line_items'][number];
 type Invoice = Schemas['InvoiceSummary'];
-type EstimateQuery = NonNullable<paths['/v1/billing/estimate']['get']['parameters']['query']>;
 
 const GROUPINGS: { value: GroupBy; label: string }[] = [
   { value: 'resource', label: 'Resource' },
@@ -211,16 +211,22 @@ function InvoicesSection() {
   );
 }
 
-interface EstimateForm {
-  instance_type: string;
-  count: string;
-  hours: string;
-  region: string;
-  volume_gb: string;
-  snapshot_gb: string;
-  vpn_count: string;
-}
+type PlanAnswer = Schemas['PlanEstimate'];
 
+const NUMBER_FIELDS: { key: keyof PlanLine; label: string; min: number; max: number }[] = [
+  { key: 'hours', label: 'Hours (730 = a month)', min: 1, max: 87_600 },
+  { key: 'volumeGb', label: 'Volume storage (GB)', min: 0, max: 10_000_000 },
+  { key: 'snapshotGb', label: 'Snapshot storage (GB)', min: 0, max: 10_000_000 },
+  { key: 'vpnCount', label: 'VPN gateways', min: 0, max: 10_000 },
+];
+/** The API prices at most this many items at once. */
+const MAX_LINES = 100;
+
+/**
+ * Estimate a plan of several lines (POST /v1/billing/estimate): each line some instances of a type, storage
+ * and VPN gateways for some hours; the answer's total and each line's figures are shown beside the lines
+ * they priced (kept as they were sent, so editing the form afterwards cannot mislabel them).
+ */
 function EstimateSection() {
   const types = useLoad(
     async () =>
@@ -233,116 +239,172 @@ function EstimateSection() {
       ).data,
     [],
   );
-  const [form, setForm] = useState<EstimateForm>({
-    instance_type: 'compute-2x',
-    count: '1',
-    hours: '730',
-    region: '',
-    volume_gb: '0',
-    snapshot_gb: '0',
-    vpn_count: '0',
-  });
-  const [estimate, setEstimate] = useState<Schemas['PlanEstimate']['items'][number] | null>(null);
+  const [lines, setLines] = useState<PlanLine[]>(() => [newLine(1)]);
+  const [nextKey, setNextKey] = useState(2);
+  const [priced, setPriced] = useState<{ lines: PlanLine[]; answer: PlanAnswer } | null>(null);
   const { error, attempt } = useAttempt();
 
+  const change = (key: number, update: Partial<PlanLine>) =>
+    setLines(lines.map((line) => (line.key === key ? { ...line, ...update } : line)));
+  const addLine = () => {
+    setLines([...lines, newLine(nextKey)]);
+    setNextKey(nextKey + 1);
+  };
   const submit = async (event: Event) => {
     event.preventDefault();
-    const query: EstimateQuery = {
-      hours: Number(form.hours),
-      volume_gb: Number(form.volume_gb),
-      snapshot_gb: Number(form.snapshot_gb),
-      vpn_count: Number(form.vpn_count),
-      ...(form.instance_type
-        ? { instance_type: form.instance_type as EstimateQuery['instance_type'], count: Number(form.count) }
-        : {}),
-      ...(form.region ? { region: form.region as EstimateQuery['region'] } : {}),
-    };
-    const answered = await attempt(async () =>
-      setEstimate(
-        (await unwrap(currentSession().api.GET('/v1/billing/estimate', { params: { query } }))).data,
-      ),
-    );
-    if (!answered) setEstimate(null);
+    const sent = lines;
+    const answered = await attempt(async () => {
+      const reply = await unwrap(currentSession().api.POST('/v1/billing/estimate', { body: planBody(sent) }));
+      setPriced({ lines: sent, answer: reply.data });
+    });
+    if (!answered) setPriced(null);
   };
-  const number = (key: keyof EstimateForm, label: string, min: number, max: number) => (
-    <div class="field">
-      <label for={`estimate-${key}`}>{label}</label>
-      <input
-        id={`estimate-${key}`}
-        type="number"
-        inputMode="numeric"
-        min={min}
-        max={max}
-        step={1}
-        required
-        value={form[key]}
-        onInput={(e) => setForm({ ...form, [key]: e.currentTarget.value })}
-      />
-    </div>
-  );
+  const typeNames = (types.data ?? [{ name: 'compute-2x' }]).map((t) => t.name);
 
   return (
     <>
       <h2>Estimate a plan</h2>
-      <form class="card" onSubmit={submit} aria-label="Estimate a plan">
-        <div class="grid-form">
-          <div class="field">
-            <label for="estimate-type">Instance type</label>
-            <select
-              id="estimate-type"
-              value={form.instance_type}
-              onChange={(e) => setForm({ ...form, instance_type: e.currentTarget.value })}
-            >
-              <option value="">No instances</option>
-              {(types.data ?? [{ name: 'compute-2x' }]).map((t) => (
-                <option key={t.name} value={t.name}>
-                  {t.name}
-                </option>
+      <form class="card stack" onSubmit={submit} aria-label="Estimate a plan">
+        {lines.map((line, index) => (
+          <fieldset key={line.key}>
+            <legend>Line {index + 1}</legend>
+            <div class="grid-form">
+              <div class="field">
+                <label for={`estimate-type-${line.key}`}>Instance type</label>
+                <select
+                  id={`estimate-type-${line.key}`}
+                  value={line.instanceType}
+                  onChange={(e) => change(line.key, { instanceType: e.currentTarget.value })}
+                >
+                  <option value="">No instances</option>
+                  {typeNames.map((name) => (
+                    <option key={name} value={name}>
+                      {name}
+                    </option>
+                  ))}
+                </select>
+              </div>
+              {line.instanceType && (
+                <NumberField
+                  line={line}
+                  field="count"
+                  label="Instances"
+                  min={0}
+                  max={10_000}
+                  onChange={change}
+                />
+              )}
+              <div class="field">
+                <label for={`estimate-region-${line.key}`}>Region</label>
+                <select
+                  id={`estimate-region-${line.key}`}
+                  value={line.region}
+                  onChange={(e) => change(line.key, { region: e.currentTarget.value })}
+                >
+                  <option value="">Any region</option>
+                  {REGIONS.map((r) => (
+                    <option key={r}>{r}</option>
+                  ))}
+                </select>
+              </div>
+              {NUMBER_FIELDS.map((f) => (
+                <NumberField
+                  key={f.key}
+                  line={line}
+                  field={f.key}
+                  label={f.label}
+                  min={f.min}
+                  max={f.max}
+                  onChange={change}
+                />
               ))}
-            </select>
-          </div>
-          {form.instance_type && number('count', 'Instances', 0, 10_000)}
-          <div class="field">
-            <label for="estimate-region">Region</label>
-            <select
-              id="estimate-region"
-              value={form.region}
-              onChange={(e) => setForm({ ...form, region: e.currentTarget.value })}
-            >
-              <option value="">Any region</option>
-              {REGIONS.map((r) => (
-                <option key={r}>{r}</option>
-              ))}
-            </select>
-          </div>
-          {number('hours', 'Hours (730 = a month)', 1, 87_600)}
-          {number('volume_gb', 'Volume storage (GB)', 0, 10_000_000)}
-          {number('snapshot_gb', 'Snapshot storage (GB)', 0, 10_000_000)}
-          {number('vpn_count', 'VPN gateways', 0, 10_000)}
-        </div>
+            </div>
+            {lines.length > 1 && (
+              <div class="actions">
+                <button
+                  type="button"
+                  aria-label={`Remove line ${index + 1}`}
+                  onClick={() => setLines(lines.filter((l) => l.key !== line.key))}
+                >
+                  Remove line
+                </button>
+              </div>
+            )}
+          </fieldset>
+        ))}
         <ErrorNotice error={error ?? types.error} />
         <div class="actions">
+          <button type="button" onClick={addLine} disabled={lines.length >= MAX_LINES}>
+            Add line
+          </button>
           <button type="submit" class="primary">
             Estimate
           </button>
         </div>
       </form>
-      {estimate && (
-        <div aria-live="polite">
-          <p class="total">Estimate: {formatMoney(estimate.total)}</p>
-          <Table
-            caption="Estimate breakdown"
-            rows={estimate.breakdown}
-            rowKey={(b) => b.item}
-            columns={[
-              { label: 'Item', render: (b) => b.description },
-              { label: 'Quantity', render: (b) => `${Number(b.quantity.toFixed(3))} ${b.unit}` },
-              { label: 'Unit price', render: (b) => formatAmount(b.unit_price) },
-              { label: 'Amount', render: (b) => formatAmount(b.amount) },
-            ]}
-          />
-        </div>
-      )}
+      {priced && <PlanFigures lines={priced.lines} answer={priced.answer} />}
     </>
+  );
+}
+
+function NumberField(props: {
+  line: PlanLine;
+  field: keyof PlanLine;
+  label: string;
+  min: number;
+  max: number;
+  onChange: (key: number, update: Partial<PlanLine>) => void;
+}) {
+  const id = `estimate-${props.field}-${props.line.key}`;
+  return (
+    <div class="field">
+      <label for={id}>{props.label}</label>
+      <input
+        id={id}
+        type="number"
+        inputMode="numeric"
+        min={props.min}
+        max={props.max}
+        step={1}
+        required
+        value={props.line[props.field]}
+        onInput={(e) => props.onChange(props.line.key, { [props.field]: e.currentTarget.value })}
+      />
+    </div>
+  );
+}
+
+/** The plan's total, each line's total, and every line's breakdown, from the API's answer. */
+function PlanFigures({ lines, answer }: { lines: PlanLine[]; answer: PlanAnswer }) {
+  const rows = answer.items.map((item, index) => ({ item, index, line: lines[index] }));
+  const breakdown = rows.flatMap(({ item, index }) =>
+    item.breakdown.map((entry) => ({ ...entry, line: index + 1 })),
+  );
+  return (
+    <div aria-live="polite">
+      <p class="total">Estimate: {formatMoney(answer.total)}</p>
+      <Table
+        caption="Estimate by line"
+        rows={rows}
+        rowKey={(r) => String(r.index)}
+        columns={[
+          { label: 'Line', render: (r) => r.index + 1 },
+          { label: 'Plan', render: (r) => (r.line ? lineSummary(r.line) : '—') },
+          { label: 'Total', render: (r) => formatAmount(r.item.total) },
+        ]}
+      />
+      <Table
+        caption="Estimate breakdown"
+        rows={breakdown}
+        rowKey={(b) => `${b.line}-${b.item}`}
+        columns={[
+          { label: 'Line', render: (b) => b.line },
+          { label: 'Item', render: (b) => b.description },
+          { label: 'Quantity', render: (b) => `${Number(b.quantity.toFixed(3))} ${b.unit}` },
+          { label: 'Unit price', render: (b) => formatAmount(b.unit_price) },
+          { label: 'Amount', render: (b) => formatAmount(b.amount) },
+        ]}
+      />
+    </div>
   );
 }
