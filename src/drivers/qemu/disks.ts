@@ -14,7 +14,7 @@
  * - A restore writes the snapshot over a detached volume, or over the root disk of a stopped VM (which
  *   then stands on its own, no longer an overlay of the image); a root disk restored before its VM exists
  *   (an instance created from a snapshot) waits as `volumes/<root volume id>.qcow2` until provisioning
- *   takes it.
+ *   takes it; one whose VM was provisioned while it was copied replaces that VM's root disk.
  *
  * Copies made outside QEMU run in this process; a record still `creating` (or `restoring`) with no copy
  * running here (Nimbus was restarted) starts the copy again from the beginning.
@@ -360,9 +360,24 @@ export class QemuDisks {
     if (!record || record.startedAt !== spec.startedAt || record.snapshotId !== spec.snapshotId) {
       return { state: 'absent', settlesAt: null };
     }
-    if (record.state === 'done') return { state: 'done', settlesAt: null };
+    if (record.state === 'done') {
+      this.takeMissedRoot(spec.volumeId);
+      return { state: 'done', settlesAt: null };
+    }
     if (!this.copies.has(`restore:${spec.volumeId}`)) this.restoreInBackground(spec);
     return { state: 'restoring', settlesAt: new Date(this.now().getTime() + POLL_MS) };
+  }
+
+  /**
+   * A restored root disk left waiting for a machine that was provisioned meanwhile (the copy finished
+   * while provisioning made the machine's own disk from the image, before its record was written) goes
+   * to that machine now, before the restore is reported done: the instance boots only after that.
+   */
+  private takeMissedRoot(rootVolumeId: string): void {
+    const pending = this.pendingRoot(rootVolumeId);
+    const machine = pending ? this.machines.all().find((m) => m.rootVolumeId === rootVolumeId) : undefined;
+    if (!pending || !machine || this.machines.qmpSocket(machine.id)) return;
+    renameSync(pending, this.paths.machineFile(machine.id, 'root.qcow2'));
   }
 
   /** A root disk restored before its machine existed, for provisioning to take; null when none. */
@@ -453,7 +468,15 @@ export class QemuDisks {
       if (info['virtual-size'] < spec.sizeGb * GIB)
         await run('qemu-img', ['resize', '-q', part, String(spec.sizeGb * GIB)]);
       chmodSync(part, 0o600);
-      renameSync(part, target);
+      // Where the copy goes is looked at again now: an instance created from the snapshot is provisioned
+      // while its root disk is copied (the reconciler does not wait for the restore to make the machine,
+      // only to boot it), and its machine then has a root disk of its own, made from the image, which
+      // must be the one replaced; the pending file would never be taken.
+      const now = this.locate(spec.volumeId);
+      if (now?.kind === 'root' && this.machines.qmpSocket(now.machineId)) {
+        throw new Error(`qemu driver: ${now.machineId} must be off to restore its root disk`);
+      }
+      renameSync(part, now?.kind === 'root' ? now.file : target);
       const record = this.restore(spec.volumeId);
       if (record && record.startedAt === spec.startedAt)
         writeRecord(this.restoreFile(spec.volumeId), { ...record, state: 'done' });
