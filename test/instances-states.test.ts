@@ -203,6 +203,7 @@ describe.each(storesFor(STORES))('Instances: state machine and faults (%s)', (st
     );
 
     // A real VM is starting (booting) long enough to be deleted mid-boot; stopping passes too quickly.
+    if (UNDER_QEMU) it.skip(`deletes an instance that is stuck-stopping ${QEMU_SKIP.faults}`, () => {});
     it.each(UNDER_QEMU ? ['stuck-starting'] : ['stuck-starting', 'stuck-stopping'])(
       'deletes an instance that is %s',
       async (name) => {

@@ -2,8 +2,9 @@
  * The compute driver the HTTP suites run against. The simulator by default; NIMBUS_TEST_DRIVER=qemu
  * (`npm run test:qemu-instances`, vitest.qemu.config.ts) makes every suite server boot real VMs with the
  * qemu driver, so the instance suites check the same API against real machines. Cases that rest on
- * what only the simulator has (fault tags, NIMBUS_SIM_SPEEDUP timings, a manual clock) skip under qemu
- * with `skipUnderQemu`, which names the reason (docs/testing.md lists them).
+ * what only the simulator has (a fault tag holding an instance) skip under qemu with the reason in
+ * their name (QEMU_SKIP, qemuSkipName); suites resting on simulated time are left out of that run
+ * (docs/testing.md lists both).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -17,10 +18,7 @@ export const UNDER_QEMU = TEST_DRIVER === 'qemu';
  * prefixed with it, so a reader of the run (or of the JUnit report) sees why.
  */
 export const QEMU_SKIP = {
-  faults: '[simulator only: fault-injection tags hold or fail a boot]',
-  speedup: '[simulator only: NIMBUS_SIM_SPEEDUP timings]',
-  clock: '[simulator only: a manual clock drives the boot]',
-  images: "[simulator only: the simulator's image catalogue]",
+  faults: '[simulator only: a fault-injection tag holds the instance or fails its boot]',
 } as const;
 
 /**
