@@ -116,7 +116,9 @@ export function createServices(deps: ServiceDeps): Services {
     INSTANCE_KIND,
     new InstanceReconciler(
       deps.driver,
-      async (instance) => (await findVolume(deps.store.db, instance.root_volume_id))?.status === 'restoring',
+      // A job step: what is committed is enough (the restore begins in the instance's own create).
+      async (instance) =>
+        (await findVolume(deps.store.committedReads, instance.root_volume_id))?.status === 'restoring',
     ),
   );
   const faults = deps.driver.faultInjection;
