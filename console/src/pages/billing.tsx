@@ -383,6 +383,7 @@ function PlanFigures({ lines, answer }: { lines: PlanLine[]; answer: PlanAnswer 
   return (
     <div aria-live="polite">
       <p class="total">Estimate: {formatMoney(answer.total)}</p>
+      <h3>Each line</h3>
       <Table
         caption="Estimate by line"
         rows={rows}
@@ -393,6 +394,7 @@ function PlanFigures({ lines, answer }: { lines: PlanLine[]; answer: PlanAnswer 
           { label: 'Total', render: (r) => formatAmount(r.item.total) },
         ]}
       />
+      <h3>Breakdown</h3>
       <Table
         caption="Estimate breakdown"
         rows={breakdown}
