@@ -1,6 +1,6 @@
 /**
  * The last API actions the console lacked, in a real browser (Debian's chromium, headless, through
- * playwright-core) against the real HTTPS server: a snapshot and a VPN edited from their rows (dialog
+ * playwright-core) against the real HTTPS server: a snapshot, a volume and a VPN edited from their rows (dialog
  * pre-filled, the API's refusal shown with its request id, only the changed fields in the PATCH), an alert
  * policy's channels tested from its row (each channel's outcome shown; a refusal with its request id),
  * and a plan of several lines priced by the Billing page's calculator (the same figures as the API gives
@@ -158,6 +158,39 @@ describeInChromium('console: more editing actions in Chromium', () => {
     expect((await api('GET', `/v1/snapshots/${snapshot.id}`)).name).toBe('after-upgrade');
     await checkPage(page, 'snapshots after an edit');
     expect(chromium.cspViolations).toEqual([]);
+  });
+
+  it("edits a volume's name and tags from its row, sending only what changed", async () => {
+    const volume = await api('POST', '/v1/volumes', { name: 'logs', size_gb: 10, region: 'us-east-1' });
+    await settled(`/v1/volumes/${volume.id}`, 'available');
+    await open('Volumes');
+    const edit = page.getByRole('button', { name: 'Edit logs' });
+    await edit.waitFor();
+
+    let dialog = await openDialog(edit, 'Edit volume logs');
+    await closeWithEscape(dialog, edit);
+
+    dialog = await openDialog(edit, 'Edit volume logs');
+    expect(await dialog.getByLabel('Name').inputValue()).toBe('logs');
+    expect(await dialog.getByLabel('Tags').inputValue()).toBe('');
+    await checkBothWays('dialog-edit-volume');
+
+    await dialog.getByLabel('Name').fill('app-logs');
+    await dialog.getByLabel('Tags').fill('team=web');
+    const [patch] = await Promise.all([
+      page.waitForRequest((r) => r.method() === 'PATCH' && r.url().endsWith(`/v1/volumes/${volume.id}`)),
+      dialog.getByRole('button', { name: 'Save' }).click(),
+    ]);
+    expect(patch.postDataJSON()).toEqual({ name: 'app-logs', tags: { team: 'web' } });
+    await expect.poll(() => dialog.count()).toBe(0);
+    await expect
+      .poll(() => page.getByRole('row', { name: /^app-logs / }).textContent())
+      .toContain('team=web');
+    expect(await api('GET', `/v1/volumes/${volume.id}`)).toMatchObject({
+      name: 'app-logs',
+      tags: { team: 'web' },
+    });
+    await checkPage(page, 'volumes after an edit');
   });
 
   it('edits a VPN from its row: name and extra routes, refusals shown', async () => {

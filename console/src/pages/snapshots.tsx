@@ -4,7 +4,7 @@
  * instance's root disk when the snapshot is of a root volume) and delete after a confirmation; the data volumes' backup schedules (PATCH /v1/volumes/{id}). The list is
  * polled only while a snapshot is being made or deleted.
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
@@ -18,7 +18,7 @@ import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
 import { formatTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
-import { snapshotDraftOf, snapshotPatch } from './snapshot-edit.ts';
+import { NameTagsDialog } from './name-tags-edit.tsx';
 import { useInstanceChoices } from './volumes.tsx';
 import './storage-network.css';
 
@@ -157,8 +157,12 @@ export function SnapshotsPage() {
         />
       )}
       {panel?.kind === 'edit' && (
-        <EditSnapshotDialog
-          snapshot={panel.snapshot}
+        <NameTagsDialog
+          title={`Edit snapshot ${panel.snapshot.name}`}
+          resource={panel.snapshot}
+          save={(body) =>
+            unwrap(api.PATCH('/v1/snapshots/{id}', { params: { path: { id: panel.snapshot.id } }, body }))
+          }
           onCancel={() => setPanel(null)}
           onSaved={() => {
             setPanel(null);
@@ -234,57 +238,6 @@ function CreateSnapshotForm(props: {
           </div>
         </div>
       )}
-    </FormDialog>
-  );
-}
-
-/** Rename a snapshot or change its tags: a modal opened from its row, sending only what changed. */
-function EditSnapshotDialog(props: { snapshot: Snapshot; onCancel: () => void; onSaved: () => void }) {
-  const [initial] = useState(() => snapshotDraftOf(props.snapshot));
-  const [draft, setDraft] = useState(initial);
-  const id = useId();
-  const submit = async () => {
-    const body = snapshotPatch(initial, draft);
-    // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
-    if (Object.keys(body).length > 0)
-      await unwrap(
-        currentSession().api.PATCH('/v1/snapshots/{id}', {
-          params: { path: { id: props.snapshot.id } },
-          body,
-        }),
-      );
-    props.onSaved();
-  };
-  return (
-    <FormDialog
-      modal
-      title={`Edit snapshot ${props.snapshot.name}`}
-      submitLabel="Save"
-      onSubmit={submit}
-      onCancel={props.onCancel}
-    >
-      <div class="field">
-        <label for={`${id}-name`}>Name</label>
-        <input
-          id={`${id}-name`}
-          required
-          value={draft.name}
-          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
-        />
-      </div>
-      <div class="field">
-        <label for={`${id}-tags`}>Tags</label>
-        <input
-          id={`${id}-tags`}
-          placeholder="env=prod, team=web"
-          aria-describedby={`${id}-tags-hint`}
-          value={draft.tags}
-          onInput={(e) => setDraft({ ...draft, tags: e.currentTarget.value })}
-        />
-        <small id={`${id}-tags-hint`} class="muted">
-          key=value pairs separated by commas; they replace the snapshot's tags, and empty removes them.
-        </small>
-      </div>
     </FormDialog>
   );
 }

@@ -1,5 +1,6 @@
 /**
  * Volumes: the list (GET /v1/volumes), create (with an optional instance to attach to), and per volume
+ * edit its name and tags (PATCH /v1/volumes/{id}; its backup schedule is set on the Snapshots page),
  * attach, detach, resize (grow only), snapshot and delete after a confirmation. Statuses stay current by
  * polling the list only while a volume is changing (no stream carries volumes).
  */
@@ -14,8 +15,10 @@ import { type Column, Pager, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
+import { formatTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
+import { NameTagsDialog } from './name-tags-edit.tsx';
 import './storage-network.css';
 
 type Volume = Schemas['Volume'];
@@ -34,6 +37,7 @@ export function useInstanceChoices() {
 
 type Panel =
   | { kind: 'create' }
+  | { kind: 'edit'; volume: Volume }
   | { kind: 'attach'; volume: Volume }
   | { kind: 'resize'; volume: Volume }
   | { kind: 'snapshot'; volume: Volume };
@@ -94,52 +98,70 @@ export function VolumesPage() {
         ),
     },
     { label: 'Device', render: (v) => (v.device_name ? <code>{v.device_name}</code> : '—') },
+    { label: 'Tags', render: (v) => formatTags(v.tags) || '—' },
     {
       label: 'Actions',
-      render: (v) =>
-        v.kind === 'root' ? (
-          <span class="muted">Follows its instance</span>
-        ) : (
-          <div class="row-actions">
-            {v.status === 'available' && (
-              <button
-                type="button"
-                aria-label={`Attach ${v.name}`}
-                onClick={() => setPanel({ kind: 'attach', volume: v })}
-              >
-                Attach
-              </button>
-            )}
-            {v.status === 'in-use' && (
-              <button type="button" aria-label={`Detach ${v.name}`} onClick={() => detach(v)}>
-                Detach
-              </button>
-            )}
-            {(v.status === 'available' || v.status === 'in-use') && (
-              <>
+      render: (v) => (
+        <div class="row-actions">
+          {v.status !== 'deleting' && (
+            <button
+              type="button"
+              aria-label={`Edit ${v.name}`}
+              onClick={() => setPanel({ kind: 'edit', volume: v })}
+            >
+              Edit
+            </button>
+          )}
+          {v.kind === 'root' ? (
+            <span class="muted">Follows its instance</span>
+          ) : (
+            <>
+              {v.status === 'available' && (
                 <button
                   type="button"
-                  aria-label={`Resize ${v.name}`}
-                  onClick={() => setPanel({ kind: 'resize', volume: v })}
+                  aria-label={`Attach ${v.name}`}
+                  onClick={() => setPanel({ kind: 'attach', volume: v })}
                 >
-                  Resize
+                  Attach
                 </button>
+              )}
+              {v.status === 'in-use' && (
+                <button type="button" aria-label={`Detach ${v.name}`} onClick={() => detach(v)}>
+                  Detach
+                </button>
+              )}
+              {(v.status === 'available' || v.status === 'in-use') && (
+                <>
+                  <button
+                    type="button"
+                    aria-label={`Resize ${v.name}`}
+                    onClick={() => setPanel({ kind: 'resize', volume: v })}
+                  >
+                    Resize
+                  </button>
+                  <button
+                    type="button"
+                    aria-label={`Snapshot ${v.name}`}
+                    onClick={() => setPanel({ kind: 'snapshot', volume: v })}
+                  >
+                    Snapshot
+                  </button>
+                </>
+              )}
+              {(v.status === 'available' || v.status === 'error') && (
                 <button
                   type="button"
-                  aria-label={`Snapshot ${v.name}`}
-                  onClick={() => setPanel({ kind: 'snapshot', volume: v })}
+                  class="danger"
+                  aria-label={`Delete ${v.name}`}
+                  onClick={() => remove(v)}
                 >
-                  Snapshot
+                  Delete
                 </button>
-              </>
-            )}
-            {(v.status === 'available' || v.status === 'error') && (
-              <button type="button" class="danger" aria-label={`Delete ${v.name}`} onClick={() => remove(v)}>
-                Delete
-              </button>
-            )}
-          </div>
-        ),
+              )}
+            </>
+          )}
+        </div>
+      ),
     },
   ];
 
@@ -159,6 +181,20 @@ export function VolumesPage() {
           onCreated={(name) => {
             closePanel();
             setNotice(`Volume ${name} is being created.`);
+            list.reload();
+          }}
+        />
+      )}
+      {panel?.kind === 'edit' && (
+        <NameTagsDialog
+          title={`Edit volume ${panel.volume.name}`}
+          resource={panel.volume}
+          save={(body) =>
+            unwrap(api.PATCH('/v1/volumes/{id}', { params: { path: { id: panel.volume.id } }, body }))
+          }
+          onCancel={closePanel}
+          onSaved={() => {
+            closePanel();
             list.reload();
           }}
         />

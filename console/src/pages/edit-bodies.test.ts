@@ -1,36 +1,36 @@
 /**
- * The PATCH bodies of the snapshot and VPN edit dialogs: nothing when untouched, only the changed fields,
- * tags whole, routes compared as lists.
+ * The PATCH bodies of the name-and-tags dialog (snapshots, volumes) and the VPN edit dialog: nothing when
+ * untouched, only the changed fields, tags whole, routes compared as lists.
  */
 import { describe, expect, it } from 'vitest';
 import type { Schemas } from '../api.ts';
-import { snapshotDraftOf, snapshotPatch } from './snapshot-edit.ts';
+import { nameTagsDraftOf, nameTagsPatch } from './name-tags-edit.tsx';
 import { cidrList, vpnDraftOf, vpnPatch } from './vpn-edit.ts';
 
-const snapshot = { name: 'nightly', tags: { env: 'prod', team: 'web' } } as unknown as Schemas['Snapshot'];
+const resource = { name: 'nightly', tags: { env: 'prod', team: 'web' } };
 const vpn = { name: 'office', allowed_cidrs: ['192.168.50.0/24', '0.0.0.0/0'] } as unknown as Schemas['Vpn'];
 
-describe('snapshotPatch', () => {
+describe('nameTagsPatch', () => {
   it('shows the tags as the line the form reads back', () => {
-    expect(snapshotDraftOf(snapshot)).toEqual({ name: 'nightly', tags: 'env=prod, team=web' });
+    expect(nameTagsDraftOf(resource)).toEqual({ name: 'nightly', tags: 'env=prod, team=web' });
   });
 
   it('sends nothing when nothing changed', () => {
-    const draft = snapshotDraftOf(snapshot);
-    expect(snapshotPatch(draft, { ...draft })).toEqual({});
+    const draft = nameTagsDraftOf(resource);
+    expect(nameTagsPatch(draft, { ...draft })).toEqual({});
   });
 
   it('sends a new name alone', () => {
-    const draft = snapshotDraftOf(snapshot);
-    expect(snapshotPatch(draft, { ...draft, name: 'before-upgrade' })).toEqual({ name: 'before-upgrade' });
+    const draft = nameTagsDraftOf(resource);
+    expect(nameTagsPatch(draft, { ...draft, name: 'before-upgrade' })).toEqual({ name: 'before-upgrade' });
   });
 
   it('sends the tags whole when they change, and none at all when emptied', () => {
-    const draft = snapshotDraftOf(snapshot);
-    expect(snapshotPatch(draft, { ...draft, tags: 'env=prod, keep' })).toEqual({
+    const draft = nameTagsDraftOf(resource);
+    expect(nameTagsPatch(draft, { ...draft, tags: 'env=prod, keep' })).toEqual({
       tags: { env: 'prod', keep: '' },
     });
-    expect(snapshotPatch(draft, { ...draft, tags: '' })).toEqual({ tags: {} });
+    expect(nameTagsPatch(draft, { ...draft, tags: '' })).toEqual({ tags: {} });
   });
 });
 

@@ -1,0 +1,76 @@
+/**
+ * Rename a resource or change its tags, for the resources whose PATCH takes just those two here (a
+ * snapshot; a volume, whose backup schedule has its own editor): a modal opened from the row, sending only
+ * the fields the user changed (new tags replace the old ones whole; emptied, they remove them all).
+ */
+import { useId, useState } from 'preact/hooks';
+import { FormDialog } from '../components/form-dialog.tsx';
+import { formatTags, parseTags } from '../tags.ts';
+
+export interface NameTags {
+  name: string;
+  tags: Record<string, string>;
+}
+
+/** What the dialog edits, as the user typed it (tags as one line). */
+export interface NameTagsDraft {
+  name: string;
+  tags: string;
+}
+
+export type NameTagsPatch = Partial<NameTags>;
+
+export function nameTagsDraftOf(resource: NameTags): NameTagsDraft {
+  return { name: resource.name, tags: formatTags(resource.tags) };
+}
+
+export function nameTagsPatch(before: NameTagsDraft, after: NameTagsDraft): NameTagsPatch {
+  const body: NameTagsPatch = {};
+  if (after.name !== before.name) body.name = after.name;
+  if (after.tags !== before.tags) body.tags = parseTags(after.tags);
+  return body;
+}
+
+export function NameTagsDialog(props: {
+  title: string;
+  resource: NameTags;
+  /** Sends the PATCH; called only when something changed (the API refuses an empty PATCH). */
+  save: (body: NameTagsPatch) => Promise<unknown>;
+  onCancel: () => void;
+  onSaved: () => void;
+}) {
+  const [initial] = useState(() => nameTagsDraftOf(props.resource));
+  const [draft, setDraft] = useState(initial);
+  const id = useId();
+  const submit = async () => {
+    const body = nameTagsPatch(initial, draft);
+    if (Object.keys(body).length > 0) await props.save(body);
+    props.onSaved();
+  };
+  return (
+    <FormDialog modal title={props.title} submitLabel="Save" onSubmit={submit} onCancel={props.onCancel}>
+      <div class="field">
+        <label for={`${id}-name`}>Name</label>
+        <input
+          id={`${id}-name`}
+          required
+          value={draft.name}
+          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
+        />
+      </div>
+      <div class="field">
+        <label for={`${id}-tags`}>Tags</label>
+        <input
+          id={`${id}-tags`}
+          placeholder="env=prod, team=web"
+          aria-describedby={`${id}-tags-hint`}
+          value={draft.tags}
+          onInput={(e) => setDraft({ ...draft, tags: e.currentTarget.value })}
+        />
+        <small id={`${id}-tags-hint`} class="muted">
+          key=value pairs separated by commas; they replace the current tags, and empty removes them.
+        </small>
+      </div>
+    </FormDialog>
+  );
+}
