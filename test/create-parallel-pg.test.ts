@@ -118,4 +118,36 @@ describe.skipIf(!HAVE_POSTGRES)('Creates of one account in parallel (postgres)',
     expect(recount.length).toBeGreaterThan(0);
     for (const row of recount) expect(row.counter, row.name).toBe(row.counted);
   });
+
+  it('volume creates: 8 at once for the last 100 GB of volume_storage_gb, exactly one gets them', async () => {
+    const { id: accountId, key } = await account(server);
+    await server.admin('set-quota', '--account', accountId, '--name', 'volume_storage_gb', '--limit', '150');
+    const first = await server.request('POST', '/v1/volumes', {
+      key,
+      body: { name: 'first', size_gb: 50, region: COMPUTE.region },
+    });
+    expect(first.status, first.text).toBe(202);
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        server.request('POST', '/v1/volumes', {
+          key,
+          body: { name: `race-${i}`, size_gb: 100, region: COMPUTE.region },
+        }),
+      ),
+    );
+    const statuses = replies.map((reply) => reply.status).join(',');
+    expect(
+      replies.filter((reply) => reply.status === 202),
+      statuses,
+    ).toHaveLength(1);
+    for (const reply of replies.filter((r) => r.status !== 202)) {
+      const error = expectError(reply, 403, 'quota_exceeded');
+      expect(error.details).toEqual({ quota: 'volume_storage_gb', limit: 150, used: 150, requested: 100 });
+    }
+    const quota = await server.request('GET', '/v1/account/quota', { key });
+    const used = Object.fromEntries(
+      (quota.body.data as { name: string; used: number }[]).map((q) => [q.name, q.used]),
+    );
+    expect(used).toMatchObject({ volumes: 2, volume_storage_gb: 150 });
+  });
 });
