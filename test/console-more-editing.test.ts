@@ -1,8 +1,8 @@
 /**
  * The last API actions the console lacked, in a real browser (Debian's chromium, headless, through
- * playwright-core) against the real HTTPS server: a snapshot, a volume and a VPN edited from their rows (dialog
- * pre-filled, the API's refusal shown with its request id, only the changed fields in the PATCH), an alert
- * policy's channels tested from its row (each channel's outcome shown; a refusal with its request id),
+ * playwright-core) against the real HTTPS server: a snapshot, a volume, a VPN and a webhook edited from
+ * their rows (dialog pre-filled, the API's refusal shown with its request id, only the changed fields in
+ * the PATCH), an alert policy's channels tested from its row (each channel's outcome shown; a refusal with its request id),
  * and a plan of several lines priced by the Billing page's calculator (the same figures as the API gives
  * for the same plan). Each new dialog is opened from the keyboard, passes axe-core, closes on Escape with
  * focus back on its opener, and is screenshot (1280 px light and 375 px dark) to
@@ -244,6 +244,46 @@ describeInChromium('console: more editing actions in Chromium', () => {
     await expect.poll(async () => (await api('GET', `/v1/vpn/${vpn.id}`)).allowed_cidrs).toEqual([]);
     await expect.poll(() => row.textContent()).not.toContain('10.20.0.0/16');
     await checkPage(page, 'networking after a VPN edit');
+  });
+
+  it("edits a webhook's URL, description and events from its row, sending only what changed", async () => {
+    const url = `${receiver.origin}/first`;
+    const hook = await api('POST', '/v1/webhooks', { url, events: ['*'], description: 'ops' });
+    await open('Webhooks');
+    const edit = page.getByRole('button', { name: `Edit webhook ${url}` });
+    const title = `Edit webhook ${url}`;
+
+    let dialog = await openDialog(edit, title);
+    await closeWithEscape(dialog, edit);
+
+    dialog = await openDialog(edit, title);
+    expect(await dialog.getByLabel('Receiver URL').inputValue()).toBe(url);
+    expect(await dialog.getByLabel('Description (optional)').inputValue()).toBe('ops');
+    expect(await dialog.getByRole('checkbox', { name: 'Every event (*)' }).isChecked()).toBe(true);
+    await checkBothWays('dialog-edit-webhook');
+
+    // An address with credentials is the API's to refuse.
+    await dialog.getByLabel('Receiver URL').fill('https://user:pass@example.com/hook');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await expectRefusal(dialog, /url/i);
+
+    const moved = `${receiver.origin}/second`;
+    await dialog.getByLabel('Receiver URL').fill(moved);
+    await dialog.getByRole('checkbox', { name: 'Every event (*)' }).uncheck();
+    await dialog.getByRole('checkbox', { name: 'invoice.*' }).check();
+    const [patch] = await Promise.all([
+      page.waitForRequest((r) => r.method() === 'PATCH' && r.url().endsWith(`/v1/webhooks/${hook.id}`)),
+      dialog.getByRole('button', { name: 'Save' }).click(),
+    ]);
+    expect(patch.postDataJSON()).toEqual({ url: moved, events: ['invoice.*'] });
+    await expect.poll(() => dialog.count()).toBe(0);
+    await page.getByRole('row', { name: new RegExp(`^${moved} invoice\\.\\*`) }).waitFor();
+    expect(await api('GET', `/v1/webhooks/${hook.id}`)).toMatchObject({
+      url: moved,
+      events: ['invoice.*'],
+      description: 'ops',
+    });
+    await checkPage(page, 'webhooks after an edit');
   });
 
   it("tests an alert policy's channels from its row and shows each outcome", async () => {

@@ -1,6 +1,7 @@
 /**
  * Webhooks: the subscriptions (GET /v1/webhooks), Create webhook (URL, events; the signing secret Nimbus
- * generates is shown once, like an API key), Send test, Rotate secret (POST /v1/webhooks/{id}/rotate-secret:
+ * generates is shown once, like an API key), Edit (URL, description, events: a dialog from the row,
+ * sending only what changed), Send test, Rotate secret (POST /v1/webhooks/{id}/rotate-secret:
  * the new secret shown once, with how long the previous one keeps signing beside it), enable and disable,
  * delete after a confirmation, and each one's delivery log (GET /v1/webhooks/{id}/deliveries) with
  * Redeliver.
@@ -18,6 +19,7 @@ import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
+import { createBody, NEW_WEBHOOK, patchBody, type WebhookDraft, webhookDraftOf } from './webhook-draft.ts';
 import './account-billing.css';
 
 type Webhook = Schemas['Webhook'];
@@ -41,6 +43,7 @@ export function WebhooksPage() {
   /** A signing secret to show once: a new webhook's, or a rotation's (with the previous one's end). */
   const [fresh, setFresh] = useState<FreshSecret | null>(null);
   const [rotating, setRotating] = useState<Webhook | null>(null);
+  const [editing, setEditing] = useState<Webhook | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [logVersion, setLogVersion] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
@@ -115,10 +118,20 @@ export function WebhooksPage() {
           }}
         />
       )}
+      {editing && (
+        <WebhookForm
+          hook={editing}
+          onCancel={() => setEditing(null)}
+          onSaved={() => {
+            setEditing(null);
+            hooks.reload();
+          }}
+        />
+      )}
       {creating && (
-        <CreateWebhookForm
+        <WebhookForm
           onCancel={() => setCreating(false)}
-          onCreated={(url, secret) => {
+          onSaved={(url, secret) => {
             setCreating(false);
             if (secret) setFresh({ url, secret, rotation: null });
             hooks.reload();
@@ -176,6 +189,9 @@ export function WebhooksPage() {
                   </button>
                   <button type="button" aria-label={`Send test to ${h.url}`} onClick={() => sendTest(h)}>
                     Send test
+                  </button>
+                  <button type="button" aria-label={`Edit webhook ${h.url}`} onClick={() => setEditing(h)}>
+                    Edit
                   </button>
                   <button
                     type="button"
@@ -379,54 +395,70 @@ function RotateSecretForm(props: {
   );
 }
 
-function CreateWebhookForm(props: {
+/**
+ * Create a webhook (inline, `hook` absent) or edit one (a modal opened from its row, pre-filled, sending
+ * only what changed). The events offered are the API's event families, and any single types the
+ * subscription already names.
+ */
+function WebhookForm(props: {
+  hook?: Webhook;
   onCancel: () => void;
-  onCreated: (url: string, secret: string | undefined) => void;
+  onSaved: (url: string, secret: string | undefined) => void;
 }) {
+  const { hook } = props;
   const types = useLoad(
     async () => (await unwrap(currentSession().api.GET('/v1/events/types'))).data.map((t) => t.type),
     [],
   );
-  const families = [...new Set((types.data ?? []).map((type) => `${type.split('.')[0]}.*`))];
-  const [url, setUrl] = useState('');
-  const [description, setDescription] = useState('');
-  const [everything, setEverything] = useState(true);
-  const [events, setEvents] = useState<string[]>([]);
+  const [initial] = useState(() => (hook ? webhookDraftOf(hook) : NEW_WEBHOOK));
+  const [draft, setDraft] = useState(initial);
+  const set = (change: Partial<WebhookDraft>) => setDraft({ ...draft, ...change });
+  const choices = [
+    ...new Set([...(types.data ?? []).map((type) => `${type.split('.')[0]}.*`), ...initial.events]),
+  ];
+  const id = useId();
 
   const submit = async () => {
-    const answer = await unwrap(
-      currentSession().api.POST('/v1/webhooks', {
-        body: { url, events: everything ? ['*'] : events, ...(description ? { description } : {}) },
-      }),
-    );
-    props.onCreated(answer.data.url, answer.data.secret);
+    const api = currentSession().api;
+    if (!hook) {
+      const answer = await unwrap(api.POST('/v1/webhooks', { body: createBody(draft) }));
+      props.onSaved(answer.data.url, answer.data.secret);
+      return;
+    }
+    const body = patchBody(initial, draft);
+    // Nothing changed: the API would refuse an empty PATCH, and there is nothing to save.
+    if (Object.keys(body).length > 0)
+      await unwrap(api.PATCH('/v1/webhooks/{id}', { params: { path: { id: hook.id } }, body }));
+    props.onSaved(draft.url, undefined);
   };
 
   return (
     <FormDialog
-      title="Create webhook"
-      submitLabel="Create"
+      title={hook ? `Edit webhook ${hook.url}` : 'Create webhook'}
+      submitLabel={hook ? 'Save' : 'Create'}
+      modal={Boolean(hook)}
+      canSubmit={draft.everything || draft.events.length > 0}
       error={types.error}
       onSubmit={submit}
       onCancel={props.onCancel}
     >
       <div class="field">
-        <label for="webhook-url">Receiver URL</label>
+        <label for={`${id}-url`}>Receiver URL</label>
         <input
-          id="webhook-url"
+          id={`${id}-url`}
           type="url"
           required
           placeholder="https://example.com/nimbus-events"
-          value={url}
-          onInput={(e) => setUrl(e.currentTarget.value)}
+          value={draft.url}
+          onInput={(e) => set({ url: e.currentTarget.value })}
         />
       </div>
       <div class="field">
-        <label for="webhook-description">Description (optional)</label>
+        <label for={`${id}-description`}>Description (optional)</label>
         <input
-          id="webhook-description"
-          value={description}
-          onInput={(e) => setDescription(e.currentTarget.value)}
+          id={`${id}-description`}
+          value={draft.description}
+          onInput={(e) => set({ description: e.currentTarget.value })}
         />
       </div>
       <fieldset>
@@ -434,25 +466,27 @@ function CreateWebhookForm(props: {
         <label class="check">
           <input
             type="checkbox"
-            checked={everything}
-            onChange={(e) => setEverything(e.currentTarget.checked)}
+            checked={draft.everything}
+            onChange={(e) => set({ everything: e.currentTarget.checked })}
           />
           Every event (*)
         </label>
-        {!everything && (
+        {!draft.everything && (
           <div class="permission-grid">
-            {families.map((family) => (
-              <label key={family} class="check">
+            {choices.map((choice) => (
+              <label key={choice} class="check">
                 <input
                   type="checkbox"
-                  checked={events.includes(family)}
+                  checked={draft.events.includes(choice)}
                   onChange={(e) =>
-                    setEvents(
-                      e.currentTarget.checked ? [...events, family] : events.filter((x) => x !== family),
-                    )
+                    set({
+                      events: e.currentTarget.checked
+                        ? [...draft.events, choice]
+                        : draft.events.filter((x) => x !== choice),
+                    })
                   }
                 />
-                {family}
+                {choice}
               </label>
             ))}
           </div>
