@@ -192,7 +192,14 @@ export class QemuMachines {
       createdAt: this.o.now().toISOString(),
     };
     await this.writeSeed(spec);
-    await this.sshPorts.withFreePort(async (sshPort) => this.save({ ...record, sshPort }));
+    await this.sshPorts.withFreePort(async (sshPort) => {
+      // A root restored while this ran (the copy ended after the look above) is taken in the same step
+      // as the record is written, which is what lets a restore find this machine (disks.ts): no copy
+      // can end between the two and be left for no one.
+      const late = restored || !spec.rootVolumeId ? null : this.o.pendingRoot(spec.rootVolumeId);
+      if (late) renameSync(late, root);
+      this.save({ ...record, sshPort });
+    });
     await this.serve(spec.id);
   }
 
