@@ -39,12 +39,15 @@ export async function updateAccount(
 }
 
 /**
- * Serialises writers that check a per-account limit (quotas) inside a transaction. PostgreSQL locks the
- * account row; SQLite already runs one write transaction at a time.
+ * Serialises writers that check a per-account limit counted from rows (API keys, firewall rules, VPNs,
+ * webhooks, alert policies) inside a transaction. PostgreSQL locks the account row; SQLite already runs
+ * one write transaction at a time. FOR NO KEY UPDATE, not FOR UPDATE: it excludes the other holders all
+ * the same, but not the key-share locks that inserting a row referencing the account takes, so the
+ * account's instance, volume and snapshot creates (which hold no account lock) do not wait for it.
  */
 export async function lockAccount(db: Executor, id: string): Promise<void> {
   if (isPostgres(db)) {
-    await db.selectFrom('accounts').select('id').where('id', '=', id).forUpdate().execute();
+    await db.selectFrom('accounts').select('id').where('id', '=', id).forNoKeyUpdate().execute();
   }
 }
 
