@@ -47,9 +47,12 @@ export class QemuPaths {
   readonly volumes: string;
   readonly snapshots: string;
   readonly run: string;
+  /** The KVM probe's remembered "no" (kvm-verdict.ts). */
+  readonly kvmVerdict: string;
 
   constructor(dataDir: string) {
     this.root = path.join(path.resolve(dataDir), 'qemu');
+    this.kvmVerdict = path.join(this.root, 'kvm-verdict.json');
     this.machines = path.join(this.root, 'machines');
     this.volumes = path.join(this.root, 'volumes');
     this.snapshots = path.join(this.root, 'snapshots');

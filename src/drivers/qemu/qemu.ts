@@ -35,10 +35,10 @@ import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
 import { QemuPaths } from './files.js';
 import { listImages } from './images.js';
+import { kvmUsableRemembered } from './kvm-verdict.js';
 import { type GuestIdentity, QemuMachines } from './machines.js';
 import { type MetadataHandler, MetadataSockets } from './metadata-sockets.js';
 import { QemuMetrics } from './metrics.js';
-import { kvmUsable } from './process.js';
 import { type InboundCheck, SshProxies } from './ssh-proxy.js';
 import { available } from './tools.js';
 
@@ -99,7 +99,7 @@ export class QemuDriver implements ComputeDriver {
     )[0];
     const accel =
       options.accel === 'auto'
-        ? (await kvmUsable(QEMU_BINARY, kernel ?? null))
+        ? (await kvmUsableRemembered(QEMU_BINARY, kernel ?? null, new QemuPaths(options.dataDir).kvmVerdict))
           ? 'kvm'
           : 'tcg'
         : options.accel;
