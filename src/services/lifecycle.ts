@@ -29,6 +29,7 @@ import { recordEvent } from '../events/outbox.js';
 import type { JobHandler, JobRunner, RunningJob } from '../jobs/runner.js';
 import { switchMeter } from '../store/billing-meters.js';
 import type { Store } from '../store/db.js';
+import { holdCounts, writeHeldCounts } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
 import { Conflict, type DomainError, NotFound, type ResourceKind as NotFoundResource } from './errors.js';
 
@@ -151,7 +152,7 @@ export class Lifecycle {
     build: (trx: Executor) => Promise<R>,
   ): Promise<R> {
     const reconcile = kind.table.create.target !== undefined;
-    const record = await this.store.db.transaction().execute(async (trx) => {
+    const record = await this.transaction(async (trx) => {
       const record = await build(trx);
       await kind.insert(trx, record);
       await this.meterChange(trx, kind, undefined, record);
@@ -215,7 +216,7 @@ export class Lifecycle {
     plan: (record: R, trx: Executor) => ActionPlan<S, C, E> | Promise<ActionPlan<S, C, E>>,
     options: ActOptions = {},
   ): Promise<R> {
-    const outcome = await this.store.db.transaction().execute(async (trx) => {
+    const outcome = await this.transaction(async (trx) => {
       await options.holdFirst?.(trx);
       const current = await kind.lock(trx, accountId, id);
       if (!current) throw new NotFound(kind.resource, id);
@@ -278,9 +279,11 @@ export class Lifecycle {
     finish?: RunningJob,
   ): Promise<boolean> {
     const at = this.clock.now().toISOString();
-    if (!event && !related && !finish && !this.changesMeter(kind, current, changes))
+    // A write of the record alone needs no transaction; a status change does (it moves the counts too).
+    const alone = !event && !related && !finish && !this.changesMeter(kind, current, changes);
+    if (alone && (changes.status === undefined || changes.status === current.status))
       return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
-    const written = await this.store.db.transaction().execute(async (trx) => {
+    const written = await this.transaction(async (trx) => {
       const written = await kind.update(trx, current, { ...changes, updated_at: at });
       if (written) await this.meterChange(trx, kind, current, written);
       if (written && event) await this.recordKindEvent(trx, kind, written, event);
@@ -299,12 +302,28 @@ export class Lifecycle {
     event: KindEvent<E>,
     finish?: RunningJob,
   ): Promise<boolean> {
-    return this.store.db.transaction().execute(async (trx) => {
+    return this.transaction(async (trx) => {
       if (!(await kind.remove(trx, current))) return false;
       await this.meterChange(trx, kind, current, undefined);
       await this.recordKindEvent(trx, kind, current, event);
       await finish?.finishWithin(trx);
       return true;
+    });
+  }
+
+  /**
+   * A transaction of the core's own: the per-status counts its writes move (store/instances.ts) are held
+   * back and written as its last statement before COMMIT. On PostgreSQL those rows are shared by every
+   * write of the account in the region, and a writer holds them until COMMIT: a boot's settle used to
+   * move them first and then hold them through its meter, event and job statements, while the account's
+   * creates and other boots queued behind it.
+   */
+  private transaction<T>(work: (trx: Executor) => Promise<T>): Promise<T> {
+    return this.store.db.transaction().execute(async (trx) => {
+      holdCounts(trx);
+      const result = await work(trx);
+      await writeHeldCounts(trx);
+      return result;
     });
   }
 

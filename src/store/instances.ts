@@ -85,12 +85,65 @@ async function adjustCounts(
   region: string,
   deltas: readonly (readonly [status: string, delta: number])[],
 ) {
+  const held = heldCounts.get(db);
+  if (held) {
+    const key = JSON.stringify([accountId, region]);
+    const sums = held.get(key) ?? new Map<string, number>();
+    for (const [status, delta] of deltas) sums.set(status, (sums.get(status) ?? 0) + delta);
+    held.set(key, sums);
+    return;
+  }
+  await writeCounts(db, accountId, region, deltas);
+}
+
+async function writeCounts(
+  db: Executor,
+  accountId: string,
+  region: string,
+  deltas: readonly (readonly [status: string, delta: number])[],
+) {
   const values: Record<string, string | number> = { accountId, region };
   deltas.forEach(([status, delta], i) => {
     values[`status${i}`] = status;
     values[`delta${i}`] = delta;
   });
   await countsUpsert(String(deltas.length)).run(db, values);
+}
+
+/**
+ * Count changes held back on a transaction by `holdCounts`, summed per [account, region] (as JSON) and
+ * status. On PostgreSQL an account's instance_counts rows are written by every create, boot and action
+ * of the account in the region, and whoever writes one holds it until COMMIT; written as the
+ * transaction's last statement, a row is held for that statement and the commit instead of for the
+ * meter, event and job statements of a boot's settle as well (docs/benchmarks.md, issue 18).
+ */
+const heldCounts = new WeakMap<Executor, Map<string, Map<string, number>>>();
+
+/**
+ * From here on, the count changes of this transaction's instance writes are summed instead of written;
+ * `writeHeldCounts` must then be its last statement before COMMIT (the counts move in the write's own
+ * transaction still, only later in it). Lists read the counts committed, so nothing in between misses them.
+ */
+export function holdCounts(trx: Executor): void {
+  if (!heldCounts.has(trx)) heldCounts.set(trx, new Map());
+}
+
+/**
+ * Writes what `holdCounts` held back on `trx`: one statement per account and region, statuses in key
+ * order (two transactions moving the same rows take them in the same order, so neither waits on the
+ * other in a cycle); a status whose changes cancel out is not written.
+ */
+export async function writeHeldCounts(trx: Executor): Promise<void> {
+  const held = heldCounts.get(trx);
+  heldCounts.delete(trx);
+  if (!held) return;
+  for (const key of [...held.keys()].sort()) {
+    const [accountId, region] = JSON.parse(key) as [string, string];
+    const deltas = [...(held.get(key) as Map<string, number>)]
+      .filter(([, delta]) => delta !== 0)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (deltas.length > 0) await writeCounts(trx, accountId, region, deltas);
+  }
 }
 
 async function writeTags(
