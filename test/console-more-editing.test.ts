@@ -2,7 +2,8 @@
  * The last API actions the console lacked, in a real browser (Debian's chromium, headless, through
  * playwright-core) against the real HTTPS server: a snapshot, a volume, a VPN and a webhook edited from
  * their rows (dialog pre-filled, the API's refusal shown with its request id, only the changed fields in
- * the PATCH), an alert policy's channels tested from its row (each channel's outcome shown; a refusal with its request id),
+ * the PATCH), an alert policy edited (its condition, then a switch to a state) and its channels tested
+ * from its row (each channel's outcome shown; a refusal with its request id),
  * and a plan of several lines priced by the Billing page's calculator (the same figures as the API gives
  * for the same plan). Each new dialog is opened from the keyboard, passes axe-core, closes on Escape with
  * focus back on its opener, and is screenshot (1280 px light and 375 px dark) to
@@ -326,6 +327,78 @@ describeInChromium('console: more editing actions in Chromium', () => {
     await send.click();
     await expectRefusal(page, /not found|no alert/i);
     expect(await outcome.count()).toBe(0);
+  });
+
+  it('edits an alert policy from its row: the condition and channels, only what changed', async () => {
+    const policy = await api('POST', '/v1/alerts', {
+      name: 'mem-high',
+      metric: 'memory_percent',
+      compare: 'above',
+      threshold: 90,
+      window: '5m',
+      targets: { tags: { env: 'prod' } },
+      // E-mail needs an SMTP relay, which this server has not: a chat channel to the receiver.
+      channels: { chat: [{ url: `${receiver.origin}/mem`, format: 'slack' }] },
+    });
+    // Through another page: the Alerts page of the case before would not read the new policy.
+    await open('Instances');
+    await open('Alerts');
+    const edit = page.getByRole('button', { name: 'Edit mem-high' });
+    const title = 'Edit alert policy mem-high';
+
+    let dialog = await openDialog(edit, title);
+    await closeWithEscape(dialog, edit);
+
+    dialog = await openDialog(edit, title);
+    expect(await dialog.getByLabel('Policy name').inputValue()).toBe('mem-high');
+    expect(await dialog.getByLabel('Metric', { exact: true }).inputValue()).toBe('memory_percent');
+    expect(await dialog.getByLabel('Threshold', { exact: true }).inputValue()).toBe('90');
+    expect(await dialog.getByLabel('Only instances tagged (optional)').inputValue()).toBe('env=prod');
+    expect(await dialog.getByLabel('Chat webhook URL').inputValue()).toBe(`${receiver.origin}/mem`);
+    expect(await dialog.getByLabel('Chat format').inputValue()).toBe('slack');
+    await checkBothWays('dialog-edit-alert-policy');
+
+    // A percentage over 100 is the API's to refuse.
+    await dialog.getByLabel('Threshold', { exact: true }).fill('150');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await expectRefusal(dialog, /threshold/i);
+
+    await dialog.getByLabel('Threshold', { exact: true }).fill('80');
+    await dialog.getByLabel('Chat format').selectOption('discord');
+    const [patch] = await Promise.all([
+      page.waitForRequest((r) => r.method() === 'PATCH' && r.url().endsWith(`/v1/alerts/${policy.id}`)),
+      dialog.getByRole('button', { name: 'Save' }).click(),
+    ]);
+    expect(patch.postDataJSON()).toEqual({
+      metric: 'memory_percent',
+      compare: 'above',
+      threshold: 80,
+      window: '5m',
+      state: null,
+      channels: { email: [], webhook_ids: [], chat: [{ url: `${receiver.origin}/mem`, format: 'discord' }] },
+    });
+    await expect.poll(() => dialog.count()).toBe(0);
+    const row = page.getByRole('row', { name: /^mem-high / });
+    await expect.poll(() => row.textContent()).toMatch(/above 80%.*discord chat/);
+    expect(await api('GET', `/v1/alerts/${policy.id}`)).toMatchObject({
+      threshold: 80,
+      targets: { tags: { env: 'prod' } },
+      channels: { chat: [{ url: `${receiver.origin}/mem`, format: 'discord' }] },
+    });
+
+    // A switch to "an instance in error" leaves no metric behind.
+    dialog = await openDialog(edit, title);
+    await dialog.getByRole('radio', { name: 'An instance in error' }).check();
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => dialog.count()).toBe(0);
+    expect(await api('GET', `/v1/alerts/${policy.id}`)).toMatchObject({
+      state: 'error',
+      metric: null,
+      threshold: null,
+      window: null,
+    });
+    await expect.poll(() => row.textContent()).toContain('instance in error');
+    await checkPage(page, 'alerts after an edit');
   });
 
   it('prices a plan of several lines: the total, each line and the breakdown as the API gives them', async () => {

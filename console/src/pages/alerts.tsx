@@ -1,14 +1,14 @@
 /**
  * Alerts: the policies (GET /v1/alerts) with Create alert policy (a metric threshold or an instance state,
- * the instances it targets, the channels it notifies), enable/disable, Send test (POST /v1/alerts/{id}/test:
+ * the instances it targets, the channels it notifies), Edit (the same form in a dialog from the row,
+ * sending only what changed), enable/disable, Send test (POST /v1/alerts/{id}/test:
  * each channel's outcome shown in a status notice) and delete after a confirmation;
  * and the incidents (GET /v1/alerts/incidents), firing or resolved, kept live: the page watches the
  * account's instances on the stream, and an alert message changes the table at once (a new firing row, a
  * row turning resolved) and then has the page read again from the API for what the message does not carry
  * (the resolution, the page count).
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
-import type { paths } from '../../../sdk/src/generated/v1.ts';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
@@ -21,17 +21,22 @@ import { formatDate } from '../format.ts';
 import { type AlertMessage, useLive } from '../live.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
-import { parseTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
+import {
+  type ChatFormat,
+  createBody,
+  type Metric,
+  NEW_POLICY,
+  type PolicyDraft,
+  patchBody,
+  policyDraftOf,
+  type Window,
+} from './alert-policy-draft.ts';
 import './account-billing.css';
 
 type Policy = Schemas['AlertPolicy'];
 type TestResult = Schemas['AlertTestResult'];
 type Incident = Schemas['AlertIncident'];
-type CreateBody = paths['/v1/alerts']['post']['requestBody']['content']['application/json'];
-type Metric = NonNullable<CreateBody['metric']>;
-type Window = NonNullable<CreateBody['window']>;
-type ChatFormat = NonNullable<CreateBody['channels']['chat']>[number]['format'];
 
 const METRICS: { value: Metric; label: string; unit: string }[] = [
   { value: 'cpu_percent', label: 'CPU', unit: '%' },
@@ -81,6 +86,7 @@ export function AlertsPage() {
     [],
   );
   const [creating, setCreating] = useState(false);
+  const [editing, setEditing] = useState<Policy | null>(null);
   const [tested, setTested] = useState<{ name: string; outcomes: string[] } | null>(null);
   const { error, attempt } = useAttempt();
   const { ask, dialog } = useConfirm();
@@ -124,10 +130,20 @@ export function AlertsPage() {
         </button>
       </div>
       {creating && (
-        <CreatePolicyForm
+        <PolicyForm
           onCancel={() => setCreating(false)}
-          onCreated={() => {
+          onSaved={() => {
             setCreating(false);
+            policies.reload();
+          }}
+        />
+      )}
+      {editing && (
+        <PolicyForm
+          policy={editing}
+          onCancel={() => setEditing(null)}
+          onSaved={() => {
+            setEditing(null);
             policies.reload();
           }}
         />
@@ -182,6 +198,9 @@ export function AlertsPage() {
                     onClick={() => toggle(p)}
                   >
                     {p.enabled ? 'Disable' : 'Enable'}
+                  </button>
+                  <button type="button" aria-label={`Edit ${p.name}`} onClick={() => setEditing(p)}>
+                    Edit
                   </button>
                   <button type="button" aria-label={`Send test of ${p.name}`} onClick={() => sendTest(p)}>
                     Send test
@@ -398,13 +417,12 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
   );
 }
 
-const list = (text: string) =>
-  text
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-
-function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }) {
+/**
+ * Create a policy (inline, `policy` absent) or edit one (a modal opened from its row, pre-filled, sending
+ * only the parts that changed). The form edits one chat channel; a policy's further chat channels are kept.
+ */
+function PolicyForm(props: { policy?: Policy; onCancel: () => void; onSaved: () => void }) {
+  const { policy } = props;
   const api = currentSession().api;
   const webhooks = useLoad(
     async () => (await unwrap(api.GET('/v1/webhooks', { params: { query: { limit: 100 } } }))).data,
@@ -419,101 +437,92 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
       ).data,
     [],
   );
-  const [instanceIds, setInstanceIds] = useState<string[]>([]);
-  const [name, setName] = useState('');
-  const [kind, setKind] = useState<'metric' | 'error' | 'stuck'>('metric');
-  const [metric, setMetric] = useState<Metric>('cpu_percent');
-  const [compare, setCompare] = useState<'above' | 'below'>('above');
-  const [threshold, setThreshold] = useState('80');
-  const [window, setWindow] = useState<Window>('5m');
-  const [tags, setTags] = useState('');
-  const [emails, setEmails] = useState('');
-  const [webhookIds, setWebhookIds] = useState<string[]>([]);
-  const [chatUrl, setChatUrl] = useState('');
-  const [chatFormat, setChatFormat] = useState<ChatFormat>('slack');
+  const [initial] = useState(() => (policy ? policyDraftOf(policy) : NEW_POLICY));
+  const [draft, setDraft] = useState(initial);
+  const set = (change: Partial<PolicyDraft>) => setDraft({ ...draft, ...change });
+  const id = useId();
   const submit = async () => {
-    const condition =
-      kind === 'metric'
-        ? { metric, compare, threshold: Number(threshold), window }
-        : kind === 'stuck'
-          ? { state: 'stuck' as const, window }
-          : { state: 'error' as const };
-    const tagMap = parseTags(tags);
-    await unwrap(
-      api.POST('/v1/alerts', {
-        body: {
-          name,
-          ...condition,
-          ...(Object.keys(tagMap).length > 0 || instanceIds.length > 0
-            ? {
-                targets: {
-                  ...(Object.keys(tagMap).length > 0 ? { tags: tagMap } : {}),
-                  ...(instanceIds.length > 0 ? { instance_ids: instanceIds } : {}),
-                },
-              }
-            : {}),
-          channels: {
-            ...(list(emails).length > 0 ? { email: list(emails) } : {}),
-            ...(webhookIds.length > 0 ? { webhook_ids: webhookIds } : {}),
-            ...(chatUrl ? { chat: [{ url: chatUrl, format: chatFormat }] } : {}),
-          },
-        },
-      }),
-    );
-    props.onCreated();
+    if (!policy) {
+      await unwrap(api.POST('/v1/alerts', { body: createBody(draft) }));
+    } else {
+      const body = patchBody(initial, draft);
+      // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
+      if (Object.keys(body).length > 0)
+        await unwrap(api.PATCH('/v1/alerts/{id}', { params: { path: { id: policy.id } }, body }));
+    }
+    props.onSaved();
   };
+  const toggled = (ids: string[], value: string, on: boolean) =>
+    on ? [...ids, value] : ids.filter((x) => x !== value);
 
   return (
     <FormDialog
-      title="Create alert policy"
-      submitLabel="Create policy"
+      title={policy ? `Edit alert policy ${policy.name}` : 'Create alert policy'}
+      submitLabel={policy ? 'Save' : 'Create policy'}
+      modal={Boolean(policy)}
+      dialogClass="dialog-wide"
       onSubmit={submit}
       onCancel={props.onCancel}
       error={webhooks.error ?? instances.error}
     >
-      <div class="field">
-        <label for="alert-name">Policy name</label>
-        <input id="alert-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      <div class="grid-form">
+        <div class="field">
+          <label for={`${id}-name`}>Policy name</label>
+          <input
+            id={`${id}-name`}
+            required
+            value={draft.name}
+            onInput={(e) => set({ name: e.currentTarget.value })}
+          />
+        </div>
+        <div class="field">
+          <label for={`${id}-description`}>Description (optional)</label>
+          <input
+            id={`${id}-description`}
+            value={draft.description}
+            onInput={(e) => set({ description: e.currentTarget.value })}
+          />
+        </div>
       </div>
       <fieldset>
         <legend>Watch</legend>
         <label class="check">
           <input
             type="radio"
-            name="alert-kind"
-            checked={kind === 'metric'}
-            onChange={() => setKind('metric')}
+            name={`${id}-kind`}
+            checked={draft.kind === 'metric'}
+            onChange={() => set({ kind: 'metric' })}
           />
           A metric crossing a threshold
         </label>
         <label class="check">
           <input
             type="radio"
-            name="alert-kind"
-            checked={kind === 'error'}
-            onChange={() => setKind('error')}
+            name={`${id}-kind`}
+            checked={draft.kind === 'error'}
+            onChange={() => set({ kind: 'error' })}
           />
           An instance in error
         </label>
         <label class="check">
           <input
             type="radio"
-            name="alert-kind"
-            checked={kind === 'stuck'}
-            onChange={() => setKind('stuck')}
+            name={`${id}-kind`}
+            checked={draft.kind === 'stuck'}
+            onChange={() => set({ kind: 'stuck' })}
           />
           An instance stuck starting or stopping
         </label>
       </fieldset>
       <div class="grid-form">
-        {kind === 'metric' && (
+        {draft.kind === 'metric' && (
           <>
             <div class="field">
-              <label for="alert-metric">Metric</label>
+              <label for={`${id}-metric`}>Metric</label>
               <select
-                id="alert-metric"
-                value={metric}
-                onChange={(e) => setMetric(e.currentTarget.value as Metric)}
+                id={`${id}-metric`}
+                value={draft.metric}
+                onChange={(e) => set({ metric: e.currentTarget.value as Metric })}
               >
                 {METRICS.map((m) => (
                   <option key={m.value} value={m.value}>
@@ -523,37 +532,37 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
               </select>
             </div>
             <div class="field">
-              <label for="alert-compare">Compare</label>
+              <label for={`${id}-compare`}>Compare</label>
               <select
-                id="alert-compare"
-                value={compare}
-                onChange={(e) => setCompare(e.currentTarget.value as 'above' | 'below')}
+                id={`${id}-compare`}
+                value={draft.compare}
+                onChange={(e) => set({ compare: e.currentTarget.value as 'above' | 'below' })}
               >
                 <option value="above">above</option>
                 <option value="below">below</option>
               </select>
             </div>
             <div class="field">
-              <label for="alert-threshold">Threshold</label>
+              <label for={`${id}-threshold`}>Threshold</label>
               <input
-                id="alert-threshold"
+                id={`${id}-threshold`}
                 type="number"
                 min={0}
                 step="any"
                 required
-                value={threshold}
-                onInput={(e) => setThreshold(e.currentTarget.value)}
+                value={draft.threshold}
+                onInput={(e) => set({ threshold: e.currentTarget.value })}
               />
             </div>
           </>
         )}
-        {kind !== 'error' && (
+        {draft.kind !== 'error' && (
           <div class="field">
-            <label for="alert-window">Window</label>
+            <label for={`${id}-window`}>Window</label>
             <select
-              id="alert-window"
-              value={window}
-              onChange={(e) => setWindow(e.currentTarget.value as Window)}
+              id={`${id}-window`}
+              value={draft.window}
+              onChange={(e) => set({ window: e.currentTarget.value as Window })}
             >
               {WINDOWS.map((w) => (
                 <option key={w}>{w}</option>
@@ -562,15 +571,15 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
           </div>
         )}
         <div class="field wide">
-          <label for="alert-tags">Only instances tagged (optional)</label>
+          <label for={`${id}-tags`}>Only instances tagged (optional)</label>
           <input
-            id="alert-tags"
+            id={`${id}-tags`}
             placeholder="env=prod, team=web"
-            aria-describedby="alert-tags-hint"
-            value={tags}
-            onInput={(e) => setTags(e.currentTarget.value)}
+            aria-describedby={`${id}-tags-hint`}
+            value={draft.tags}
+            onInput={(e) => set({ tags: e.currentTarget.value })}
           />
-          <small id="alert-tags-hint" class="muted">
+          <small id={`${id}-tags-hint`} class="muted">
             Every tag given must match; with neither tags nor instances below, every instance is watched.
           </small>
         </div>
@@ -583,13 +592,9 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
               <label key={instance.id} class="check">
                 <input
                   type="checkbox"
-                  checked={instanceIds.includes(instance.id)}
+                  checked={draft.instanceIds.includes(instance.id)}
                   onChange={(e) =>
-                    setInstanceIds(
-                      e.currentTarget.checked
-                        ? [...instanceIds, instance.id]
-                        : instanceIds.filter((id) => id !== instance.id),
-                    )
+                    set({ instanceIds: toggled(draft.instanceIds, instance.id, e.currentTarget.checked) })
                   }
                 />
                 {instance.name}
@@ -602,29 +607,29 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
         <legend>Notify (at least one)</legend>
         <div class="grid-form">
           <div class="field wide">
-            <label for="alert-emails">E-mail addresses</label>
+            <label for={`${id}-emails`}>E-mail addresses</label>
             <input
-              id="alert-emails"
+              id={`${id}-emails`}
               placeholder="ops@example.com, me@example.com"
-              value={emails}
-              onInput={(e) => setEmails(e.currentTarget.value)}
+              value={draft.emails}
+              onInput={(e) => set({ emails: e.currentTarget.value })}
             />
           </div>
           <div class="field">
-            <label for="alert-chat-url">Chat webhook URL</label>
+            <label for={`${id}-chat-url`}>Chat webhook URL</label>
             <input
-              id="alert-chat-url"
+              id={`${id}-chat-url`}
               type="url"
-              value={chatUrl}
-              onInput={(e) => setChatUrl(e.currentTarget.value)}
+              value={draft.chatUrl}
+              onInput={(e) => set({ chatUrl: e.currentTarget.value })}
             />
           </div>
           <div class="field">
-            <label for="alert-chat-format">Chat format</label>
+            <label for={`${id}-chat-format`}>Chat format</label>
             <select
-              id="alert-chat-format"
-              value={chatFormat}
-              onChange={(e) => setChatFormat(e.currentTarget.value as ChatFormat)}
+              id={`${id}-chat-format`}
+              value={draft.chatFormat}
+              onChange={(e) => set({ chatFormat: e.currentTarget.value as ChatFormat })}
             >
               <option value="slack">Slack</option>
               <option value="discord">Discord</option>
@@ -632,17 +637,19 @@ function CreatePolicyForm(props: { onCancel: () => void; onCreated: () => void }
             </select>
           </div>
         </div>
+        {draft.moreChats.length > 0 && (
+          <p class="muted">
+            Also kept: {draft.moreChats.length} more chat channel{draft.moreChats.length === 1 ? '' : 's'} (
+            {draft.moreChats.map((c) => c.url).join(', ')}).
+          </p>
+        )}
         {(webhooks.data ?? []).map((hook) => (
           <label key={hook.id} class="check">
             <input
               type="checkbox"
-              checked={webhookIds.includes(hook.id)}
+              checked={draft.webhookIds.includes(hook.id)}
               onChange={(e) =>
-                setWebhookIds(
-                  e.currentTarget.checked
-                    ? [...webhookIds, hook.id]
-                    : webhookIds.filter((id) => id !== hook.id),
-                )
+                set({ webhookIds: toggled(draft.webhookIds, hook.id, e.currentTarget.checked) })
               }
             />
             Webhook {hook.url}
