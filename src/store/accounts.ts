@@ -1,7 +1,8 @@
 import { CompiledQuery } from 'kysely';
 import type { QuotaName } from '../domain/plans.js';
+import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
-import type { AccountRow, AccountUpdate, Executor, NewAccountRow } from './schema.js';
+import type { AccountRow, AccountUpdate, Database, Executor, NewAccountRow } from './schema.js';
 
 export async function insertAccount(db: Executor, row: NewAccountRow): Promise<void> {
   await db.insertInto('accounts').values(row).execute();
@@ -64,11 +65,12 @@ export async function setQuotaOverride(
     .execute();
 }
 
+/** Compiled once (store/compiled-query.ts): every create reads the account's limits. */
+const overridesRead = compiledOnce<Database, { accountId: string }, { name: string; limit: number }>(
+  (db, p) => db.selectFrom('account_quotas').select(['name', 'limit']).where('account_id', '=', p.accountId),
+);
+
 export async function quotaOverrides(db: Executor, accountId: string): Promise<Map<string, number>> {
-  const rows = await db
-    .selectFrom('account_quotas')
-    .select(['name', 'limit'])
-    .where('account_id', '=', accountId)
-    .execute();
+  const rows = await overridesRead.execute(db, { accountId });
   return new Map(rows.map((r) => [r.name, r.limit]));
 }

@@ -18,6 +18,7 @@
  */
 import { type Kysely, sql } from 'kysely';
 import { type Cidr, intToIp, ipToInt } from '../domain/addresses.js';
+import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
 import type { Database, Executor } from './schema.js';
 
@@ -112,13 +113,36 @@ export async function returnAddress(db: Executor, scopeKey: string, ip: string):
     .execute();
 }
 
+// The statements every allocation runs, compiled once (store/compiled-query.ts).
+const poolCidr = compiledOnce<Database, { scope: string }, { cidr: string }>((db, p) =>
+  db.selectFrom('address_pools').select('cidr').where('scope', '=', p.scope),
+);
+const lowestFree = compiledOnce<Database, { scope: string; first: number; last: number }, { ip: number }>(
+  (db, p) =>
+    db
+      .selectFrom('free_addresses')
+      .select('ip')
+      .where('scope', '=', p.scope)
+      .where('ip', '>=', p.first)
+      .where('ip', '<=', p.last)
+      .orderBy('ip')
+      .limit(1),
+);
+const deleteFree = compiledOnce<Database, { scope: string; ip: number }, never>((db, p) =>
+  db.deleteFrom('free_addresses').where('scope', '=', p.scope).where('ip', '=', p.ip),
+);
+const nextInPool = compiledOnce<Database, { scope: string; last: number }, { next_ip: number }>((db, p) =>
+  db
+    .updateTable('address_pools')
+    .set({ next_ip: sql<number>`next_ip + 1` })
+    .where('scope', '=', p.scope)
+    .where('next_ip', '<=', p.last)
+    .returning('next_ip'),
+);
+
 /** Sets the scope up from the rows in use unless it is already, for this pool; true if it did now. */
 async function ensureScope(trx: Executor, scope: AddressScope): Promise<boolean> {
-  const pool = await trx
-    .selectFrom('address_pools')
-    .select('cidr')
-    .where('scope', '=', scope.key)
-    .executeTakeFirst();
+  const pool = await poolCidr.executeTakeFirst(trx, { scope: scope.key });
   if (pool?.cidr === scope.block.cidr) return false;
   if (isPostgres(trx)) {
     // Two first allocations at once must not both set the scope up.
@@ -172,28 +196,14 @@ async function takeLowestFree(trx: Executor, scope: AddressScope, postgres: bool
     const row = taken.rows[0];
     return row ? Number(row.ip) : null;
   }
-  const lowest = await trx
-    .selectFrom('free_addresses')
-    .select('ip')
-    .where('scope', '=', key)
-    .where('ip', '>=', block.first)
-    .where('ip', '<=', block.last)
-    .orderBy('ip')
-    .limit(1)
-    .executeTakeFirst();
+  const lowest = await lowestFree.executeTakeFirst(trx, { scope: key, first: block.first, last: block.last });
   if (!lowest) return null;
-  await trx.deleteFrom('free_addresses').where('scope', '=', key).where('ip', '=', lowest.ip).execute();
+  await deleteFree.run(trx, { scope: key, ip: lowest.ip });
   return Number(lowest.ip);
 }
 
 /** Moves next_ip one on, in the caller's transaction; the address it was, or null past the block. */
 async function handOutNext(trx: Executor, scope: AddressScope): Promise<number | null> {
-  const moved = await trx
-    .updateTable('address_pools')
-    .set({ next_ip: sql<number>`next_ip + 1` })
-    .where('scope', '=', scope.key)
-    .where('next_ip', '<=', scope.block.last)
-    .returning('next_ip')
-    .executeTakeFirst();
+  const moved = await nextInPool.executeTakeFirst(trx, { scope: scope.key, last: scope.block.last });
   return moved ? Number(moved.next_ip) - 1 : null;
 }

@@ -15,7 +15,7 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from '../domain/billing.js';
 import { epochSecond, monthOf, monthSpans } from '../domain/billing.js';
-import { compiledOnce } from './compiled-query.js';
+import { compiledOnce, compiledPerShape } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
 import type { Database, Executor } from './schema.js';
 
@@ -90,28 +90,26 @@ type ClosedInterval = {
   start_s: number;
 };
 
-/** Adds a closed interval's seconds to the totals of each month it lies in (one statement). */
-async function addToTotals(db: Executor, interval: ClosedInterval, endS: number): Promise<void> {
-  const months = monthSpans(Number(interval.start_s), endS);
-  if (months.length === 0) return;
+/** The upsert of `addToTotals`, per number of months the interval spans (nearly always one). */
+const totalsUpsert = compiledPerShape<Database, Record<string, unknown>, never>((shape) => (db, p) => {
   const least = isPostgres(db) ? 'least' : 'min';
-  await db
+  return db
     .insertInto('meter_month_totals')
     .values(
-      months.map(({ monthS, seconds }) => ({
-        month_s: monthS,
-        account_id: interval.account_id,
-        resource_id: interval.resource_id,
-        price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
-        resource_type: interval.resource_type,
-        resource_name: interval.resource_name,
-        meter: interval.meter,
-        instance_type: interval.instance_type,
-        size_gb: interval.size_gb,
-        unit: interval.unit,
-        unit_price_micros: interval.unit_price_micros,
-        seconds,
-        first_seq: interval.seq,
+      Array.from({ length: Number(shape) }, (_, i) => ({
+        month_s: p[`month_s${i}`] as number,
+        account_id: p.account_id as string,
+        resource_id: p.resource_id as string,
+        price_key: p.price_key as string,
+        resource_type: p.resource_type as string,
+        resource_name: p.resource_name as string,
+        meter: p.meter as string,
+        instance_type: p.instance_type as string | null,
+        size_gb: p.size_gb as number | null,
+        unit: p.unit as string,
+        unit_price_micros: p.unit_price_micros as number,
+        seconds: p[`seconds${i}`] as number,
+        first_seq: p.first_seq as number,
       })),
     )
     .onConflict((oc) =>
@@ -120,8 +118,31 @@ async function addToTotals(db: Executor, interval: ClosedInterval, endS: number)
         first_seq: sql`${sql.raw(least)}(meter_month_totals.first_seq, excluded.first_seq)`,
         resource_name: sql`excluded.resource_name`,
       }),
-    )
-    .execute();
+    );
+});
+
+/** Adds a closed interval's seconds to the totals of each month it lies in (one statement). */
+async function addToTotals(db: Executor, interval: ClosedInterval, endS: number): Promise<void> {
+  const months = monthSpans(Number(interval.start_s), endS);
+  if (months.length === 0) return;
+  const values: Record<string, unknown> = {
+    account_id: interval.account_id,
+    resource_id: interval.resource_id,
+    price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
+    resource_type: interval.resource_type,
+    resource_name: interval.resource_name,
+    meter: interval.meter,
+    instance_type: interval.instance_type,
+    size_gb: interval.size_gb,
+    unit: interval.unit,
+    unit_price_micros: interval.unit_price_micros,
+    first_seq: interval.seq,
+  };
+  months.forEach(({ monthS, seconds }, i) => {
+    values[`month_s${i}`] = monthS;
+    values[`seconds${i}`] = seconds;
+  });
+  await totalsUpsert(String(months.length)).run(db, values);
 }
 
 /** A window of epoch seconds: [start, end), and `now` ending the intervals still open. */

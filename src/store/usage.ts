@@ -5,8 +5,9 @@
  */
 import { sql } from 'kysely';
 import type { CountedQuota, Usage } from '../domain/usage.js';
+import { compiledPerShape } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
-import type { Executor } from './schema.js';
+import type { Database, Executor } from './schema.js';
 
 /**
  * Counter rows in the order of their key (account, name): every writer that moves several counters of
@@ -41,18 +42,31 @@ export async function adjustUsage(db: Executor, accountId: string, delta: Usage)
     .execute();
 }
 
+/** The read of `usagesOf`, per number of counters read (compiled once each: a create reads its quotas). */
+const countersRead = compiledPerShape<Database, Record<string, string>, { name: string; used: number }>(
+  (shape) => (db, p) =>
+    db
+      .selectFrom('account_usage')
+      .select(['name', 'used'])
+      .where('account_id', '=', p.accountId as string)
+      .where(
+        'name',
+        'in',
+        Array.from({ length: Number(shape) }, (_, i) => p[`name${i}`] as string),
+      ),
+);
+
 /** Several of the account's counters in one read (0 for a counter never written). */
 export async function usagesOf(
   db: Executor,
   accountId: string,
   names: readonly CountedQuota[],
 ): Promise<Map<CountedQuota, number>> {
-  const rows = await db
-    .selectFrom('account_usage')
-    .select(['name', 'used'])
-    .where('account_id', '=', accountId)
-    .where('name', 'in', names)
-    .execute();
+  const values: Record<string, string> = { accountId };
+  names.forEach((name, i) => {
+    values[`name${i}`] = name;
+  });
+  const rows = await countersRead(String(names.length)).execute(db, values);
   const found = new Map(rows.map((row) => [row.name, Number(row.used)]));
   return new Map(names.map((name) => [name, found.get(name) ?? 0]));
 }

@@ -5,9 +5,10 @@
  */
 import { sql } from 'kysely';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
 import { fetchPage } from './lists.js';
-import type { Executor, WebhookDeliveryRow, WebhookRow, WebhooksTable } from './schema.js';
+import type { Database, Executor, WebhookDeliveryRow, WebhookRow, WebhooksTable } from './schema.js';
 
 export type WebhookStatus = 'active' | 'disabled';
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
@@ -146,18 +147,23 @@ export async function disableWebhook(db: Executor, id: string, reason: string, a
   return result.numUpdatedRows > 0n;
 }
 
+/** Compiled once (store/compiled-query.ts): every event recorded looks its account's subscriptions up. */
+const subscriptionsRead = compiledOnce<Database, { accountId: string }, { id: string; events: string }>(
+  (db, p) =>
+    db
+      .selectFrom('webhooks')
+      .select(['id', 'events'])
+      .where('account_id', '=', p.accountId)
+      .where('enabled', '=', 1)
+      .where('status', '=', 'active'),
+);
+
 /** The account's subscriptions that take deliveries now: enabled and not disabled by the platform. */
 export async function liveSubscriptions(
   db: Executor,
   accountId: string,
 ): Promise<{ id: string; events: string[] }[]> {
-  const rows = await db
-    .selectFrom('webhooks')
-    .select(['id', 'events'])
-    .where('account_id', '=', accountId)
-    .where('enabled', '=', 1)
-    .where('status', '=', 'active')
-    .execute();
+  const rows = await subscriptionsRead.execute(db, { accountId });
   return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
 }
 
