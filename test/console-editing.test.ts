@@ -131,6 +131,7 @@ describeInChromium('console editing actions in Chromium', () => {
     expect(await dialog.getByLabel('Priority').inputValue()).toBe('500');
     expect(await dialog.getByLabel('Only instances tagged (optional)').inputValue()).toBe('role=web');
     expect(await dialog.getByLabel('Action').inputValue()).toBe('allow');
+    expect(await dialog.getByLabel('Description (optional)').inputValue()).toBe('');
     expect(await dialog.getByRole('checkbox', { name: /Enabled/ }).isChecked()).toBe(true);
     expect(await dialog.getByRole('combobox', { name: 'Region' }).count()).toBe(0);
     await checkDialog('edit-firewall-rule');
@@ -142,14 +143,16 @@ describeInChromium('console editing actions in Chromium', () => {
 
     await dialog.getByLabel(/Sources/).fill('198.51.100.0/24');
     await dialog.getByLabel('Ports').fill('8080');
+    await dialog.getByLabel('Description (optional)').fill('web servers');
     await dialog.getByLabel('Action').selectOption('deny');
     await dialog.getByRole('checkbox', { name: /Enabled/ }).uncheck();
     await dialog.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => dialog.count()).toBe(0);
-    await expect.poll(() => row.textContent()).toMatch(/deny.*8080.*198\.51\.100\.0\/24.*no/);
+    await expect.poll(() => row.textContent()).toMatch(/web servers.*deny.*8080.*198\.51\.100\.0\/24.*no/);
 
     expect(await api('GET', `/v1/firewall/rules/${rule.id}`)).toMatchObject({
       name: 'allow-web',
+      description: 'web servers',
       action: 'deny',
       ports: '8080',
       sources: ['198.51.100.0/24'],
@@ -159,7 +162,13 @@ describeInChromium('console editing actions in Chromium', () => {
     });
     const updates = await api('GET', `/v1/events?type=firewall_rule.updated&resource_id=${rule.id}`);
     expect(updates).toHaveLength(1);
-    expect([...updates[0].data.changed].sort()).toEqual(['action', 'enabled', 'ports', 'sources']);
+    expect([...updates[0].data.changed].sort()).toEqual([
+      'action',
+      'description',
+      'enabled',
+      'ports',
+      'sources',
+    ]);
     await checkPage(page, 'networking after an edit');
   });
 

@@ -91,4 +91,15 @@ describe('firewall rule drafts', () => {
       }),
     ).toMatchObject({ destinations: ['10.0.0.0/8', '192.168.0.0/16'], targets: { tags: { env: 'prod' } } });
   });
+
+  it('sends a new description alone, an emptied one as an empty string, and none on create when empty', () => {
+    const before = draftOf(RULE);
+    expect(patchBody(RULE, before, { ...before, description: 'public web' })).toEqual({
+      description: 'public web',
+    });
+    const described = draftOf({ ...RULE, description: 'public web' });
+    expect(patchBody(RULE, described, { ...described, description: '' })).toEqual({ description: '' });
+    expect(createBody({ ...NEW_RULE, name: 'r', ports: '22' })).not.toHaveProperty('description');
+    expect(createBody({ ...NEW_RULE, name: 'r', ports: '22', description: 'ssh' }).description).toBe('ssh');
+  });
 });

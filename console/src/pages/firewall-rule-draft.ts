@@ -30,6 +30,7 @@ function tagMap(text: string): Record<string, string> | undefined {
 /** What the rule form edits, as the user typed it (addresses and tags as text). */
 export interface RuleDraft {
   name: string;
+  description: string;
   direction: RuleBody['direction'];
   action: RuleBody['action'];
   protocol: RuleBody['protocol'];
@@ -43,6 +44,7 @@ export interface RuleDraft {
 
 export const NEW_RULE: RuleDraft = {
   name: '',
+  description: '',
   direction: 'inbound',
   action: 'allow',
   protocol: 'tcp',
@@ -61,6 +63,7 @@ export function draftOf(rule: Rule): RuleDraft {
   const anywhere = list.length === ANYWHERE.length && ANYWHERE.every((block) => list.includes(block));
   return {
     name: rule.name,
+    description: rule.description,
     direction: rule.direction,
     action: rule.action,
     protocol: rule.protocol,
@@ -80,6 +83,7 @@ export function createBody(draft: RuleDraft): RuleBody {
   const targetTags = tagMap(draft.tags);
   return {
     name: draft.name,
+    ...(draft.description ? { description: draft.description } : {}),
     direction: draft.direction,
     action: draft.action,
     protocol: draft.protocol,
@@ -99,6 +103,8 @@ export function createBody(draft: RuleDraft): RuleBody {
 export function patchBody(rule: Rule, before: RuleDraft, after: RuleDraft): RulePatch {
   const body: RulePatch = {};
   if (after.name !== before.name) body.name = after.name;
+  // An emptied description is sent as '' (the API's PATCH takes a string, not null).
+  if (after.description !== before.description) body.description = after.description;
   if (after.action !== before.action) body.action = after.action;
   if (after.priority !== before.priority) body.priority = Number(after.priority);
   if (after.enabled !== before.enabled) body.enabled = after.enabled;

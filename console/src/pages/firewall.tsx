@@ -1,7 +1,8 @@
 /**
- * Networking → Firewall rules: the account's rules (GET /v1/firewall/rules), create, delete after a
- * confirmation, and **Check a packet** (GET /v1/instances/{id}/network/check), which shows the verdict and
- * the rule that decided it, whether one of these rules, the instance's preset or the defaults.
+ * Networking → Firewall rules: the account's rules (GET /v1/firewall/rules), create, edit (a dialog from
+ * the row, sending only the changed fields), delete after a confirmation, and **Check a packet** (GET
+ * /v1/instances/{id}/network/check), which shows the verdict and the rule that decided it, whether one of
+ * these rules, the instance's preset or the defaults.
  */
 import { useId, useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
@@ -71,7 +72,15 @@ export function FirewallSection() {
     );
 
   const columns: Column<Rule>[] = [
-    { label: 'Name', render: (r) => r.name },
+    {
+      label: 'Name',
+      render: (r) => (
+        <>
+          {r.name}
+          {r.description && <small class="muted"> {r.description}</small>}
+        </>
+      ),
+    },
     { label: 'Direction', render: (r) => r.direction },
     { label: 'Action', render: (r) => <span class={`badge badge-${r.action}`}>{r.action}</span> },
     { label: 'Protocol', render: (r) => r.protocol },
@@ -227,6 +236,15 @@ function RuleForm(props: { rule?: Rule; onCancel: () => void; onSaved: () => voi
             Lower is tried first.
           </small>
         </div>
+      </div>
+      <div class="field">
+        <label for={`${id}-description`}>Description (optional)</label>
+        <input
+          id={`${id}-description`}
+          maxLength={500}
+          value={draft.description}
+          onInput={(e) => set({ description: e.currentTarget.value })}
+        />
       </div>
       <div class="field">
         <label for={`${id}-addresses`}>
