@@ -44,14 +44,16 @@ export interface JobRunnerOptions {
   /**
    * Jobs claimed at most per claim (one transaction). Claims are made one after another, each waiting for
    * its commit, so under load (a group commit every few hundred ms) this bounds how many job runs start
-   * per second: 16 a claim held boots to about 30/s. Default: 128 on SQLite, 16 on PostgreSQL.
+   * per second: 16 a claim held boots to about 30/s. Default: 128 on SQLite, 32 on PostgreSQL.
    */
   batchSize?: number;
   /**
    * Jobs running at once in this process. A job spends most of its time waiting for its turn at the
    * store and for commits, not on the CPU, so under load the runner keeps pace only with many in flight.
-   * Default: 512 on SQLite, where their statements share the group commit with the requests'; 16 on
-   * PostgreSQL, whose connection pool they share with the requests.
+   * Default: 512 on SQLite, where their statements share the group commit with the requests'; 64 on
+   * PostgreSQL, whose connection pool they share with the requests: a job waits for a connection in the
+   * pool's queue like a request does, so with 16 in flight against 64 clients' requests the boots had a
+   * small share of the turns and fell behind the creates (docs/benchmarks.md, issue 18).
    */
   maxInFlight?: number;
   /** Called when a handler throws (the runner itself never stops on it). */
@@ -105,8 +107,8 @@ export class JobRunner {
     this.pollMs = options.pollMs ?? 1_000;
     this.leaseMs = options.leaseMs ?? 30_000;
     const sqlite = store.kind === 'sqlite';
-    this.batchSize = options.batchSize ?? (sqlite ? 128 : 16);
-    this.maxInFlight = Math.max(1, options.maxInFlight ?? (sqlite ? 512 : 16));
+    this.batchSize = options.batchSize ?? (sqlite ? 128 : 32);
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? (sqlite ? 512 : 64));
   }
 
   /** One handler per job kind: the lifecycle core registers each resource kind's reconciler here. */
