@@ -399,6 +399,14 @@ describeInChromium('console: more editing actions in Chromium', () => {
     });
     await expect.poll(() => row.textContent()).toContain('instance in error');
     await checkPage(page, 'alerts after an edit');
+
+    // The incidents of this policy alone come from its own list (GET /v1/alerts/{id}/incidents).
+    const [read] = await Promise.all([
+      page.waitForRequest((r) => r.url().includes(`/v1/alerts/${policy.id}/incidents?`)),
+      page.getByLabel('Policy', { exact: true }).selectOption({ label: 'mem-high' }),
+    ]);
+    expect(new URL(read.url()).searchParams.get('page')).toBe('1');
+    await page.getByText('No incidents').waitFor();
   });
 
   it('prices a plan of several lines: the total, each line and the breakdown as the API gives them', async () => {

@@ -230,6 +230,21 @@ describe('the Alerts page, live', () => {
   });
 });
 
+describe('withAlert with a policy filter', () => {
+  it("a firing incident of another policy stays out of one policy's list; one of its own goes on top", () => {
+    const rows = [incident('inc_old', 'resolved')];
+    const other = { ...message('alert.firing', 'inc_other'), policy_id: 'alr_2' };
+    expect(withAlert(rows, other, { ...ALL, policyId: 'alr_1' }, 'web-2').map((r) => r.id)).toEqual([
+      'inc_old',
+    ]);
+    expect(
+      withAlert(rows, message('alert.firing', 'inc_own'), { ...ALL, policyId: 'alr_1' }, 'web-2').map(
+        (r) => r.id,
+      ),
+    ).toEqual(['inc_own', 'inc_old']);
+  });
+});
+
 describe('testOutcomes', () => {
   it('gives one line per channel target, with the failure when there is one', () => {
     expect(

@@ -3,7 +3,8 @@
  * the instances it targets, the channels it notifies), Edit (the same form in a dialog from the row,
  * sending only what changed), enable/disable, Send test (POST /v1/alerts/{id}/test:
  * each channel's outcome shown in a status notice) and delete after a confirmation;
- * and the incidents (GET /v1/alerts/incidents), firing or resolved, kept live: the page watches the
+ * and the incidents (GET /v1/alerts/incidents, or one policy's: GET /v1/alerts/{id}/incidents), firing
+ * or resolved, kept live: the page watches the
  * account's instances on the stream, and an alert message changes the table at once (a new firing row, a
  * row turning resolved) and then has the page read again from the API for what the message does not carry
  * (the resolution, the page count).
@@ -237,12 +238,14 @@ export const REREAD_AFTER_MS = 250;
 export interface IncidentView {
   status: '' | Incident['status'];
   page: number;
+  /** One policy's incidents only (GET /v1/alerts/{id}/incidents); absent or empty: every policy's. */
+  policyId?: string;
 }
 
 /**
  * The incident rows as an alert message leaves them: a resolved incident's row turns resolved (or leaves
- * a Firing-only list); a new firing incident goes on top of the first page when the filter takes it (the
- * API lists newest first). A message the rows already reflect changes nothing.
+ * a Firing-only list); a new firing incident goes on top of the first page when the filters take it (its
+ * status, and its policy when the list shows one policy's; the API lists newest first). A message the rows already reflect changes nothing.
  */
 export function withAlert(
   rows: readonly Incident[],
@@ -260,7 +263,13 @@ export function withAlert(
         : row,
     );
   }
-  if (known || view.page !== 1 || view.status === 'resolved') return [...rows];
+  if (
+    known ||
+    view.page !== 1 ||
+    view.status === 'resolved' ||
+    (view.policyId && view.policyId !== message.policy_id)
+  )
+    return [...rows];
   const opened: Incident = {
     id: message.incident_id,
     policy_id: message.policy_id,
@@ -288,17 +297,17 @@ export function alertNews(message: AlertMessage, instanceName: string): string {
 
 function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
   const [status, setStatus] = useState<IncidentView['status']>('');
+  const [policyId, setPolicyId] = useState('');
   const [page, setPage] = useState(1);
   const api = currentSession().api;
-  const incidents = useLoad(
-    () =>
-      unwrap(
-        api.GET('/v1/alerts/incidents', {
-          params: { query: { page, limit: INCIDENTS_PER_PAGE, ...(status ? { status } : {}) } },
-        }),
-      ),
-    [status, page],
-  );
+  const incidents = useLoad(() => {
+    const query = { page, limit: INCIDENTS_PER_PAGE, ...(status ? { status } : {}) };
+    return unwrap(
+      policyId
+        ? api.GET('/v1/alerts/{id}/incidents', { params: { path: { id: policyId }, query } })
+        : api.GET('/v1/alerts/incidents', { params: { query } }),
+    );
+  }, [status, policyId, page]);
   // The instances whose alert messages the page hears: the newest the stream can watch at once.
   const instances = useLoad(
     async () =>
@@ -329,7 +338,7 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
         rows: withAlert(
           (last?.base === base ? last?.rows : null) ?? base?.data ?? [],
           message,
-          { status, page },
+          { status, page, policyId },
           name,
         ),
       }));
@@ -372,6 +381,24 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
             <option value="">Firing and resolved</option>
             <option value="firing">Firing</option>
             <option value="resolved">Resolved</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="incident-policy">Policy</label>
+          <select
+            id="incident-policy"
+            value={policyId}
+            onChange={(e) => {
+              setPolicyId(e.currentTarget.value);
+              setPage(1);
+            }}
+          >
+            <option value="">Every policy</option>
+            {[...policyNames].map(([id, name]) => (
+              <option key={id} value={id}>
+                {name}
+              </option>
+            ))}
           </select>
         </div>
       </div>
