@@ -18,8 +18,10 @@ import {
   type ConsoleBrowser,
   checkNarrowDark,
   checkAccessibility as checkPage,
+  closeDialogWithEscape,
   describeInChromium,
   openConsoleBrowser,
+  openDialogByKeyboard,
   screenshot,
   signIn,
   wideAndLight,
@@ -70,23 +72,6 @@ describeInChromium('console editing actions in Chromium', () => {
     await page.getByRole('heading', { level: 1, name: label }).waitFor();
   };
 
-  /** Opens a dialog from the keyboard (focus the button, Enter) and checks focus moved into it. */
-  async function openDialog(button: Locator, name: string): Promise<Locator> {
-    await button.focus();
-    await page.keyboard.press('Enter');
-    const dialog = page.getByRole('dialog', { name });
-    await dialog.waitFor();
-    expect(await dialog.evaluate((node) => node.contains(node.ownerDocument.activeElement))).toBe(true);
-    return dialog;
-  }
-
-  /** Escape closes the dialog without saving, and focus is back on the button that opened it. */
-  async function closeWithEscape(dialog: Locator, opener: Locator): Promise<void> {
-    await page.keyboard.press('Escape');
-    await expect.poll(() => dialog.count()).toBe(0);
-    expect(await opener.evaluate((node) => node === node.ownerDocument.activeElement)).toBe(true);
-  }
-
   /** axe and a screenshot of the open dialog, then the same at 375 px in dark mode, back to wide. */
   async function checkDialog(name: string): Promise<void> {
     await checkPage(page, `${name} dialog`);
@@ -121,10 +106,10 @@ describeInChromium('console editing actions in Chromium', () => {
 
     // Escape closes the dialog and changes nothing.
     const edit = page.getByRole('button', { name: 'Edit rule allow-web' });
-    let dialog = await openDialog(edit, 'Edit rule allow-web');
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, 'Edit rule allow-web');
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, 'Edit rule allow-web');
+    dialog = await openDialogByKeyboard(page, edit, 'Edit rule allow-web');
     expect(await dialog.getByLabel('Name').inputValue()).toBe('allow-web');
     expect(await dialog.getByLabel('Ports').inputValue()).toBe('80');
     expect(await dialog.getByLabel(/Sources/).inputValue()).toBe('203.0.113.0/24');
@@ -180,10 +165,10 @@ describeInChromium('console editing actions in Chromium', () => {
     const rotate = page.getByRole('button', { name: `Rotate secret of ${url}` });
     const title = `Rotate the signing secret of ${url}`;
 
-    let dialog = await openDialog(rotate, title);
-    await closeWithEscape(dialog, rotate);
+    let dialog = await openDialogByKeyboard(page, rotate, title);
+    await closeDialogWithEscape(page, dialog, rotate);
 
-    dialog = await openDialog(rotate, title);
+    dialog = await openDialogByKeyboard(page, rotate, title);
     expect(await dialog.getByLabel('Overlap (hours)').inputValue()).toBe('24');
     await checkDialog('rotate-webhook-secret');
 
@@ -231,7 +216,7 @@ describeInChromium('console editing actions in Chromium', () => {
     expect(await row.textContent()).toMatch(/The previous secret also signs until/);
 
     // A secret of one's own, with no overlap: nothing to show once, and the old one stops signing.
-    dialog = await openDialog(rotate, title);
+    dialog = await openDialogByKeyboard(page, rotate, title);
     await dialog.getByLabel('Overlap (hours)').fill('0');
     await dialog.getByLabel('Your own secret (optional)').fill('my-own-secret-0123456789');
     await dialog.getByRole('button', { name: 'Rotate secret' }).click();
@@ -257,10 +242,10 @@ describeInChromium('console editing actions in Chromium', () => {
     const edit = page.getByRole('button', { name: `Edit ${web.name}` });
     const title = `Edit ${web.name}`;
 
-    let dialog = await openDialog(edit, title);
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, title);
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     expect(await dialog.getByLabel('Name').inputValue()).toBe('edit-me');
     expect(await dialog.getByLabel('Tags').inputValue()).toBe('env=dev');
     expect(await dialog.getByLabel('Firewall preset').inputValue()).toBe('ssh-only');

@@ -19,8 +19,10 @@ import {
   type ConsoleBrowser,
   checkNarrowDark,
   checkAccessibility as checkPage,
+  closeDialogWithEscape,
   describeInChromium,
   openConsoleBrowser,
+  openDialogByKeyboard,
   screenshot,
   signIn,
   wideAndLight,
@@ -76,23 +78,6 @@ describeInChromium('console: more editing actions in Chromium', () => {
     await page.getByRole('heading', { level: 1, name: label }).waitFor();
   };
 
-  /** Opens a dialog from the keyboard (focus the button, Enter) and checks focus moved into it. */
-  async function openDialog(button: Locator, name: string): Promise<Locator> {
-    await button.focus();
-    await page.keyboard.press('Enter');
-    const dialog = page.getByRole('dialog', { name });
-    await dialog.waitFor();
-    expect(await dialog.evaluate((node) => node.contains(node.ownerDocument.activeElement))).toBe(true);
-    return dialog;
-  }
-
-  /** Escape closes the dialog without saving, and focus is back on the button that opened it. */
-  async function closeWithEscape(dialog: Locator, opener: Locator): Promise<void> {
-    await page.keyboard.press('Escape');
-    await expect.poll(() => dialog.count()).toBe(0);
-    expect(await opener.evaluate((node) => node === node.ownerDocument.activeElement)).toBe(true);
-  }
-
   /** axe and a screenshot of the page as it is, then the same at 375 px in dark mode, back to wide. */
   async function checkBothWays(name: string): Promise<void> {
     await checkPage(page, name);
@@ -123,10 +108,10 @@ describeInChromium('console: more editing actions in Chromium', () => {
     await edit.waitFor();
     const title = 'Edit snapshot before-upgrade';
 
-    let dialog = await openDialog(edit, title);
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, title);
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     expect(await dialog.getByLabel('Name').inputValue()).toBe('before-upgrade');
     expect(await dialog.getByLabel('Tags').inputValue()).toBe('env=dev');
     await checkBothWays('dialog-edit-snapshot');
@@ -152,7 +137,7 @@ describeInChromium('console: more editing actions in Chromium', () => {
     });
 
     // Renamed: the row and the API follow.
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     await dialog.getByLabel('Name').fill('after-upgrade');
     await dialog.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('cell', { name: 'after-upgrade', exact: true }).waitFor();
@@ -168,10 +153,10 @@ describeInChromium('console: more editing actions in Chromium', () => {
     const edit = page.getByRole('button', { name: 'Edit logs' });
     await edit.waitFor();
 
-    let dialog = await openDialog(edit, 'Edit volume logs');
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, 'Edit volume logs');
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, 'Edit volume logs');
+    dialog = await openDialogByKeyboard(page, edit, 'Edit volume logs');
     expect(await dialog.getByLabel('Name').inputValue()).toBe('logs');
     expect(await dialog.getByLabel('Tags').inputValue()).toBe('');
     await checkBothWays('dialog-edit-volume');
@@ -206,10 +191,10 @@ describeInChromium('console: more editing actions in Chromium', () => {
     await edit.waitFor();
     const title = 'Edit VPN office';
 
-    let dialog = await openDialog(edit, title);
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, title);
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     expect(await dialog.getByLabel('Name').inputValue()).toBe('office');
     expect(await dialog.getByLabel('Extra routes (CIDR blocks)').inputValue()).toBe('192.168.50.0/24');
     await checkBothWays('dialog-edit-vpn');
@@ -234,7 +219,11 @@ describeInChromium('console: more editing actions in Chromium', () => {
     });
 
     // Emptied, the routes field removes every extra route (and sends nothing else).
-    dialog = await openDialog(page.getByRole('button', { name: 'Edit VPN hq' }), 'Edit VPN hq');
+    dialog = await openDialogByKeyboard(
+      page,
+      page.getByRole('button', { name: 'Edit VPN hq' }),
+      'Edit VPN hq',
+    );
     await dialog.getByLabel('Extra routes (CIDR blocks)').fill('');
     const [emptied] = await Promise.all([
       page.waitForRequest((r) => r.method() === 'PATCH' && r.url().endsWith(`/v1/vpn/${vpn.id}`)),
@@ -254,10 +243,10 @@ describeInChromium('console: more editing actions in Chromium', () => {
     const edit = page.getByRole('button', { name: `Edit webhook ${url}` });
     const title = `Edit webhook ${url}`;
 
-    let dialog = await openDialog(edit, title);
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, title);
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     expect(await dialog.getByLabel('Receiver URL').inputValue()).toBe(url);
     expect(await dialog.getByLabel('Description (optional)').inputValue()).toBe('ops');
     expect(await dialog.getByRole('checkbox', { name: 'Every event (*)' }).isChecked()).toBe(true);
@@ -346,10 +335,10 @@ describeInChromium('console: more editing actions in Chromium', () => {
     const edit = page.getByRole('button', { name: 'Edit mem-high' });
     const title = 'Edit alert policy mem-high';
 
-    let dialog = await openDialog(edit, title);
-    await closeWithEscape(dialog, edit);
+    let dialog = await openDialogByKeyboard(page, edit, title);
+    await closeDialogWithEscape(page, dialog, edit);
 
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     expect(await dialog.getByLabel('Policy name').inputValue()).toBe('mem-high');
     expect(await dialog.getByLabel('Metric', { exact: true }).inputValue()).toBe('memory_percent');
     expect(await dialog.getByLabel('Threshold', { exact: true }).inputValue()).toBe('90');
@@ -387,7 +376,7 @@ describeInChromium('console: more editing actions in Chromium', () => {
     });
 
     // A switch to "an instance in error" leaves no metric behind.
-    dialog = await openDialog(edit, title);
+    dialog = await openDialogByKeyboard(page, edit, title);
     await dialog.getByRole('radio', { name: 'An instance in error' }).check();
     await dialog.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => dialog.count()).toBe(0);

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { type Browser, type BrowserContextOptions, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContextOptions, chromium, type Locator, type Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { CONSOLE_DIR } from '../../src/http/routes/console.js';
 
@@ -167,4 +167,26 @@ interface AxeViolation {
   id: string;
   impact: string | null;
   nodes: { target: string[] }[];
+}
+
+/**
+ * Opens a dialog from the keyboard (focus its button, Enter) and waits for focus to move into it: the
+ * dialog becomes visible a moment before its effect moves focus, so focus is polled, not read once.
+ */
+export async function openDialogByKeyboard(page: Page, button: Locator, name: string): Promise<Locator> {
+  await button.focus();
+  await page.keyboard.press('Enter');
+  const dialog = page.getByRole('dialog', { name });
+  await dialog.waitFor();
+  await expect
+    .poll(() => dialog.evaluate((node) => node.contains(node.ownerDocument.activeElement)))
+    .toBe(true);
+  return dialog;
+}
+
+/** Escape closes the dialog without saving, and focus comes back to the button that opened it. */
+export async function closeDialogWithEscape(page: Page, dialog: Locator, opener: Locator): Promise<void> {
+  await page.keyboard.press('Escape');
+  await expect.poll(() => dialog.count()).toBe(0);
+  await expect.poll(() => opener.evaluate((node) => node === node.ownerDocument.activeElement)).toBe(true);
 }
