@@ -5,12 +5,13 @@
  * and command line), opens its metadata socket again, and reports the instance running once its SSH
  * answers — and the guest's metadata service works through the re-opened socket.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
+import { qemuProcessesMentioning, qemuProcessesOf } from './helpers/driver.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
@@ -37,7 +38,7 @@ describe.skipIf(!canRun)('QEMU driver: Nimbus killed with -9 mid-boot', () => {
 
   afterAll(async () => {
     await server?.kill();
-    for (const pid of qemuPids(dataDir)) process.kill(pid, 'SIGKILL');
+    for (const pid of qemuProcessesOf(dataDir)) process.kill(pid, 'SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -84,7 +85,7 @@ describe.skipIf(!canRun)('QEMU driver: Nimbus killed with -9 mid-boot', () => {
       const before = await server.request('GET', `/v1/instances/${id}`, { key });
       expect(before.body.data.status).toBe('starting');
       await server.kill();
-      expect(qemuPids(id)).toEqual([pid]);
+      expect(qemuProcessesMentioning(id)).toEqual([pid]);
 
       server = await spawnServer({ dataDir, env, startTimeoutMs: 60_000 });
       const running = await waitFor(
@@ -96,7 +97,7 @@ describe.skipIf(!canRun)('QEMU driver: Nimbus killed with -9 mid-boot', () => {
         { timeoutMs: BOOT_MS, intervalMs: 500 },
       );
       // The same process, and only it: not booted twice.
-      expect(qemuPids(id)).toEqual([pid]);
+      expect(qemuProcessesMentioning(id)).toEqual([pid]);
       expect(JSON.parse(readFileSync(machineFile, 'utf8')).pid).toBe(pid);
       expect(server.output()).toMatch(new RegExp(`"adopted":\\[[^\\]]*"${id}"`));
       // The metadata socket was opened again by the new server.
@@ -114,23 +115,8 @@ describe.skipIf(!canRun)('QEMU driver: Nimbus killed with -9 mid-boot', () => {
           (await server!.request('GET', `/v1/instances/${id}`, { key })).status === 404 ? true : undefined,
         { timeoutMs: 60_000, intervalMs: 250 },
       );
-      expect(qemuPids(id)).toEqual([]);
+      expect(qemuProcessesMentioning(id)).toEqual([]);
     },
     BOOT_MS + 240_000,
   );
 });
-
-/** Pids of QEMU processes whose command line mentions `marker`. */
-function qemuPids(marker: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        return cmdline.startsWith('qemu-system') && cmdline.includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}

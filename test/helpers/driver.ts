@@ -30,22 +30,27 @@ export function qemuSkipName(name: string, reason: string): string {
 }
 
 /**
- * Pids of the QEMU processes started for a data dir (their command lines name files under it). A test
- * server's close leaves its VMs running, as `serve` does for adoption after a restart; the suites kill
- * them so that none outlives its server.
+ * Pids of the QEMU processes whose command line mentions `marker`: a data dir (their files are under
+ * it) or an instance id. A test server's close leaves its VMs running, as `serve` does for adoption
+ * after a restart; the suites kill them so that none outlives its server.
  */
-export function qemuProcessesOf(dataDir: string): number[] {
+export function qemuProcessesMentioning(marker: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (cmdline.startsWith('qemu-system') && cmdline.includes(`${dataDir}/`)) pids.push(Number(entry));
+      if (cmdline.startsWith('qemu-system') && cmdline.includes(marker)) pids.push(Number(entry));
     } catch {
       // gone meanwhile
     }
   }
   return pids;
+}
+
+/** Pids of the QEMU processes started for a data dir. */
+export function qemuProcessesOf(dataDir: string): number[] {
+  return qemuProcessesMentioning(`${dataDir}/`);
 }
 
 /**
