@@ -20,6 +20,7 @@ import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import { NameTagsDialog } from './name-tags-edit.tsx';
 import './storage-network.css';
+import { SelectField, TextField } from '../components/field.tsx';
 
 type Volume = Schemas['Volume'];
 type Region = (typeof REGIONS)[number];
@@ -305,64 +306,44 @@ function CreateVolumeForm(props: {
   return (
     <FormDialog title="Create volume" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field-row">
-        <div class="field">
-          <label for="volume-name">Name</label>
-          <input id="volume-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </div>
-        <div class="field">
-          <label for="volume-size">Size (GB)</label>
-          <input
-            id="volume-size"
-            type="number"
-            min={1}
-            max={16384}
-            required
-            value={size}
-            onInput={(e) => setSize(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="volume-region">Region</label>
-          <select
-            id="volume-region"
-            value={region}
-            onChange={(e) => {
-              setRegion(e.currentTarget.value as Region);
-              setInstanceId('');
-            }}
-          >
-            {REGIONS.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="volume-filesystem">Filesystem</label>
-          <select
-            id="volume-filesystem"
-            value={filesystem}
-            onChange={(e) => setFilesystem(e.currentTarget.value as '' | 'ext4' | 'xfs')}
-          >
-            <option value="ext4">ext4</option>
-            <option value="xfs">xfs</option>
-            <option value="">None (raw disk)</option>
-          </select>
-        </div>
-        <div class="field">
-          <label for="volume-instance">Attach to (optional)</label>
-          <select
-            id="volume-instance"
-            value={instanceId}
-            onChange={(e) => setInstanceId(e.currentTarget.value)}
-          >
-            <option value="">Do not attach</option>
-            {candidates.map((i) => (
-              <option key={i.id} value={i.id}>
-                {i.name}
-              </option>
-            ))}
-          </select>
-        </div>
+        <TextField label="Name" required value={name} onValue={setName} />
+        <TextField
+          label="Size (GB)"
+          type="number"
+          min={1}
+          max={16384}
+          required
+          value={size}
+          onValue={setSize}
+        />
+        <SelectField
+          label="Region"
+          value={region}
+          options={REGIONS}
+          onValue={(next) => {
+            setRegion(next);
+            setInstanceId('');
+          }}
+        />
+        <SelectField
+          label="Filesystem"
+          value={filesystem}
+          options={[
+            { value: 'ext4', label: 'ext4' },
+            { value: 'xfs', label: 'xfs' },
+            { value: '', label: 'None (raw disk)' },
+          ]}
+          onValue={setFilesystem}
+        />
+        <SelectField
+          label="Attach to (optional)"
+          value={instanceId}
+          options={[
+            { value: '', label: 'Do not attach' },
+            ...candidates.map((i) => ({ value: i.id, label: i.name })),
+          ]}
+          onValue={setInstanceId}
+        />
       </div>
     </FormDialog>
   );
@@ -386,20 +367,12 @@ function AttachForm(props: {
       {props.instances.length === 0 ? (
         <p>No instance in {props.volume.region} can take this volume: create one there first.</p>
       ) : (
-        <div class="field">
-          <label for="attach-instance">Instance in {props.volume.region}</label>
-          <select
-            id="attach-instance"
-            value={instanceId}
-            onChange={(e) => setInstanceId(e.currentTarget.value)}
-          >
-            {props.instances.map((i) => (
-              <option key={i.id} value={i.id}>
-                {i.name} ({i.status})
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label={`Instance in ${props.volume.region}`}
+          value={instanceId}
+          options={props.instances.map((i) => ({ value: i.id, label: `${i.name} (${i.status})` }))}
+          onValue={setInstanceId}
+        />
       )}
     </FormDialog>
   );
@@ -414,22 +387,16 @@ function ResizeForm(props: { volume: Volume; onCancel: () => void; onSubmit: (si
       onSubmit={() => props.onSubmit(Number(size))}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for="resize-size">New size (GB)</label>
-        <input
-          id="resize-size"
-          type="number"
-          min={props.volume.size_gb + 1}
-          max={16384}
-          required
-          aria-describedby="resize-hint"
-          value={size}
-          onInput={(e) => setSize(e.currentTarget.value)}
-        />
-        <small id="resize-hint" class="muted">
-          Now {props.volume.size_gb} GB. Volumes only grow; an attached one grows online.
-        </small>
-      </div>
+      <TextField
+        label="New size (GB)"
+        type="number"
+        min={props.volume.size_gb + 1}
+        max={16384}
+        required
+        hint={`Now ${props.volume.size_gb} GB. Volumes only grow; an attached one grows online.`}
+        value={size}
+        onValue={setSize}
+      />
     </FormDialog>
   );
 }
@@ -443,10 +410,7 @@ function SnapshotForm(props: { volume: Volume; onCancel: () => void; onSubmit: (
       onSubmit={() => props.onSubmit(name)}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for="snapshot-name">Snapshot name</label>
-        <input id="snapshot-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-      </div>
+      <TextField label="Snapshot name" required value={name} onValue={setName} />
     </FormDialog>
   );
 }
