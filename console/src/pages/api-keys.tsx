@@ -8,6 +8,7 @@ import { type ApiKey, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { SecretOnce } from '../components/secret-once.tsx';
 import { Table } from '../components/table.tsx';
@@ -143,10 +144,7 @@ function CreateKeyForm(props: { onCancel: () => void; onCreated: (name: string, 
 
   return (
     <FormDialog title="Create API key" submitLabel="Create key" onSubmit={submit} onCancel={props.onCancel}>
-      <div class="field">
-        <label for="key-name">Name</label>
-        <input id="key-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-      </div>
+      <TextField label="Name" required value={name} onValue={setName} />
       <fieldset>
         <legend>Permissions</legend>
         <label class="check">
@@ -177,10 +175,7 @@ function CreateKeyForm(props: { onCancel: () => void; onCreated: (name: string, 
           </div>
         )}
       </fieldset>
-      <div class="field">
-        <label for="key-expiry">Expires on (optional)</label>
-        <input id="key-expiry" type="date" value={expiry} onInput={(e) => setExpiry(e.currentTarget.value)} />
-      </div>
+      <TextField label="Expires on (optional)" type="date" value={expiry} onValue={setExpiry} />
     </FormDialog>
   );
 }
