@@ -14,6 +14,7 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
+import { TextField } from '../components/field.tsx';
 
 type SshKey = Schemas['SshKey'];
 
@@ -106,10 +107,7 @@ function AddKeyForm(props: { onCancel: () => void; onAdded: () => void }) {
 
   return (
     <FormDialog title="Add SSH key" submitLabel="Add key" onSubmit={submit} onCancel={props.onCancel}>
-      <div class="field">
-        <label for="ssh-key-name">Key name</label>
-        <input id="ssh-key-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-      </div>
+      <TextField label="Key name" required value={name} onValue={setName} />
       <div class="field">
         <label for="ssh-key-text">Public key</label>
         <textarea
