@@ -5,6 +5,7 @@
 import { useState } from 'preact/hooks';
 import { createApi, unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { TextField } from '../components/field.tsx';
 import { signIn, signOutReason } from '../session.ts';
 import { useSignal } from '../signal.ts';
 import { useAttempt } from '../use-attempt.ts';
@@ -31,21 +32,15 @@ export function SignInPage() {
         </div>
       )}
       <form onSubmit={submit}>
-        <div class="field">
-          <label for="api-key">API key</label>
-          <input
-            id="api-key"
-            type="password"
-            autocomplete="off"
-            required
-            value={apiKey}
-            onInput={(event) => setApiKey(event.currentTarget.value)}
-          />
-          <small class="muted">
-            Paste a key (nmb_…). A new server prints its bootstrap key on first start and keeps it in its data
-            directory. The key stays in this tab only.
-          </small>
-        </div>
+        <TextField
+          label="API key"
+          type="password"
+          autocomplete="off"
+          required
+          hint="Paste a key (nmb_…). A new server prints its bootstrap key on first start and keeps it in its data directory. The key stays in this tab only."
+          value={apiKey}
+          onValue={setApiKey}
+        />
         <ErrorNotice error={error} />
         <button type="submit" class="primary" disabled={busy}>
           Sign in
