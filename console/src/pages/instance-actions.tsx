@@ -6,6 +6,7 @@ import { useState } from 'preact/hooks';
 import { type Instance, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
@@ -145,16 +146,15 @@ function ResizeDialog(props: {
       onCancel={props.onClose}
     >
       <p>The instance must be stopped; its disk keeps its data.</p>
-      <div class="field">
-        <label for="resize-type">New instance type</label>
-        <select id="resize-type" value={choice} onChange={(event) => setChoice(event.currentTarget.value)}>
-          {(types.data ?? []).map((type) => (
-            <option key={type.name} value={type.name}>
-              {type.name} — {type.vcpus} vCPU, {type.memory_gb} GB
-            </option>
-          ))}
-        </select>
-      </div>
+      <SelectField
+        label="New instance type"
+        value={choice}
+        options={(types.data ?? []).map((type) => ({
+          value: type.name,
+          label: `${type.name} — ${type.vcpus} vCPU, ${type.memory_gb} GB`,
+        }))}
+        onValue={setChoice}
+      />
     </FormDialog>
   );
 }
