@@ -3,9 +3,10 @@
  * schedule, everything PATCH /v1/instances/{id} takes (type, region and image have their own actions or
  * none). Only the changed fields are sent, so the `instance.updated` event names just those.
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Instance, unwrap } from '../api.ts';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { currentSession } from '../session.ts';
 import { formatTags, parseTags } from '../tags.ts';
@@ -55,7 +56,6 @@ export function InstanceEditDialog(props: { instance: Instance; onCancel: () => 
   const [initial] = useState(() => draftOf(props.instance));
   const [draft, setDraft] = useState(initial);
   const set = (change: Partial<Draft>) => setDraft({ ...draft, ...change });
-  const id = useId();
 
   const submit = async () => {
     const body = patchBody(initial, draft);
@@ -78,45 +78,26 @@ export function InstanceEditDialog(props: { instance: Instance; onCancel: () => 
       onSubmit={submit}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for={`${id}-name`}>Name</label>
-        <input
-          id={`${id}-name`}
-          required
-          aria-describedby={`${id}-name-hint`}
-          value={draft.name}
-          onInput={(e) => set({ name: e.currentTarget.value })}
-        />
-        <small id={`${id}-name-hint`} class="muted">
-          Up to 64 letters, digits, dots, dashes and underscores. The DNS names keep the instance id.
-        </small>
-      </div>
-      <div class="field">
-        <label for={`${id}-tags`}>Tags</label>
-        <input
-          id={`${id}-tags`}
-          placeholder="env=prod, team=web"
-          aria-describedby={`${id}-tags-hint`}
-          value={draft.tags}
-          onInput={(e) => set({ tags: e.currentTarget.value })}
-        />
-        <small id={`${id}-tags-hint`} class="muted">
-          Comma-separated key=value pairs; they replace all the current tags. Firewall rules and alert
-          policies that select by tag follow them at once.
-        </small>
-      </div>
-      <div class="field">
-        <label for={`${id}-preset`}>Firewall preset</label>
-        <select
-          id={`${id}-preset`}
-          value={draft.firewallPreset}
-          onChange={(e) => set({ firewallPreset: e.currentTarget.value as Preset })}
-        >
-          {FIREWALL_PRESETS.map((preset) => (
-            <option key={preset}>{preset}</option>
-          ))}
-        </select>
-      </div>
+      <TextField
+        label="Name"
+        required
+        hint="Up to 64 letters, digits, dots, dashes and underscores. The DNS names keep the instance id."
+        value={draft.name}
+        onValue={(name) => set({ name })}
+      />
+      <TextField
+        label="Tags"
+        placeholder="env=prod, team=web"
+        hint="Comma-separated key=value pairs; they replace all the current tags. Firewall rules and alert policies that select by tag follow them at once."
+        value={draft.tags}
+        onValue={(tags) => set({ tags })}
+      />
+      <SelectField
+        label="Firewall preset"
+        value={draft.firewallPreset}
+        options={FIREWALL_PRESETS}
+        onValue={(firewallPreset) => set({ firewallPreset })}
+      />
       <BackupFields value={draft.backup} onChange={(backup) => set({ backup })} />
       <label class="check">
         <input
