@@ -2,7 +2,7 @@
  * An instance's backup schedule as the create form and the edit dialog take it: how often (or no backups)
  * and, when there is a schedule, how many scheduled snapshots to keep (the API's 1–90).
  */
-import { useId } from 'preact/hooks';
+import { SelectField, TextField } from '../components/field.tsx';
 
 export type BackupFrequency = 'hourly' | 'daily' | 'weekly';
 
@@ -18,38 +18,25 @@ export function backupSchedule(choice: BackupChoice) {
 }
 
 export function BackupFields(props: { value: BackupChoice; onChange: (value: BackupChoice) => void }) {
-  const id = useId();
   const { value, onChange } = props;
   return (
     <div class="field-row">
-      <div class="field">
-        <label for={`${id}-frequency`}>Backups</label>
-        <select
-          id={`${id}-frequency`}
-          value={value.frequency}
-          onChange={(e) =>
-            onChange({ ...value, frequency: e.currentTarget.value as BackupChoice['frequency'] })
-          }
-        >
-          <option value="">No backups</option>
-          <option value="hourly">hourly</option>
-          <option value="daily">daily</option>
-          <option value="weekly">weekly</option>
-        </select>
-      </div>
+      <SelectField
+        label="Backups"
+        value={value.frequency}
+        options={[{ value: '', label: 'No backups' }, 'hourly', 'daily', 'weekly']}
+        onValue={(frequency) => onChange({ ...value, frequency })}
+      />
       {value.frequency && (
-        <div class="field">
-          <label for={`${id}-retention`}>Backups kept</label>
-          <input
-            id={`${id}-retention`}
-            type="number"
-            min={1}
-            max={90}
-            required
-            value={value.retention}
-            onInput={(e) => onChange({ ...value, retention: e.currentTarget.value })}
-          />
-        </div>
+        <TextField
+          label="Backups kept"
+          type="number"
+          min={1}
+          max={90}
+          required
+          value={value.retention}
+          onValue={(retention) => onChange({ ...value, retention })}
+        />
       )}
     </div>
   );
