@@ -11,6 +11,7 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
+import { TextField } from '../components/field.tsx';
 
 const QUOTA_LABELS: Record<string, string> = {
   instances: 'Instances',
@@ -104,16 +105,13 @@ function ProfileForm({ account, onSaved }: { account: Profile; onSaved: () => vo
     type: 'text' | 'email' = 'text',
     required = false,
   ) => (
-    <div class="field">
-      <label for={`profile-${key}`}>{label}</label>
-      <input
-        id={`profile-${key}`}
-        type={type as 'text'}
-        required={required}
-        value={form[key]}
-        onInput={(e) => setForm({ ...form, [key]: e.currentTarget.value })}
-      />
-    </div>
+    <TextField
+      label={label}
+      type={type}
+      required={required}
+      value={form[key]}
+      onValue={(text) => setForm({ ...form, [key]: text })}
+    />
   );
 
   return (
