@@ -6,6 +6,7 @@ import { useLayoutEffect, useState } from 'preact/hooks';
 import { type Instance, type InstanceStatus, unwrap } from '../api.ts';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField } from '../components/field.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { StreamBanner } from '../components/stream-banner.tsx';
 import { type Column, Pager, type Sort, Table } from '../components/table.tsx';
@@ -105,32 +106,20 @@ export function InstancesPage() {
         </a>
       </div>
       <form class="filters" aria-label="Filter instances" onSubmit={(event) => event.preventDefault()}>
-        <div class="field">
-          <label for="filter-status">Status</label>
-          <select
-            id="filter-status"
-            value={filters.status}
-            onChange={(event) => changeFilter({ status: event.currentTarget.value as Filters['status'] })}
-          >
-            <option value="">Any status</option>
-            {STATUSES.map((status) => (
-              <option key={status}>{status}</option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="filter-region">Region</label>
-          <select
-            id="filter-region"
-            value={filters.region}
-            onChange={(event) => changeFilter({ region: event.currentTarget.value as Filters['region'] })}
-          >
-            <option value="">Any region</option>
-            {REGIONS.map((region) => (
-              <option key={region}>{region}</option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label="Status"
+          value={filters.status}
+          options={[{ value: '', label: 'Any status' }, ...STATUSES]}
+          onValue={(status) => changeFilter({ status })}
+        />
+        <SelectField
+          label="Region"
+          value={filters.region}
+          options={[{ value: '', label: 'Any region' }, ...REGIONS]}
+          onValue={(region) => changeFilter({ region })}
+        />
+        {/* Hand-written rather than a TextField: the tag filter applies on change (Enter or leaving the field),
+            not on every keystroke, so typing a tag does not reload the list per letter. */}
         <div class="field">
           <label for="filter-tag">Tag</label>
           <input
@@ -140,20 +129,12 @@ export function InstancesPage() {
             onChange={(event) => changeFilter({ tag: event.currentTarget.value })}
           />
         </div>
-        <div class="field">
-          <label for="page-size">Per page</label>
-          <select
-            id="page-size"
-            value={String(pageSize)}
-            onChange={(event) => changePageSize(Number(event.currentTarget.value) as PageSize)}
-          >
-            {PAGE_SIZES.map((size) => (
-              <option key={size} value={String(size)}>
-                {size}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label="Per page"
+          value={String(pageSize)}
+          options={PAGE_SIZES.map(String)}
+          onValue={(size) => changePageSize(Number(size) as PageSize)}
+        />
       </form>
       <StreamBanner state={live.state} />
       <ErrorNotice error={list.error} />
