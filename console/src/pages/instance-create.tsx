@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { formatMoney, formatPrice } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
@@ -80,28 +81,8 @@ export function InstanceCreatePage() {
     <section>
       <h1>Create instance</h1>
       <form class="stack" onSubmit={submit}>
-        <div class="field">
-          <label for="create-name">Name</label>
-          <input
-            id="create-name"
-            required
-            value={name}
-            onInput={(event) => setName(event.currentTarget.value)}
-            placeholder="web-1"
-          />
-        </div>
-        <div class="field">
-          <label for="create-region">Region</label>
-          <select
-            id="create-region"
-            value={region}
-            onChange={(event) => setRegion(event.currentTarget.value as RegionName)}
-          >
-            {REGIONS.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </div>
+        <TextField label="Name" required placeholder="web-1" value={name} onValue={setName} />
+        <SelectField label="Region" value={region} options={REGIONS} onValue={setRegion} />
         <fieldset class="type-picker">
           <legend>Instance type</legend>
           <ErrorNotice error={types.error} />
@@ -127,20 +108,15 @@ export function InstanceCreatePage() {
             ? `Estimate: ${formatMoney(estimate.data.total)} a month (${HOURS_PER_MONTH} h)`
             : 'Estimating…'}
         </p>
-        <div class="field">
-          <label for="create-image">Image</label>
-          <select
-            id="create-image"
-            value={image}
-            onChange={(event) => setImage(event.currentTarget.value as ImageName)}
-          >
-            {(images.data ?? [{ name: image, description: image }]).map((i) => (
-              <option key={i.name} value={i.name}>
-                {i.name} — {i.description}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label="Image"
+          value={image}
+          options={(images.data ?? [{ name: image, description: image }]).map((i) => ({
+            value: i.name as ImageName,
+            label: `${i.name} — ${i.description}`,
+          }))}
+          onValue={setImage}
+        />
         <fieldset>
           <legend>SSH keys</legend>
           {keys.data?.length === 0 && (
@@ -166,27 +142,13 @@ export function InstanceCreatePage() {
             </label>
           ))}
         </fieldset>
-        <div class="field">
-          <label for="create-tags">Tags</label>
-          <input
-            id="create-tags"
-            value={tags}
-            onInput={(event) => setTags(event.currentTarget.value)}
-            placeholder="env=prod, team=web"
-          />
-        </div>
-        <div class="field">
-          <label for="create-firewall">Firewall preset</label>
-          <select
-            id="create-firewall"
-            value={firewall}
-            onChange={(event) => setFirewall(event.currentTarget.value as typeof firewall)}
-          >
-            {FIREWALL_PRESETS.map((preset) => (
-              <option key={preset}>{preset}</option>
-            ))}
-          </select>
-        </div>
+        <TextField label="Tags" placeholder="env=prod, team=web" value={tags} onValue={setTags} />
+        <SelectField
+          label="Firewall preset"
+          value={firewall}
+          options={FIREWALL_PRESETS}
+          onValue={setFirewall}
+        />
         <BackupFields value={backup} onChange={setBackup} />
         <div class="field">
           <label for="create-user-data">User data</label>
