@@ -4,12 +4,13 @@
  * /v1/instances/{id}/network/check), which shows the verdict and the rule that decided it, whether one of
  * these rules, the instance's preset or the defaults.
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { type Column, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
@@ -153,7 +154,6 @@ function RuleForm(props: { rule?: Rule; onCancel: () => void; onSaved: () => voi
   const [initial] = useState(() => (rule ? draftOf(rule) : NEW_RULE));
   const [draft, setDraft] = useState(initial);
   const set = (change: Partial<RuleDraft>) => setDraft({ ...draft, ...change });
-  const id = useId();
   const api = currentSession().api;
 
   const submit = async () => {
@@ -172,18 +172,12 @@ function RuleForm(props: { rule?: Rule; onCancel: () => void; onSaved: () => voi
     label: string,
     options: readonly RuleDraft[K][],
   ) => (
-    <div class="field">
-      <label for={`${id}-${key}`}>{label}</label>
-      <select
-        id={`${id}-${key}`}
-        value={draft[key]}
-        onChange={(e) => set({ [key]: e.currentTarget.value } as Partial<RuleDraft>)}
-      >
-        {options.map((option) => (
-          <option key={option}>{option}</option>
-        ))}
-      </select>
-    </div>
+    <SelectField
+      label={label}
+      value={draft[key]}
+      options={options}
+      onValue={(option) => set({ [key]: option } as Partial<RuleDraft>)}
+    />
   );
 
   return (
@@ -196,84 +190,50 @@ function RuleForm(props: { rule?: Rule; onCancel: () => void; onSaved: () => voi
       onCancel={props.onCancel}
     >
       <div class="field-row">
-        <div class="field">
-          <label for={`${id}-name`}>Name</label>
-          <input
-            id={`${id}-name`}
-            required
-            value={draft.name}
-            onInput={(e) => set({ name: e.currentTarget.value })}
-          />
-        </div>
+        <TextField label="Name" required value={draft.name} onValue={(name) => set({ name })} />
         {!rule && select('region', 'Region', REGIONS)}
         {select('direction', 'Direction', ['inbound', 'outbound'])}
         {select('action', 'Action', ['allow', 'deny'])}
         {select('protocol', 'Protocol', ['tcp', 'udp', 'icmp', 'all'])}
         {takesPorts(draft.protocol) && (
-          <div class="field">
-            <label for={`${id}-ports`}>Ports</label>
-            <input
-              id={`${id}-ports`}
-              required
-              placeholder="443 or 8000-8100"
-              value={draft.ports}
-              onInput={(e) => set({ ports: e.currentTarget.value })}
-            />
-          </div>
-        )}
-        <div class="field">
-          <label for={`${id}-priority`}>Priority</label>
-          <input
-            id={`${id}-priority`}
-            type="number"
-            min={1}
-            max={65535}
-            value={draft.priority}
-            aria-describedby={`${id}-priority-hint`}
-            onInput={(e) => set({ priority: e.currentTarget.value })}
+          <TextField
+            label="Ports"
+            required
+            placeholder="443 or 8000-8100"
+            value={draft.ports}
+            onValue={(ports) => set({ ports })}
           />
-          <small id={`${id}-priority-hint`} class="muted">
-            Lower is tried first.
-          </small>
-        </div>
-      </div>
-      <div class="field">
-        <label for={`${id}-description`}>Description (optional)</label>
-        <input
-          id={`${id}-description`}
-          maxLength={500}
-          value={draft.description}
-          onInput={(e) => set({ description: e.currentTarget.value })}
+        )}
+        <TextField
+          label="Priority"
+          type="number"
+          min={1}
+          max={65535}
+          hint="Lower is tried first."
+          value={draft.priority}
+          onValue={(priority) => set({ priority })}
         />
       </div>
-      <div class="field">
-        <label for={`${id}-addresses`}>
-          {draft.direction === 'inbound' ? 'Sources' : 'Destinations'} (CIDR blocks)
-        </label>
-        <input
-          id={`${id}-addresses`}
-          placeholder="203.0.113.0/24, 2001:db8::/32"
-          aria-describedby={`${id}-addresses-hint`}
-          value={draft.addresses}
-          onInput={(e) => set({ addresses: e.currentTarget.value })}
-        />
-        <small id={`${id}-addresses-hint`} class="muted">
-          Empty means anywhere.
-        </small>
-      </div>
-      <div class="field">
-        <label for={`${id}-tags`}>Only instances tagged (optional)</label>
-        <input
-          id={`${id}-tags`}
-          placeholder="role=web, env=prod"
-          aria-describedby={`${id}-tags-hint`}
-          value={draft.tags}
-          onInput={(e) => set({ tags: e.currentTarget.value })}
-        />
-        <small id={`${id}-tags-hint`} class="muted">
-          Instances carrying every one of these tags; empty means every instance of the region.
-        </small>
-      </div>
+      <TextField
+        label="Description (optional)"
+        maxLength={500}
+        value={draft.description}
+        onValue={(description) => set({ description })}
+      />
+      <TextField
+        label={`${draft.direction === 'inbound' ? 'Sources' : 'Destinations'} (CIDR blocks)`}
+        placeholder="203.0.113.0/24, 2001:db8::/32"
+        hint="Empty means anywhere."
+        value={draft.addresses}
+        onValue={(addresses) => set({ addresses })}
+      />
+      <TextField
+        label="Only instances tagged (optional)"
+        placeholder="role=web, env=prod"
+        hint="Instances carrying every one of these tags; empty means every instance of the region."
+        value={draft.tags}
+        onValue={(tags) => set({ tags })}
+      />
       {rule && <p class="muted">In {rule.region}: a rule cannot move to another region.</p>}
       {rule && (
         <label class="check">
@@ -329,71 +289,43 @@ function CheckPacket({ instances }: { instances: Schemas['Instance'][] | null })
       ) : (
         <form class="stack" onSubmit={submit} aria-label="Check a packet">
           <div class="field-row">
-            <div class="field">
-              <label for="check-instance">Instance</label>
-              <select
-                id="check-instance"
-                value={chosen}
-                onChange={(e) => setInstanceId(e.currentTarget.value)}
-              >
-                {(instances ?? []).map((i) => (
-                  <option key={i.id} value={i.id}>
-                    {i.name}
-                  </option>
-                ))}
-              </select>
-            </div>
-            <div class="field">
-              <label for="check-direction">Direction</label>
-              <select
-                id="check-direction"
-                value={direction}
-                onChange={(e) => setDirection(e.currentTarget.value as 'inbound' | 'outbound')}
-              >
-                <option>inbound</option>
-                <option>outbound</option>
-              </select>
-            </div>
-            <div class="field">
-              <label for="check-protocol">Protocol</label>
-              <select
-                id="check-protocol"
-                value={protocol}
-                onChange={(e) => setProtocol(e.currentTarget.value as 'tcp' | 'udp' | 'icmp')}
-              >
-                <option>tcp</option>
-                <option>udp</option>
-                <option>icmp</option>
-              </select>
-            </div>
+            <SelectField
+              label="Instance"
+              value={chosen}
+              options={(instances ?? []).map((i) => ({ value: i.id, label: i.name }))}
+              onValue={setInstanceId}
+            />
+            <SelectField
+              label="Direction"
+              value={direction}
+              options={['inbound', 'outbound']}
+              onValue={setDirection}
+            />
+            <SelectField
+              label="Protocol"
+              value={protocol}
+              options={['tcp', 'udp', 'icmp']}
+              onValue={setProtocol}
+            />
             {protocol !== 'icmp' && (
-              <div class="field">
-                <label for="check-port">Port</label>
-                <input
-                  id="check-port"
-                  type="number"
-                  min={1}
-                  max={65535}
-                  required
-                  value={port}
-                  onInput={(e) => setPort(e.currentTarget.value)}
-                />
-              </div>
-            )}
-            <div class="field">
-              <label for="check-address">Address</label>
-              <input
-                id="check-address"
+              <TextField
+                label="Port"
+                type="number"
+                min={1}
+                max={65535}
                 required
-                placeholder="198.51.100.7"
-                aria-describedby="check-address-hint"
-                value={address}
-                onInput={(e) => setAddress(e.currentTarget.value)}
+                value={port}
+                onValue={setPort}
               />
-              <small id="check-address-hint" class="muted">
-                The remote end: where an inbound packet comes from, where an outbound one goes.
-              </small>
-            </div>
+            )}
+            <TextField
+              label="Address"
+              required
+              placeholder="198.51.100.7"
+              hint="The remote end: where an inbound packet comes from, where an outbound one goes."
+              value={address}
+              onValue={setAddress}
+            />
           </div>
           <div class="actions">
             <button type="submit" class="primary" disabled={!chosen}>
