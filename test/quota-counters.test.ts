@@ -137,7 +137,8 @@ describe.each(STORES)('Quota counters against a full recount (%s)', (store) => {
         quota.counted,
       );
     }
-  });
+    // A thousand requests one after another, each with its job steps: 10-45 s on two shared cores.
+  }, 180_000);
 
   it('admin recount finds a damaged counter and repairs it', async () => {
     const { id: accountId, key } = await account(server);
