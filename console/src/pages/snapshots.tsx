@@ -9,6 +9,7 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
@@ -222,20 +223,16 @@ function CreateSnapshotForm(props: {
         <p>No volume can be copied now: create one on the Volumes page (or wait for one to be available).</p>
       ) : (
         <div class="field-row">
-          <div class="field">
-            <label for="snap-volume">Volume</label>
-            <select id="snap-volume" value={chosen} onChange={(e) => setVolumeId(e.currentTarget.value)}>
-              {props.volumes.map((v) => (
-                <option key={v.id} value={v.id}>
-                  {v.name} ({v.kind}, {v.size_gb} GB, {v.region})
-                </option>
-              ))}
-            </select>
-          </div>
-          <div class="field">
-            <label for="snap-name">Name</label>
-            <input id="snap-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          </div>
+          <SelectField
+            label="Volume"
+            value={chosen}
+            options={props.volumes.map((v) => ({
+              value: v.id,
+              label: `${v.name} (${v.kind}, ${v.size_gb} GB, ${v.region})`,
+            }))}
+            onValue={setVolumeId}
+          />
+          <TextField label="Name" required value={name} onValue={setName} />
         </div>
       )}
     </FormDialog>
@@ -322,22 +319,16 @@ function RestoreForm(props: {
       </fieldset>
       {target === 'new' && (
         <div class="field-row">
-          <div class="field">
-            <label for="restore-name">Volume name</label>
-            <input id="restore-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          </div>
-          <div class="field">
-            <label for="restore-size">Size (GB)</label>
-            <input
-              id="restore-size"
-              type="number"
-              min={snapshot.size_gb}
-              max={16384}
-              required
-              value={size}
-              onInput={(e) => setSize(e.currentTarget.value)}
-            />
-          </div>
+          <TextField label="Volume name" required value={name} onValue={setName} />
+          <TextField
+            label="Size (GB)"
+            type="number"
+            min={snapshot.size_gb}
+            max={16384}
+            required
+            value={size}
+            onValue={setSize}
+          />
         </div>
       )}
       {target === 'volume' &&
@@ -347,20 +338,12 @@ function RestoreForm(props: {
             into a new volume.
           </p>
         ) : (
-          <div class="field">
-            <label for="restore-volume">Volume to overwrite</label>
-            <select
-              id="restore-volume"
-              value={chosenVolume}
-              onChange={(e) => setVolumeId(e.currentTarget.value)}
-            >
-              {overwritable.map((v) => (
-                <option key={v.id} value={v.id}>
-                  {v.name} ({v.size_gb} GB)
-                </option>
-              ))}
-            </select>
-          </div>
+          <SelectField
+            label="Volume to overwrite"
+            value={chosenVolume}
+            options={overwritable.map((v) => ({ value: v.id, label: `${v.name} (${v.size_gb} GB)` }))}
+            onValue={setVolumeId}
+          />
         ))}
       {target === 'instance' &&
         (stopped.length === 0 ? (
@@ -368,20 +351,12 @@ function RestoreForm(props: {
             No stopped instance in {snapshot.region}: stop the instance whose disk should be replaced first.
           </p>
         ) : (
-          <div class="field">
-            <label for="restore-instance">Stopped instance</label>
-            <select
-              id="restore-instance"
-              value={chosenInstance}
-              onChange={(e) => setInstanceId(e.currentTarget.value)}
-            >
-              {stopped.map((i) => (
-                <option key={i.id} value={i.id}>
-                  {i.name}
-                </option>
-              ))}
-            </select>
-          </div>
+          <SelectField
+            label="Stopped instance"
+            value={chosenInstance}
+            options={stopped.map((i) => ({ value: i.id, label: i.name }))}
+            onValue={setInstanceId}
+          />
         ))}
     </FormDialog>
   );
