@@ -4,11 +4,12 @@
  * its peers: add (own public key, or one the server generates and shows once), remove, and the client's
  * wg-quick file downloaded as `<peer>.conf` (fetched with the key, saved through a Blob URL).
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Table } from '../components/table.tsx';
@@ -158,32 +159,16 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
   return (
     <FormDialog title="Create VPN" submitLabel="Create" onSubmit={submit} onCancel={props.onCancel}>
       <div class="field-row">
-        <div class="field">
-          <label for="vpn-name">Name</label>
-          <input id="vpn-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </div>
-        <div class="field">
-          <label for="vpn-region">Region</label>
-          <select id="vpn-region" value={region} onChange={(e) => setRegion(e.currentTarget.value as Region)}>
-            {REGIONS.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </div>
+        <TextField label="Name" required value={name} onValue={setName} />
+        <SelectField label="Region" value={region} options={REGIONS} onValue={setRegion} />
       </div>
-      <div class="field">
-        <label for="vpn-allowed">Extra routes (optional CIDR blocks)</label>
-        <input
-          id="vpn-allowed"
-          placeholder="0.0.0.0/0 for a full tunnel"
-          aria-describedby="vpn-allowed-hint"
-          value={allowed}
-          onInput={(e) => setAllowed(e.currentTarget.value)}
-        />
-        <small id="vpn-allowed-hint" class="muted">
-          The region's private network is always routed.
-        </small>
-      </div>
+      <TextField
+        label="Extra routes (optional CIDR blocks)"
+        placeholder="0.0.0.0/0 for a full tunnel"
+        hint="The region's private network is always routed."
+        value={allowed}
+        onValue={setAllowed}
+      />
     </FormDialog>
   );
 }
@@ -195,7 +180,6 @@ function CreateVpnForm(props: { onCancel: () => void; onCreated: () => void }) {
 function EditVpnDialog(props: { vpn: Vpn; onCancel: () => void; onSaved: () => void }) {
   const [initial] = useState(() => vpnDraftOf(props.vpn));
   const [draft, setDraft] = useState(initial);
-  const id = useId();
   const submit = async () => {
     const body = vpnPatch(initial, draft);
     // Nothing changed: the API refuses an empty PATCH, and there is nothing to save.
@@ -213,29 +197,14 @@ function EditVpnDialog(props: { vpn: Vpn; onCancel: () => void; onSaved: () => v
       onSubmit={submit}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for={`${id}-name`}>Name</label>
-        <input
-          id={`${id}-name`}
-          required
-          value={draft.name}
-          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
-        />
-      </div>
-      <div class="field">
-        <label for={`${id}-allowed`}>Extra routes (CIDR blocks)</label>
-        <input
-          id={`${id}-allowed`}
-          placeholder="0.0.0.0/0 for a full tunnel"
-          aria-describedby={`${id}-allowed-hint`}
-          value={draft.allowed}
-          onInput={(e) => setDraft({ ...draft, allowed: e.currentTarget.value })}
-        />
-        <small id={`${id}-allowed-hint`} class="muted">
-          Empty leaves only the region's private network. Clients get new routes from a configuration
-          downloaded again.
-        </small>
-      </div>
+      <TextField label="Name" required value={draft.name} onValue={(name) => setDraft({ ...draft, name })} />
+      <TextField
+        label="Extra routes (CIDR blocks)"
+        placeholder="0.0.0.0/0 for a full tunnel"
+        hint="Empty leaves only the region's private network. Clients get new routes from a configuration downloaded again."
+        value={draft.allowed}
+        onValue={(allowed) => setDraft({ ...draft, allowed })}
+      />
       <p class="muted">In {props.vpn.region}: a VPN cannot move to another region.</p>
     </FormDialog>
   );
@@ -359,23 +328,14 @@ function Peers({ vpn }: { vpn: Vpn }) {
       {vpn.status !== 'deleting' && vpn.status !== 'error' && (
         <form class="stack" onSubmit={add} aria-label={`Add a peer to ${vpn.name}`}>
           <div class="field-row">
-            <div class="field">
-              <label for="peer-name">Peer name</label>
-              <input id="peer-name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
-            </div>
-            <div class="field">
-              <label for="peer-key">Public key (optional)</label>
-              <input
-                id="peer-key"
-                placeholder="wg genkey | wg pubkey"
-                aria-describedby="peer-key-hint"
-                value={publicKey}
-                onInput={(e) => setPublicKey(e.currentTarget.value)}
-              />
-              <small id="peer-key-hint" class="muted">
-                Empty: Nimbus generates a key pair and shows its configuration once.
-              </small>
-            </div>
+            <TextField label="Peer name" required value={name} onValue={setName} />
+            <TextField
+              label="Public key (optional)"
+              placeholder="wg genkey | wg pubkey"
+              hint="Empty: Nimbus generates a key pair and shows its configuration once."
+              value={publicKey}
+              onValue={setPublicKey}
+            />
           </div>
           <div class="actions">
             <button type="submit" class="primary">
