@@ -3,7 +3,8 @@
  * snapshot; a volume, whose backup schedule has its own editor): a modal opened from the row, sending only
  * the fields the user changed (new tags replace the old ones whole; emptied, they remove them all).
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
+import { TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { formatTags, parseTags } from '../tags.ts';
 
@@ -41,7 +42,6 @@ export function NameTagsDialog(props: {
 }) {
   const [initial] = useState(() => nameTagsDraftOf(props.resource));
   const [draft, setDraft] = useState(initial);
-  const id = useId();
   const submit = async () => {
     const body = nameTagsPatch(initial, draft);
     if (Object.keys(body).length > 0) await props.save(body);
@@ -49,28 +49,14 @@ export function NameTagsDialog(props: {
   };
   return (
     <FormDialog modal title={props.title} submitLabel="Save" onSubmit={submit} onCancel={props.onCancel}>
-      <div class="field">
-        <label for={`${id}-name`}>Name</label>
-        <input
-          id={`${id}-name`}
-          required
-          value={draft.name}
-          onInput={(e) => setDraft({ ...draft, name: e.currentTarget.value })}
-        />
-      </div>
-      <div class="field">
-        <label for={`${id}-tags`}>Tags</label>
-        <input
-          id={`${id}-tags`}
-          placeholder="env=prod, team=web"
-          aria-describedby={`${id}-tags-hint`}
-          value={draft.tags}
-          onInput={(e) => setDraft({ ...draft, tags: e.currentTarget.value })}
-        />
-        <small id={`${id}-tags-hint`} class="muted">
-          key=value pairs separated by commas; they replace the current tags, and empty removes them.
-        </small>
-      </div>
+      <TextField label="Name" required value={draft.name} onValue={(name) => setDraft({ ...draft, name })} />
+      <TextField
+        label="Tags"
+        placeholder="env=prod, team=web"
+        hint="key=value pairs separated by commas; they replace the current tags, and empty removes them."
+        value={draft.tags}
+        onValue={(tags) => setDraft({ ...draft, tags })}
+      />
     </FormDialog>
   );
 }
