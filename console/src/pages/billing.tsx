@@ -8,6 +8,7 @@ import type { paths } from '../../../sdk/src/generated/v1.ts';
 import { type Schemas, unwrap } from '../api.ts';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { Pager, Table } from '../components/table.tsx';
 import { downloadFile } from '../download.ts';
@@ -87,23 +88,15 @@ function UsageSection() {
         </button>
       </div>
       <div class="filters">
-        <div class="field">
-          <label for="usage-group">Group by</label>
-          <select
-            id="usage-group"
-            value={groupBy}
-            onChange={(e) => {
-              setGroupBy(e.currentTarget.value as GroupBy);
-              setPage(1);
-            }}
-          >
-            {GROUPINGS.map((g) => (
-              <option key={g.value} value={g.value}>
-                {g.label}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label="Group by"
+          value={groupBy}
+          options={GROUPINGS}
+          onValue={(next) => {
+            setGroupBy(next);
+            setPage(1);
+          }}
+        />
       </div>
       <ErrorNotice error={error ?? usage.error} />
       {answer && (
@@ -269,21 +262,12 @@ function EstimateSection() {
           <fieldset key={line.key}>
             <legend>Line {index + 1}</legend>
             <div class="grid-form">
-              <div class="field">
-                <label for={`estimate-type-${line.key}`}>Instance type</label>
-                <select
-                  id={`estimate-type-${line.key}`}
-                  value={line.instanceType}
-                  onChange={(e) => change(line.key, { instanceType: e.currentTarget.value })}
-                >
-                  <option value="">No instances</option>
-                  {typeNames.map((name) => (
-                    <option key={name} value={name}>
-                      {name}
-                    </option>
-                  ))}
-                </select>
-              </div>
+              <SelectField
+                label="Instance type"
+                value={line.instanceType}
+                options={[{ value: '', label: 'No instances' }, ...typeNames]}
+                onValue={(instanceType) => change(line.key, { instanceType })}
+              />
               {line.instanceType && (
                 <NumberField
                   line={line}
@@ -294,19 +278,12 @@ function EstimateSection() {
                   onChange={change}
                 />
               )}
-              <div class="field">
-                <label for={`estimate-region-${line.key}`}>Region</label>
-                <select
-                  id={`estimate-region-${line.key}`}
-                  value={line.region}
-                  onChange={(e) => change(line.key, { region: e.currentTarget.value })}
-                >
-                  <option value="">Any region</option>
-                  {REGIONS.map((r) => (
-                    <option key={r}>{r}</option>
-                  ))}
-                </select>
-              </div>
+              <SelectField
+                label="Region"
+                value={line.region}
+                options={[{ value: '', label: 'Any region' }, ...REGIONS]}
+                onValue={(region) => change(line.key, { region })}
+              />
               {NUMBER_FIELDS.map((f) => (
                 <NumberField
                   key={f.key}
@@ -355,22 +332,18 @@ function NumberField(props: {
   max: number;
   onChange: (key: number, update: Partial<PlanLine>) => void;
 }) {
-  const id = `estimate-${props.field}-${props.line.key}`;
   return (
-    <div class="field">
-      <label for={id}>{props.label}</label>
-      <input
-        id={id}
-        type="number"
-        inputMode="numeric"
-        min={props.min}
-        max={props.max}
-        step={1}
-        required
-        value={props.line[props.field]}
-        onInput={(e) => props.onChange(props.line.key, { [props.field]: e.currentTarget.value })}
-      />
-    </div>
+    <TextField
+      label={props.label}
+      type="number"
+      inputMode="numeric"
+      min={props.min}
+      max={props.max}
+      step={1}
+      required
+      value={props.line[props.field]}
+      onValue={(text) => props.onChange(props.line.key, { [props.field]: text })}
+    />
   );
 }
 
