@@ -6,11 +6,12 @@
  * delete after a confirmation, and each one's delivery log (GET /v1/webhooks/{id}/deliveries) with
  * Redeliver.
  */
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { SecretOnce } from '../components/secret-once.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
@@ -336,7 +337,6 @@ function RotateSecretForm(props: {
 }) {
   const [hours, setHours] = useState('24');
   const [secret, setSecret] = useState('');
-  const id = useId();
   const submit = async () => {
     const answer = await unwrap(
       currentSession().api.POST('/v1/webhooks/{id}/rotate-secret', {
@@ -357,40 +357,27 @@ function RotateSecretForm(props: {
       onSubmit={submit}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for={`${id}-overlap`}>Overlap (hours)</label>
-        <input
-          id={`${id}-overlap`}
-          type="number"
-          min={0}
-          max={MAX_OVERLAP_HOURS}
-          step="any"
-          required
-          aria-describedby={`${id}-overlap-hint`}
-          value={hours}
-          onInput={(e) => setHours(e.currentTarget.value)}
-        />
-        <small id={`${id}-overlap-hint`} class="muted">
-          How long the previous secret keeps signing beside the new one (at most {MAX_OVERLAP_HOURS} hours),
-          so your receiver can switch over without refusing deliveries. 0 retires it at once.
-        </small>
-      </div>
-      <div class="field">
-        <label for={`${id}-secret`}>Your own secret (optional)</label>
-        <input
-          id={`${id}-secret`}
-          type="password"
-          autocomplete="off"
-          minLength={16}
-          maxLength={256}
-          aria-describedby={`${id}-secret-hint`}
-          value={secret}
-          onInput={(e) => setSecret(e.currentTarget.value)}
-        />
-        <small id={`${id}-secret-hint`} class="muted">
-          At least 16 characters. Empty: Nimbus generates one and shows it once.
-        </small>
-      </div>
+      <TextField
+        label="Overlap (hours)"
+        type="number"
+        min={0}
+        max={MAX_OVERLAP_HOURS}
+        step="any"
+        required
+        hint={`How long the previous secret keeps signing beside the new one (at most ${MAX_OVERLAP_HOURS} hours), so your receiver can switch over without refusing deliveries. 0 retires it at once.`}
+        value={hours}
+        onValue={setHours}
+      />
+      <TextField
+        label="Your own secret (optional)"
+        type="password"
+        autocomplete="off"
+        minLength={16}
+        maxLength={256}
+        hint="At least 16 characters. Empty: Nimbus generates one and shows it once."
+        value={secret}
+        onValue={setSecret}
+      />
     </FormDialog>
   );
 }
@@ -416,7 +403,6 @@ function WebhookForm(props: {
   const choices = [
     ...new Set([...(types.data ?? []).map((type) => `${type.split('.')[0]}.*`), ...initial.events]),
   ];
-  const id = useId();
 
   const submit = async () => {
     const api = currentSession().api;
@@ -442,25 +428,19 @@ function WebhookForm(props: {
       onSubmit={submit}
       onCancel={props.onCancel}
     >
-      <div class="field">
-        <label for={`${id}-url`}>Receiver URL</label>
-        <input
-          id={`${id}-url`}
-          type="url"
-          required
-          placeholder="https://example.com/nimbus-events"
-          value={draft.url}
-          onInput={(e) => set({ url: e.currentTarget.value })}
-        />
-      </div>
-      <div class="field">
-        <label for={`${id}-description`}>Description (optional)</label>
-        <input
-          id={`${id}-description`}
-          value={draft.description}
-          onInput={(e) => set({ description: e.currentTarget.value })}
-        />
-      </div>
+      <TextField
+        label="Receiver URL"
+        type="url"
+        required
+        placeholder="https://example.com/nimbus-events"
+        value={draft.url}
+        onValue={(url) => set({ url })}
+      />
+      <TextField
+        label="Description (optional)"
+        value={draft.description}
+        onValue={(description) => set({ description })}
+      />
       <fieldset>
         <legend>Events</legend>
         <label class="check">
