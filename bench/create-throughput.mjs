@@ -285,7 +285,12 @@ function summarizeProfile(dir) {
     if (hits === 0) continue;
     total += hits;
     const { functionName, url, lineNumber } = node.callFrame;
-    const where = url ? `${path.relative(ROOT, url.replace(/^file:\/\//, ''))}:${lineNumber + 1}` : '';
+    // From the repository root; a package under a node_modules symlinked in from elsewhere (a
+    // worktree's) by its path inside node_modules; `node:` modules as they are.
+    const source = url.startsWith('file://')
+      ? path.relative(ROOT, url.slice('file://'.length)).replace(/^(?:\.\.\/)+.*?(node_modules\/)/, '$1')
+      : url;
+    const where = url ? `${source}:${lineNumber + 1}` : '';
     const label = `${functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
     byFunction.set(label, (byFunction.get(label) ?? 0) + hits);
     const part = partOf(functionName, url);
