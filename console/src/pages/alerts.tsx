@@ -14,6 +14,7 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { StreamBanner } from '../components/stream-banner.tsx';
@@ -24,7 +25,6 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import {
-  type ChatFormat,
   createBody,
   type Metric,
   NEW_POLICY,
@@ -368,39 +368,31 @@ function Incidents({ policyNames }: { policyNames: Map<string, string> }) {
         </p>
       )}
       <div class="filters">
-        <div class="field">
-          <label for="incident-status">Status</label>
-          <select
-            id="incident-status"
-            value={status}
-            onChange={(e) => {
-              setStatus(e.currentTarget.value as typeof status);
-              setPage(1);
-            }}
-          >
-            <option value="">Firing and resolved</option>
-            <option value="firing">Firing</option>
-            <option value="resolved">Resolved</option>
-          </select>
-        </div>
-        <div class="field">
-          <label for="incident-policy">Policy</label>
-          <select
-            id="incident-policy"
-            value={policyId}
-            onChange={(e) => {
-              setPolicyId(e.currentTarget.value);
-              setPage(1);
-            }}
-          >
-            <option value="">Every policy</option>
-            {[...policyNames].map(([id, name]) => (
-              <option key={id} value={id}>
-                {name}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField
+          label="Status"
+          value={status}
+          options={[
+            { value: '', label: 'Firing and resolved' },
+            { value: 'firing', label: 'Firing' },
+            { value: 'resolved', label: 'Resolved' },
+          ]}
+          onValue={(next) => {
+            setStatus(next);
+            setPage(1);
+          }}
+        />
+        <SelectField
+          label="Policy"
+          value={policyId}
+          options={[
+            { value: '', label: 'Every policy' },
+            ...[...policyNames].map(([id, name]) => ({ value: id, label: name })),
+          ]}
+          onValue={(next) => {
+            setPolicyId(next);
+            setPage(1);
+          }}
+        />
       </div>
       <ErrorNotice error={incidents.error ?? instances.error} />
       {incidents.data && rows.length === 0 ? (
@@ -493,23 +485,12 @@ function PolicyForm(props: { policy?: Policy; onCancel: () => void; onSaved: () 
       error={webhooks.error ?? instances.error}
     >
       <div class="grid-form">
-        <div class="field">
-          <label for={`${id}-name`}>Policy name</label>
-          <input
-            id={`${id}-name`}
-            required
-            value={draft.name}
-            onInput={(e) => set({ name: e.currentTarget.value })}
-          />
-        </div>
-        <div class="field">
-          <label for={`${id}-description`}>Description (optional)</label>
-          <input
-            id={`${id}-description`}
-            value={draft.description}
-            onInput={(e) => set({ description: e.currentTarget.value })}
-          />
-        </div>
+        <TextField label="Policy name" required value={draft.name} onValue={(name) => set({ name })} />
+        <TextField
+          label="Description (optional)"
+          value={draft.description}
+          onValue={(description) => set({ description })}
+        />
       </div>
       <fieldset>
         <legend>Watch</legend>
@@ -544,72 +525,45 @@ function PolicyForm(props: { policy?: Policy; onCancel: () => void; onSaved: () 
       <div class="grid-form">
         {draft.kind === 'metric' && (
           <>
-            <div class="field">
-              <label for={`${id}-metric`}>Metric</label>
-              <select
-                id={`${id}-metric`}
-                value={draft.metric}
-                onChange={(e) => set({ metric: e.currentTarget.value as Metric })}
-              >
-                {METRICS.map((m) => (
-                  <option key={m.value} value={m.value}>
-                    {m.label} ({m.unit})
-                  </option>
-                ))}
-              </select>
-            </div>
-            <div class="field">
-              <label for={`${id}-compare`}>Compare</label>
-              <select
-                id={`${id}-compare`}
-                value={draft.compare}
-                onChange={(e) => set({ compare: e.currentTarget.value as 'above' | 'below' })}
-              >
-                <option value="above">above</option>
-                <option value="below">below</option>
-              </select>
-            </div>
-            <div class="field">
-              <label for={`${id}-threshold`}>Threshold</label>
-              <input
-                id={`${id}-threshold`}
-                type="number"
-                min={0}
-                step="any"
-                required
-                value={draft.threshold}
-                onInput={(e) => set({ threshold: e.currentTarget.value })}
-              />
-            </div>
+            <SelectField
+              label="Metric"
+              value={draft.metric}
+              options={METRICS.map((m) => ({ value: m.value, label: `${m.label} (${m.unit})` }))}
+              onValue={(metric) => set({ metric })}
+            />
+            <SelectField
+              label="Compare"
+              value={draft.compare}
+              options={['above', 'below']}
+              onValue={(compare) => set({ compare })}
+            />
+            <TextField
+              label="Threshold"
+              type="number"
+              min={0}
+              step="any"
+              required
+              value={draft.threshold}
+              onValue={(threshold) => set({ threshold })}
+            />
           </>
         )}
         {draft.kind !== 'error' && (
-          <div class="field">
-            <label for={`${id}-window`}>Window</label>
-            <select
-              id={`${id}-window`}
-              value={draft.window}
-              onChange={(e) => set({ window: e.currentTarget.value as Window })}
-            >
-              {WINDOWS.map((w) => (
-                <option key={w}>{w}</option>
-              ))}
-            </select>
-          </div>
-        )}
-        <div class="field wide">
-          <label for={`${id}-tags`}>Only instances tagged (optional)</label>
-          <input
-            id={`${id}-tags`}
-            placeholder="env=prod, team=web"
-            aria-describedby={`${id}-tags-hint`}
-            value={draft.tags}
-            onInput={(e) => set({ tags: e.currentTarget.value })}
+          <SelectField
+            label="Window"
+            value={draft.window}
+            options={WINDOWS}
+            onValue={(window) => set({ window })}
           />
-          <small id={`${id}-tags-hint`} class="muted">
-            Every tag given must match; with neither tags nor instances below, every instance is watched.
-          </small>
-        </div>
+        )}
+        <TextField
+          label="Only instances tagged (optional)"
+          wide
+          placeholder="env=prod, team=web"
+          hint="Every tag given must match; with neither tags nor instances below, every instance is watched."
+          value={draft.tags}
+          onValue={(tags) => set({ tags })}
+        />
       </div>
       {(instances.data ?? []).length > 0 && (
         <fieldset>
@@ -633,36 +587,29 @@ function PolicyForm(props: { policy?: Policy; onCancel: () => void; onSaved: () 
       <fieldset>
         <legend>Notify (at least one)</legend>
         <div class="grid-form">
-          <div class="field wide">
-            <label for={`${id}-emails`}>E-mail addresses</label>
-            <input
-              id={`${id}-emails`}
-              placeholder="ops@example.com, me@example.com"
-              value={draft.emails}
-              onInput={(e) => set({ emails: e.currentTarget.value })}
-            />
-          </div>
-          <div class="field">
-            <label for={`${id}-chat-url`}>Chat webhook URL</label>
-            <input
-              id={`${id}-chat-url`}
-              type="url"
-              value={draft.chatUrl}
-              onInput={(e) => set({ chatUrl: e.currentTarget.value })}
-            />
-          </div>
-          <div class="field">
-            <label for={`${id}-chat-format`}>Chat format</label>
-            <select
-              id={`${id}-chat-format`}
-              value={draft.chatFormat}
-              onChange={(e) => set({ chatFormat: e.currentTarget.value as ChatFormat })}
-            >
-              <option value="slack">Slack</option>
-              <option value="discord">Discord</option>
-              <option value="generic">Generic JSON</option>
-            </select>
-          </div>
+          <TextField
+            label="E-mail addresses"
+            wide
+            placeholder="ops@example.com, me@example.com"
+            value={draft.emails}
+            onValue={(emails) => set({ emails })}
+          />
+          <TextField
+            label="Chat webhook URL"
+            type="url"
+            value={draft.chatUrl}
+            onValue={(chatUrl) => set({ chatUrl })}
+          />
+          <SelectField
+            label="Chat format"
+            value={draft.chatFormat}
+            options={[
+              { value: 'slack', label: 'Slack' },
+              { value: 'discord', label: 'Discord' },
+              { value: 'generic', label: 'Generic JSON' },
+            ]}
+            onValue={(chatFormat) => set({ chatFormat })}
+          />
         </div>
         {draft.moreChats.length > 0 && (
           <p class="muted">
