@@ -5,13 +5,13 @@
 import { useEffect, useState } from 'preact/hooks';
 import { unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { TextField } from '../components/field.tsx';
 import { UsageBar } from '../components/usage-bar.tsx';
 import { formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
-import { TextField } from '../components/field.tsx';
 
 const QUOTA_LABELS: Record<string, string> = {
   instances: 'Instances',

@@ -9,6 +9,7 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
@@ -20,7 +21,6 @@ import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import { NameTagsDialog } from './name-tags-edit.tsx';
 import './storage-network.css';
-import { SelectField, TextField } from '../components/field.tsx';
 
 type Volume = Schemas['Volume'];
 type Region = (typeof REGIONS)[number];
