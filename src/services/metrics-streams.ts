@@ -41,6 +41,7 @@ import { sampleMany } from './metric-sampling.js';
 import { ALERT_CHANNEL, type AlertNotice, STATUS_CHANNEL, type StatusNotice } from './metrics-status.js';
 import type { Principal } from './principal.js';
 import type { RateLimitService } from './rate-limits.js';
+import { everySlot, type SlotTimer } from './slot-timer.js';
 
 /** WebSocket close codes of the protocol. */
 export const CLOSE = {
@@ -375,7 +376,7 @@ export class MetricsStreams {
   private readonly perAccount = new Map<string, number>();
   private readonly counted = new Set<StreamSession>();
   private readonly seenEvents = new Set<string>();
-  private tickTimer: NodeJS.Timeout | null = null;
+  private tickTimer: SlotTimer | null = null;
   private pingTimer: NodeJS.Timeout | null = null;
   private ticking = false;
   /** Milliseconds from sample time to the send of its messages, for the benchmark and the operator. */
@@ -397,11 +398,13 @@ export class MetricsStreams {
     await this.broadcaster.subscribe(ALERT_CHANNEL, (notice) => this.alertChanged(notice));
     this.pingTimer = setInterval(() => this.pingAll(), PING_INTERVAL_MS);
     this.pingTimer.unref();
-    this.scheduleTick();
+    this.tickTimer = everySlot(PHASE_MS, () => {
+      void this.tick().catch((error) => this.onError(error));
+    });
   }
 
   stop(): void {
-    if (this.tickTimer) clearTimeout(this.tickTimer);
+    this.tickTimer?.stop();
     if (this.pingTimer) clearInterval(this.pingTimer);
     this.tickTimer = null;
     this.pingTimer = null;
@@ -524,18 +527,6 @@ export class MetricsStreams {
       if (left <= 0) this.perAccount.delete(session.principal.accountId);
       else this.perAccount.set(session.principal.accountId, left);
     }
-  }
-
-  private scheduleTick(): void {
-    const now = Date.now();
-    this.tickTimer = setTimeout(
-      () => {
-        this.scheduleTick();
-        void this.tick().catch((error) => this.onError(error));
-      },
-      PHASE_MS - (now % PHASE_MS),
-    );
-    this.tickTimer.unref();
   }
 
   /** One slot of a second: sample the instances of this phase that due streams watch, once each, and send. */
