@@ -1,6 +1,6 @@
 import { fireEvent, render, screen } from '@testing-library/preact';
 import { describe, expect, it, vi } from 'vitest';
-import { SelectField, TextField } from './field.tsx';
+import { SelectField, TextAreaField, TextField } from './field.tsx';
 
 describe('TextField', () => {
   it('is named by its label, described by its hint, and reports what is typed', () => {
@@ -55,5 +55,19 @@ describe('SelectField', () => {
     ]);
     fireEvent.change(select, { target: { value: 'xfs' } });
     expect(onValue).toHaveBeenCalledWith('xfs');
+  });
+});
+
+describe('TextAreaField', () => {
+  it('is named by its label, keeps its class and hint, and reports what is typed', () => {
+    const onValue = vi.fn();
+    render(<TextAreaField label="Public key" class="key-text" hint="One line." value="" onValue={onValue} />);
+    const area = screen.getByRole('textbox', { name: 'Public key' });
+    expect(area.className).toBe('key-text');
+    expect(document.getElementById(area.getAttribute('aria-describedby') ?? '')?.textContent).toBe(
+      'One line.',
+    );
+    fireEvent.input(area, { target: { value: 'ssh-ed25519 AAAA' } });
+    expect(onValue).toHaveBeenCalledWith('ssh-ed25519 AAAA');
   });
 });

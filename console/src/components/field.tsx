@@ -139,3 +139,30 @@ export function SelectField<T extends string>(
     </Field>
   );
 }
+
+/** A multi-line text control (pasted keys, cloud-init user data) reporting its value as typed. */
+export function TextAreaField(
+  props: FieldFrame & {
+    value: string;
+    onValue: (value: string) => void;
+    rows?: number;
+    required?: boolean;
+    placeholder?: string;
+    class?: string;
+  },
+) {
+  const { label, hint, wide, value, onValue, ...textarea } = props;
+  return (
+    <Field label={label} hint={hint} wide={wide}>
+      {(id, describedBy) => (
+        <textarea
+          {...textarea}
+          id={id}
+          aria-describedby={describedBy}
+          value={value}
+          onInput={(e) => onValue(e.currentTarget.value)}
+        />
+      )}
+    </Field>
+  );
+}
