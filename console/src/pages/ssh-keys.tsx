@@ -7,6 +7,7 @@ import { type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { TextAreaField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
@@ -14,7 +15,6 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { useAttempt } from '../use-attempt.ts';
 import './account-billing.css';
-import { TextField } from '../components/field.tsx';
 
 type SshKey = Schemas['SshKey'];
 
@@ -108,22 +108,15 @@ function AddKeyForm(props: { onCancel: () => void; onAdded: () => void }) {
   return (
     <FormDialog title="Add SSH key" submitLabel="Add key" onSubmit={submit} onCancel={props.onCancel}>
       <TextField label="Key name" required value={name} onValue={setName} />
-      <div class="field">
-        <label for="ssh-key-text">Public key</label>
-        <textarea
-          id="ssh-key-text"
-          class="key-text"
-          required
-          aria-describedby="ssh-key-hint"
-          placeholder="ssh-ed25519 AAAA… you@laptop"
-          value={publicKey}
-          onInput={(e) => setPublicKey(e.currentTarget.value)}
-        />
-        <small id="ssh-key-hint" class="muted">
-          One OpenSSH line: ssh-ed25519, ssh-rsa (2048 bits or more) or ecdsa-sha2-nistp256/384/521. Never
-          paste a private key.
-        </small>
-      </div>
+      <TextAreaField
+        label="Public key"
+        class="key-text"
+        required
+        placeholder="ssh-ed25519 AAAA… you@laptop"
+        hint="One OpenSSH line: ssh-ed25519, ssh-rsa (2048 bits or more) or ecdsa-sha2-nistp256/384/521. Never paste a private key."
+        value={publicKey}
+        onValue={setPublicKey}
+      />
     </FormDialog>
   );
 }
