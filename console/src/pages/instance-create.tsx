@@ -7,7 +7,7 @@ import { useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { unwrap } from '../api.ts';
 import { ErrorNotice } from '../components/error-notice.tsx';
-import { SelectField, TextField } from '../components/field.tsx';
+import { SelectField, TextAreaField, TextField } from '../components/field.tsx';
 import { formatMoney, formatPrice } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
@@ -150,16 +150,13 @@ export function InstanceCreatePage() {
           onValue={setFirewall}
         />
         <BackupFields value={backup} onChange={setBackup} />
-        <div class="field">
-          <label for="create-user-data">User data</label>
-          <textarea
-            id="create-user-data"
-            rows={4}
-            value={userData}
-            onInput={(event) => setUserData(event.currentTarget.value)}
-            placeholder="#cloud-config"
-          />
-        </div>
+        <TextAreaField
+          label="User data"
+          rows={4}
+          placeholder="#cloud-config"
+          value={userData}
+          onValue={setUserData}
+        />
         <ErrorNotice error={error} />
         <div class="actions">
           <a class="button" href="/console/instances">
