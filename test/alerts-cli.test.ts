@@ -174,7 +174,10 @@ describe('nimbus alerts', () => {
     const wide = await cli.run('alerts', 'incidents', '-o', 'wide');
     expect(wide.stdout).toMatch(/ID\s+POLICY\s+INSTANCE\s+STATUS/);
     expect(wide.stdout).toContain('doomed');
-    await waitFor('the chat post', () => (receiver.receivedAt('/cli-broken').length > 0 ? true : undefined));
+    // The notifier's job is made due with the incident; 30 s allows for a loaded CI host.
+    await waitFor('the chat post', () => (receiver.receivedAt('/cli-broken').length > 0 ? true : undefined), {
+      timeoutMs: 30_000,
+    });
     expect(wide.code).toBe(0);
   }, 180_000);
 
