@@ -111,9 +111,6 @@ export interface InstanceServiceOptions {
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
 
-/** The instance kind for `create`, which inserts the row itself after the rest of the create. */
-const INSERTED_LAST: typeof INSTANCE_KIND = { ...INSTANCE_KIND, insert: async () => {} };
-
 const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
 
 export class InstanceService {
@@ -158,7 +155,8 @@ export class InstanceService {
     // No lock on the account: what every create of the account (the quota counters) or of the region
     // (its GPU count) writes is written last, so it is held only from there to the COMMIT, and
     // addresses come from rows nobody else is taking (store/addresses.ts).
-    const instance = await this.store.db.transaction().execute(async (trx) => {
+    // The core's transaction: the per-status counts the new row moves are written as its last statement.
+    const instance = await this.lifecycle.transaction(async (trx) => {
       this.quotas.holdUsage(trx);
       const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
       const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
@@ -211,11 +209,10 @@ export class InstanceService {
         created_at: at,
         updated_at: at,
       };
-      // Its event, meter and job first, the row itself last: writing it moves the account's per-status
-      // counts (instance_counts), a row every create of the account in the region writes, so it is held
-      // from there to the COMMIT only, with the quota counters and the GPU count right after it.
-      await this.lifecycle.createWithin(trx, INSERTED_LAST, 'instance.created', record);
-      await instances.insertInstance(trx, record);
+      // What every create of the account or region writes comes last, so it is held only to the COMMIT:
+      // the quota counters and the GPU count here, then the per-status counts (the transaction's end),
+      // in the order deletes take them too.
+      await this.lifecycle.createWithin(trx, INSTANCE_KIND, 'instance.created', record);
       await this.quotas.claimRooms(trx, accountId, asked, limits);
       await this.reserveGpus(trx, input.region, gpusOf(type));
       return record;

@@ -316,9 +316,10 @@ export class Lifecycle {
    * back and written as its last statement before COMMIT. On PostgreSQL those rows are shared by every
    * write of the account in the region, and a writer holds them until COMMIT: a boot's settle used to
    * move them first and then hold them through its meter, event and job statements, while the account's
-   * creates and other boots queued behind it.
+   * creates and other boots queued behind it. Public for a create that writes more in the same
+   * transaction (instances: quota counters and GPU capacity).
    */
-  private transaction<T>(work: (trx: Executor) => Promise<T>): Promise<T> {
+  transaction<T>(work: (trx: Executor) => Promise<T>): Promise<T> {
     return this.store.db.transaction().execute(async (trx) => {
       holdCounts(trx);
       const result = await work(trx);
