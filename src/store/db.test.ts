@@ -13,7 +13,7 @@ describe('the SQLite store', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('creates an owner-only WAL file with 16 KiB pages (deep list pages depend on it)', async () => {
+  it('creates an owner-only WAL file with 16 KiB pages (deep list pages depend on it) and in-memory sub-journals', async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-db-'));
     store = openStore({ dataDir });
     await migrateToLatest(store.db);
@@ -21,6 +21,8 @@ describe('the SQLite store', () => {
       Object.values((await sql.raw(`pragma ${name}`).execute(store!.db)).rows[0] as object)[0];
     expect(await pragma('page_size')).toBe(16384);
     expect(await pragma('journal_mode')).toBe('wal');
+    // 2 = MEMORY: the savepoint sub-journals of group commit never spill to temp files.
+    expect(await pragma('temp_store')).toBe(2);
     expect(statSync(path.join(dataDir, 'nimbus.db')).mode & 0o777).toBe(0o600);
   });
 });
