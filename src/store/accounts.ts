@@ -1,4 +1,3 @@
-import { CompiledQuery } from 'kysely';
 import type { QuotaName } from '../domain/plans.js';
 import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
@@ -8,19 +7,14 @@ export async function insertAccount(db: Executor, row: NewAccountRow): Promise<v
   await db.insertInto('accounts').values(row).execute();
 }
 
-// Every authenticated GET /v1/account runs this lookup. Building and compiling it with Kysely cost more
-// than SQLite's (cached) statement takes to run it, and its SQL only differs between engines, so it is
-// compiled once per database handle and then run with the new id.
-const findAccountSql = new WeakMap<Executor, string>();
+// Every authenticated GET /v1/account and every create's quota check run this lookup: compiled once
+// (store/compiled-query.ts), since building it with Kysely cost more than SQLite takes to run it.
+const accountById = compiledOnce<Database, { id: string }, AccountRow>((db, p) =>
+  db.selectFrom('accounts').selectAll().where('id', '=', p.id),
+);
 
-export async function findAccount(db: Executor, id: string): Promise<AccountRow | undefined> {
-  let sqlText = findAccountSql.get(db);
-  if (sqlText === undefined) {
-    sqlText = db.selectFrom('accounts').selectAll().where('id', '=', id).compile().sql;
-    findAccountSql.set(db, sqlText);
-  }
-  const { rows } = await db.executeQuery<AccountRow>(CompiledQuery.raw(sqlText, [id]));
-  return rows[0];
+export function findAccount(db: Executor, id: string): Promise<AccountRow | undefined> {
+  return accountById.executeTakeFirst(db, { id });
 }
 
 export function findAccountByEmail(db: Executor, email: string): Promise<AccountRow | undefined> {

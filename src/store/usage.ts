@@ -137,6 +137,41 @@ export function deferUsage(trx: Executor): void {
 }
 
 /**
+ * The upsert of `applyDeferredUsage`, per shape: the counters it moves, then those of them guarded by a
+ * limit (`names|guarded`, by name). The limits are parameters, so one compiled statement serves every
+ * account and plan.
+ */
+const guardedUsageUpsert = compiledPerShape<Database, Record<string, string | number>, { name: string }>(
+  (shape) => (db, p) => {
+    const [moved = '', guardedNames = ''] = shape.split('|');
+    const names = moved.split(',');
+    const guarded = guardedNames === '' ? [] : guardedNames.split(',');
+    // The limit each guarded counter may reach, by name; the others may take any value.
+    const cases = guarded.map((name, i) => sql`when ${sql.lit(name)} then ${p[`limit${i}`] as number}`);
+    const guard =
+      cases.length === 0
+        ? sql<boolean>`1 = 1`
+        : sql<boolean>`account_usage.used + excluded.used <= case excluded.name ${sql.join(cases, sql` `)} else account_usage.used + excluded.used end`;
+    return db
+      .insertInto('account_usage')
+      .values(
+        names.map((_, i) => ({
+          account_id: p.accountId as string,
+          name: p[`name${i}`] as string,
+          used: p[`used${i}`] as number,
+        })),
+      )
+      .onConflict((oc) =>
+        oc
+          .columns(['account_id', 'name'])
+          .doUpdateSet({ used: sql<number>`account_usage.used + excluded.used` })
+          .where(guard),
+      )
+      .returning('name');
+  },
+);
+
+/**
  * Writes what `deferUsage` held back on `trx`, in one statement per account, each counter guarded by
  * its limit in `limits` (a counter not named there is not guarded): a counter that would pass its limit
  * is left as it is. Returns the guarded counters left unchanged that way (the caller refuses the request
@@ -161,23 +196,16 @@ export async function applyDeferredUsage(
       refused.push(...tooBig.map(([name]) => name));
       continue;
     }
-    // The limit each counter may reach, by name, inlined (limits are integers from plans and overrides).
-    const cases = growing.map(([name]) => sql`when ${sql.lit(name)} then ${sql.lit(limits.get(name))}`);
-    const guard =
-      cases.length === 0
-        ? sql<boolean>`1 = 1`
-        : sql<boolean>`account_usage.used + excluded.used <= case excluded.name ${sql.join(cases, sql` `)} else account_usage.used + excluded.used end`;
-    const written = await trx
-      .insertInto('account_usage')
-      .values(changes.map(([name, change]) => ({ account_id: accountId, name, used: change })))
-      .onConflict((oc) =>
-        oc
-          .columns(['account_id', 'name'])
-          .doUpdateSet({ used: sql<number>`account_usage.used + excluded.used` })
-          .where(guard),
-      )
-      .returning('name')
-      .execute();
+    const values: Record<string, string | number> = { accountId };
+    changes.forEach(([name, change], i) => {
+      values[`name${i}`] = name;
+      values[`used${i}`] = change;
+    });
+    growing.forEach(([name], i) => {
+      values[`limit${i}`] = limits.get(name) as number;
+    });
+    const shape = `${changes.map(([name]) => name).join(',')}|${growing.map(([name]) => name).join(',')}`;
+    const written = await guardedUsageUpsert(shape).execute(trx, values);
     const done = new Set(written.map((row) => row.name));
     refused.push(...changes.map(([name]) => name).filter((name) => !done.has(name)));
   }

@@ -106,8 +106,13 @@ export async function insertVolume(db: Executor, volume: Volume): Promise<void> 
   await adjustUsage(db, volume.account_id, usageDelta(null, volumeUsage(volume)));
 }
 
+/** Compiled once (store/compiled-query.ts): a boot reads its root volume (is a restore writing it?). */
+const volumeById = compiledOnce<Database, { id: string }, VolumeRow>((db, p) =>
+  db.selectFrom('volumes').selectAll().where('id', '=', p.id),
+);
+
 export async function findVolume(db: Executor, id: string): Promise<Volume | undefined> {
-  const row = await db.selectFrom('volumes').selectAll().where('id', '=', id).executeTakeFirst();
+  const row = await volumeById.executeTakeFirst(db, { id });
   return row && fromRow(row);
 }
 
