@@ -4,11 +4,11 @@
  * carries out what it returns.
  *
  * Each step reads where the machine is (the driver's `inspect`), then either asks the driver for the one
- * thing that moves it on (provision, boot, shut down, reboot, resize, power off, destroy) and looks
- * again, or returns the write that records where the machine got (with the operation's event), or the
- * time the machine's current change should settle. Every driver call is idempotent and every step is
- * decided from the state found, so a run that is cut short (kill -9) is simply run again, by this
- * process or another replica.
+ * thing that moves it on (provision, boot, shut down, reboot, resize, power off, destroy; a machine just
+ * provisioned is booted in the same step) and looks again, or returns the write that records where the
+ * machine got (with the operation's event), or the time the machine's current change should settle.
+ * Every driver call is idempotent and every step is decided from the state found, so a run that is cut
+ * short (kill -9) is simply run again, by this process or another replica.
  *
  * A machine that will not settle by itself (a simulated fault) ends the job; a PATCH of the instance's
  * tags, a forced stop or a delete enqueues it again. An instance created from a snapshot waits, powered
@@ -17,7 +17,7 @@
 import type { InstanceEventData } from '../domain/event-catalog.js';
 import { COMPLETION_EVENT, type InstanceStatus } from '../domain/instance-states.js';
 import type { Instance, InstanceChanges } from '../domain/instances.js';
-import type { ComputeDriver, MachineState } from '../drivers/driver.js';
+import type { ComputeDriver, MachineSpec, MachineState } from '../drivers/driver.js';
 import { type InstanceEventType, machineSpec } from './instance-kind.js';
 import type { Reconciler, Step } from './lifecycle.js';
 
@@ -54,6 +54,20 @@ export class InstanceReconciler
     });
   }
 
+  /** An instance to be started whose machine is off (of `machineType`): resize, wait for its root, or boot. */
+  private async powerOn(
+    instance: Instance,
+    spec: MachineSpec,
+    machineType: string | null,
+  ): Promise<InstanceStep> {
+    if (machineType !== instance.instance_type) await this.driver.resize(spec);
+    else if (await this.rootRestoring(instance)) {
+      // Created from a snapshot: the restore's end enqueues this job again.
+      return { next: 'wait', until: null };
+    } else await this.driver.start(spec);
+    return AGAIN;
+  }
+
   async step(instance: Instance): Promise<InstanceStep> {
     const spec = machineSpec(instance);
     const machine = await this.driver.inspect(spec);
@@ -69,15 +83,12 @@ export class InstanceReconciler
       case 'starting':
         switch (machine.power) {
           case 'absent':
+            // A machine is provisioned powered off, of the instance's type: it boots in the same step
+            // instead of one more look (both calls are idempotent, so a run cut short is run again).
             await this.driver.provision(spec);
-            return AGAIN;
+            return this.powerOn(instance, spec, instance.instance_type);
           case 'off':
-            if (machine.instanceType !== instance.instance_type) await this.driver.resize(spec);
-            else if (await this.rootRestoring(instance)) {
-              // Created from a snapshot: the restore's end enqueues this job again.
-              return { next: 'wait', until: null };
-            } else await this.driver.start(spec);
-            return AGAIN;
+            return this.powerOn(instance, spec, machine.instanceType);
           case 'failed':
             if (!bootedSinceAsked) {
               await this.driver.start(spec);
