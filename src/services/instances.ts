@@ -6,7 +6,7 @@
  * transaction. The reconciler (instance-reconciler.ts) then drives the machine through the driver. So a
  * request answers at once (202) and survives a crash right after.
  */
-import { macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domain/addresses.js';
+import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../domain/addresses.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../domain/catalog.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
@@ -16,7 +16,7 @@ import type { BackupSchedule, Instance, InstanceChanges } from '../domain/instan
 import type { Page, PageRequest } from '../domain/pagination.js';
 import { newRootVolume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
-import { replenishAddresses, takeAddress } from '../store/addresses.js';
+import { type AddressScope, replenishAddresses, takeAddress } from '../store/addresses.js';
 import type { Store } from '../store/db.js';
 import * as instances from '../store/instances.js';
 import { publicAddressScope } from '../store/public-ips.js';
@@ -113,7 +113,16 @@ type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventTyp
 
 const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
 
+/** Where a create's addresses come from: the region's public pool (none configured: null), its private network. */
+interface AddressScopes {
+  public: AddressScope | null;
+  private: AddressScope;
+}
+
 export class InstanceService {
+  /** Configured CIDR blocks, parsed (see `block`). */
+  private readonly blocks = new Map<string, Cidr>();
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -165,7 +174,7 @@ export class InstanceService {
       const at = now.toISOString();
       const id = newId('instance', now);
       const rootVolumeId = newId('volume', now);
-      const addresses = await this.allocateAddresses(trx, accountId, input.region);
+      const addresses = await this.allocateAddresses(trx, scopes, input.region);
       if (input.backup_schedule) {
         await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, input.backup_schedule);
       }
@@ -459,16 +468,29 @@ export class InstanceService {
   }
 
   /** The region's public pool (null when none is configured) and the account's private network there. */
-  private addressScopes(accountId: string, region: string) {
+  private addressScopes(accountId: string, region: string): AddressScopes {
     const pool = this.options.publicIpPools[region];
     return {
-      public: pool ? publicAddressScope(region, parseCidr(pool)) : null,
-      private: instances.privateAddressScope(accountId, region, privateNetworkOf(region)),
+      public: pool ? publicAddressScope(region, this.block(pool)) : null,
+      private: instances.privateAddressScope(
+        accountId,
+        region,
+        this.block(PRIVATE_NETWORKS[region] ?? DEFAULT_PRIVATE_NETWORK),
+      ),
     };
   }
 
-  private async allocateAddresses(trx: Executor, accountId: string, region: string) {
-    const scopes = this.addressScopes(accountId, region);
+  /** A configured block, parsed once (every create allocates from two). */
+  private block(cidr: string): Cidr {
+    let block = this.blocks.get(cidr);
+    if (block === undefined) {
+      block = parseCidr(cidr);
+      this.blocks.set(cidr, block);
+    }
+    return block;
+  }
+
+  private async allocateAddresses(trx: Executor, scopes: AddressScopes, region: string) {
     const publicIp = scopes.public ? await takeAddress(trx, scopes.public) : null;
     if (!publicIp) {
       throw new ServiceUnavailable(`${region} has no public IPv4 address left; try another region or later`, {
@@ -496,8 +518,11 @@ async function refuseWhileRootRestores(trx: Executor, instance: Instance, action
   }
 }
 
+/** The private network of a region with none of its own in the plan. */
+const DEFAULT_PRIVATE_NETWORK = '10.250.0.0/16';
+
 function privateNetworkOf(region: string) {
-  return parseCidr(PRIVATE_NETWORKS[region] ?? '10.250.0.0/16');
+  return parseCidr(PRIVATE_NETWORKS[region] ?? DEFAULT_PRIVATE_NETWORK);
 }
 
 function refuseIfPastDue(principal: Principal, what: string): void {

@@ -43,8 +43,18 @@ const POSTGRES_LOW_WATER = 128;
 
 /** The lowest free address of the scope, taken in the caller's transaction; null when the block is full. */
 export async function takeAddress(trx: Executor, scope: AddressScope): Promise<string | null> {
-  await ensureScope(trx, scope);
   const postgres = isPostgres(trx);
+  if (!postgres) {
+    // The usual case on SQLite, in one statement: set up for this pool, nothing free below next_ip.
+    const next = await nextWhenNoneFree.executeTakeFirst(trx, {
+      scope: scope.key,
+      cidr: scope.block.cidr,
+      first: scope.block.first,
+      last: scope.block.last,
+    });
+    if (next) return intToIp(Number(next.next_ip) - 1);
+  }
+  await ensureScope(trx, scope);
   const free = await takeLowestFree(trx, scope, postgres);
   if (free !== null) return intToIp(free);
   const next = await handOutNext(trx, scope);
@@ -137,6 +147,36 @@ const nextInPool = compiledOnce<Database, { scope: string; last: number }, { nex
     .set({ next_ip: sql<number>`next_ip + 1` })
     .where('scope', '=', p.scope)
     .where('next_ip', '<=', p.last)
+    .returning('next_ip'),
+);
+
+/**
+ * `handOutNext` for a scope set up for this pool whose free list is empty in the block (so `next_ip` is
+ * the lowest free address): what `ensureScope`, `takeLowestFree` and `handOutNext` find then, in one
+ * statement. No row: one of those conditions does not hold, and the caller takes the long way.
+ */
+const nextWhenNoneFree = compiledOnce<
+  Database,
+  { scope: string; cidr: string; first: number; last: number },
+  { next_ip: number }
+>((db, p) =>
+  db
+    .updateTable('address_pools')
+    .set({ next_ip: sql<number>`next_ip + 1` })
+    .where('scope', '=', p.scope)
+    .where('cidr', '=', p.cidr)
+    .where('next_ip', '<=', p.last)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('free_addresses')
+            .select('ip')
+            .where('scope', '=', p.scope)
+            .where('ip', '>=', p.first)
+            .where('ip', '<=', p.last),
+        ),
+      ),
+    )
     .returning('next_ip'),
 );
 
