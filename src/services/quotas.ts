@@ -15,7 +15,7 @@
  */
 import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
 import { COUNTED_QUOTAS, type CountedQuota, isCountedQuota } from '../domain/usage.js';
-import { findAccount, quotaOverrides } from '../store/accounts.js';
+import { quotaSettings } from '../store/accounts.js';
 import { countApiKeys } from '../store/api-keys.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
@@ -49,10 +49,10 @@ export class QuotaService {
   }
 
   async limits(db: Executor, accountId: string): Promise<Record<QuotaName, number>> {
-    const account = await findAccount(db, accountId);
-    if (!account) throw new NotFound('account', accountId);
-    const overrides = await quotaOverrides(db, accountId);
-    const defaults = PLAN_QUOTAS[account.plan];
+    const settings = await quotaSettings(db, accountId);
+    if (!settings) throw new NotFound('account', accountId);
+    const { plan, overrides } = settings;
+    const defaults = PLAN_QUOTAS[plan];
     return Object.fromEntries(
       QUOTA_NAMES.map((name) => [name, overrides.get(name) ?? defaults[name]]),
     ) as Record<QuotaName, number>;

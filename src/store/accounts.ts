@@ -1,4 +1,4 @@
-import type { QuotaName } from '../domain/plans.js';
+import type { Plan, QuotaName } from '../domain/plans.js';
 import { compiledOnce } from './compiled-query.js';
 import { isPostgres } from './dialect.js';
 import type { AccountRow, AccountUpdate, Database, Executor, NewAccountRow } from './schema.js';
@@ -59,12 +59,30 @@ export async function setQuotaOverride(
     .execute();
 }
 
-/** Compiled once (store/compiled-query.ts): every create reads the account's limits. */
-const overridesRead = compiledOnce<Database, { accountId: string }, { name: string; limit: number }>(
-  (db, p) => db.selectFrom('account_quotas').select(['name', 'limit']).where('account_id', '=', p.accountId),
+/**
+ * An account's plan and its quota overrides, in one read (every create checks its limits); undefined
+ * when there is no such account. Compiled once (store/compiled-query.ts).
+ */
+const planAndOverrides = compiledOnce<
+  Database,
+  { accountId: string },
+  { plan: Plan; name: string | null; limit: number | null }
+>((db, p) =>
+  db
+    .selectFrom('accounts')
+    .leftJoin('account_quotas', 'account_quotas.account_id', 'accounts.id')
+    .select(['accounts.plan', 'account_quotas.name', 'account_quotas.limit'])
+    .where('accounts.id', '=', p.accountId),
 );
 
-export async function quotaOverrides(db: Executor, accountId: string): Promise<Map<string, number>> {
-  const rows = await overridesRead.execute(db, { accountId });
-  return new Map(rows.map((r) => [r.name, r.limit]));
+export async function quotaSettings(
+  db: Executor,
+  accountId: string,
+): Promise<{ plan: Plan; overrides: Map<string, number> } | undefined> {
+  const rows = await planAndOverrides.execute(db, { accountId });
+  const first = rows[0];
+  if (first === undefined) return undefined;
+  const overrides = new Map<string, number>();
+  for (const row of rows) if (row.name !== null && row.limit !== null) overrides.set(row.name, row.limit);
+  return { plan: first.plan, overrides };
 }
