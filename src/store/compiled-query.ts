@@ -7,9 +7,15 @@
  *
  * Only the values may vary between calls, not the query's shape: a query whose columns or list lengths
  * depend on the call is one `compiledOnce` per shape (see `compiledPerShape`).
+ *
+ * On PostgreSQL the compiled SQL also runs as a named prepared statement (store/postgres-prepared.ts), so
+ * the server parses and plans it once per connection instead of on every call. Compiled queries run after
+ * the migrations (src/backends.ts migrates the store before it builds a service), so a statement is prepared against
+ * the schema it was written for; postgres-prepared.ts copes with a schema changed later by another replica.
  */
 import type { Compilable, CompiledQuery, Kysely, QueryResult } from 'kysely';
 import { isPostgres } from './dialect.js';
+import { prepareOnPostgres } from './postgres-prepared.js';
 
 /** Stands in for the value named `name` while the query is built. */
 class Slot {
@@ -58,6 +64,8 @@ export function compiledOnce<DB, P extends object, R>(
         query: query.query,
         queryId: query.queryId,
       };
+      // Only the values vary from call to call, so the text is worth preparing once per connection.
+      if (engine === 'postgres') prepareOnPostgres(compiled.sql);
       byEngine.set(engine, compiled);
     }
     return compiled;

@@ -15,6 +15,7 @@ import {
   type GroupCommitStats,
 } from './group-commit.js';
 import { migrationProvider } from './migrations/index.js';
+import { preparingPool } from './postgres-prepared.js';
 import type { Database } from './schema.js';
 
 export interface StoreOptions {
@@ -76,7 +77,8 @@ function openPostgres(url: string, max: number): Kysely<Database> {
   // by a query or transaction) also emit 'error', which would crash the process if nobody listened.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  // The queries compiled once run as named prepared statements (store/postgres-prepared.ts).
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
 }
 
 function openSqlite(
