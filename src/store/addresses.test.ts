@@ -1,29 +1,27 @@
 /**
  * Address scopes against the rule they replace (domain/addresses.ts `lowestFree` over every address in
- * use): on a real SQLite store, any sequence of takes and returns hands out exactly what the lowest-free
- * scan would, through exhaustion and reuse, and a scope set up over addresses already held continues
- * from them.
+ * use): on a real store (SQLite, and PostgreSQL where it runs), any sequence of takes and returns hands
+ * out exactly what the lowest-free scan would, through exhaustion and reuse, and a scope set up over
+ * addresses already held continues from them. Each store has a one-statement way for the usual take
+ * (SQLite: nothing free, the next of the pool; PostgreSQL: a free row) and the long way for the rest;
+ * the sequences go through both.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STORES, storeForSuite } from '../../test/helpers/backends.js';
 import { intToIp, lowestFree, parseCidr } from '../domain/addresses.js';
 import { type AddressScope, returnAddress, takeAddress } from './addresses.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 
-describe('address scopes (SQLite)', () => {
+describe.each(STORES)('address scopes (%s)', (kind) => {
+  const backing = storeForSuite(kind, { dataDirPrefix: 'nimbus-addresses-' });
   let store: Store;
-  let dataDir = '';
   beforeAll(async () => {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-addresses-'));
-    store = openStore({ dataDir });
+    store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
     await migrateToLatest(store.db);
   });
   afterAll(async () => {
     await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   let scopes = 0;

@@ -44,14 +44,19 @@ const POSTGRES_LOW_WATER = 128;
 /** The lowest free address of the scope, taken in the caller's transaction; null when the block is full. */
 export async function takeAddress(trx: Executor, scope: AddressScope): Promise<string | null> {
   const postgres = isPostgres(trx);
-  if (!postgres) {
+  const where = {
+    scope: scope.key,
+    cidr: scope.block.cidr,
+    first: scope.block.first,
+    last: scope.block.last,
+  };
+  if (postgres) {
+    // The usual case on PostgreSQL, in one statement: set up for this pool, a free address (replenished).
+    const free = await takeFreeWhenSetUp.executeTakeFirst(trx, where);
+    if (free) return intToIp(Number(free.ip));
+  } else {
     // The usual case on SQLite, in one statement: set up for this pool, nothing free below next_ip.
-    const next = await nextWhenNoneFree.executeTakeFirst(trx, {
-      scope: scope.key,
-      cidr: scope.block.cidr,
-      first: scope.block.first,
-      last: scope.block.last,
-    });
+    const next = await nextWhenNoneFree.executeTakeFirst(trx, where);
     if (next) return intToIp(Number(next.next_ip) - 1);
   }
   await ensureScope(trx, scope);
@@ -71,10 +76,12 @@ export async function takeAddress(trx: Executor, scope: AddressScope): Promise<s
  * follow take addresses with SKIP LOCKED instead of queueing on the pool row (which `handOutNext` holds
  * until its transaction ends). Called outside any transaction: a create holding a connection while it
  * waits for a second one could starve the pool. Nothing to do on SQLite, or for a scope not set up yet.
- * Freeing a chunk early keeps "lowest free first": every address below `next_ip` is held or free.
+ * Freeing a chunk early keeps "lowest free first": every address below `next_ip` is held or free. A
+ * probe that found enough lets this process's next `PROBE_EVERY - 1` creates on the scope skip it.
  */
 export async function replenishAddresses(root: Kysely<Database>, scope: AddressScope): Promise<void> {
   if (!isPostgres(root)) return;
+  if (skipProbe(root, scope.key)) return;
   // One index probe: is there a free address at position LOW_WATER (in the scope's order)?
   const enough = await root
     .selectFrom('free_addresses')
@@ -86,7 +93,10 @@ export async function replenishAddresses(root: Kysely<Database>, scope: AddressS
     .offset(POSTGRES_LOW_WATER - 1)
     .limit(1)
     .executeTakeFirst();
-  if (enough) return;
+  if (enough) {
+    probedPlenty(root, scope.key);
+    return;
+  }
   await root.transaction().execute(async (apart) => {
     const pool = await apart
       .selectFrom('address_pools')
@@ -104,6 +114,32 @@ export async function replenishAddresses(root: Kysely<Database>, scope: AddressS
       .values(Array.from({ length: end - start }, (_, i) => ({ scope: scope.key, ip: start + i })))
       .execute();
   });
+}
+
+/**
+ * Creates that may skip the probe after it found enough free: a probe is a round trip per scope, and a
+ * create takes one address from each of its two scopes. A quarter of the low water, so even with four
+ * replicas taking as many each meanwhile, the scope stays above zero free before the next probe.
+ */
+const PROBE_EVERY = POSTGRES_LOW_WATER / 4;
+
+/** Per store handle, per scope: creates left before the next probe. */
+const probesSkipped = new WeakMap<object, Map<string, number>>();
+
+function skipProbe(root: object, scopeKey: string): boolean {
+  const left = probesSkipped.get(root)?.get(scopeKey) ?? 0;
+  if (left <= 0) return false;
+  probesSkipped.get(root)?.set(scopeKey, left - 1);
+  return true;
+}
+
+function probedPlenty(root: object, scopeKey: string): void {
+  let byScope = probesSkipped.get(root);
+  if (byScope === undefined) {
+    byScope = new Map();
+    probesSkipped.set(root, byScope);
+  }
+  byScope.set(scopeKey, PROBE_EVERY - 1);
 }
 
 /** Gives an address back to its scope (its holder's row is being deleted in this transaction). */
@@ -179,6 +215,28 @@ const nextWhenNoneFree = compiledOnce<
     )
     .returning('next_ip'),
 );
+
+/**
+ * PostgreSQL: `takeLowestFree` for a scope set up for this pool (what `ensureScope` checks first), in one
+ * statement. No row: not set up for this pool, or nothing free; the caller takes the long way.
+ */
+const takeFreeWhenSetUp = compiledOnce<
+  Database,
+  { scope: string; cidr: string; first: number; last: number },
+  { ip: number }
+>((db, p) => {
+  const statement = sql<{ ip: number }>`
+    delete from free_addresses
+    where scope = ${p.scope} and ip = (
+      select ip from free_addresses
+      where scope = ${p.scope} and ip between ${p.first} and ${p.last}
+      order by ip limit 1
+      for update skip locked
+    )
+    and exists (select 1 from address_pools where scope = ${p.scope} and cidr = ${p.cidr})
+    returning ip`;
+  return { compile: () => statement.compile(db) };
+});
 
 /** Sets the scope up from the rows in use unless it is already, for this pool; true if it did now. */
 async function ensureScope(trx: Executor, scope: AddressScope): Promise<boolean> {
