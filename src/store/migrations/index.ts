@@ -13,6 +13,7 @@ import * as alerts from './0011_alerts.js';
 import * as billingTotals from './0012_billing_totals.js';
 import * as alertNotificationsDue from './0013_alert_notifications_due.js';
 import * as alertPolicyDeleted from './0014_alert_policy_deleted.js';
+import * as instancesMonitored from './0015_instances_monitored.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -30,6 +31,7 @@ const migrations: Record<string, Migration> = {
   '0012_billing_totals': billingTotals,
   '0013_alert_notifications_due': alertNotificationsDue,
   '0014_alert_policy_deleted': alertPolicyDeleted,
+  '0015_instances_monitored': instancesMonitored,
 };
 
 export const migrationProvider: MigrationProvider = {
