@@ -76,7 +76,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
   const driver =
     qemu ??
     (await SimulatedDriver.open({
-      db: store.db,
+      db: store.background,
       reads: store.committedReads,
       clock,
       speedup: config.simSpeedup,

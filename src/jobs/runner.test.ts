@@ -1,6 +1,7 @@
 /**
  * The job runner: a wake far in the future is kept for its time, not fired at once; many jobs run at once
- * (a claim is made while others run); a short wait is taken in process, under the same lease.
+ * (a claim is made while others run, and when a job falls due); a short wait is taken in process, under
+ * the same lease.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -84,6 +85,37 @@ describe('job runner wakes', () => {
     } finally {
       open();
       await busy.stop();
+    }
+  });
+
+  // Found with the background pool (issue 18): a job waiting long (for a connection of a busy pool) left
+  // the run waiting for it to end, and a boot that fell due meanwhile waited with it.
+  it('runs a job that falls due while another one is still running', async () => {
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let quickRan = false;
+    runner.register('slow', { run: () => gate.then(() => null), giveUp: async () => {} });
+    runner.register('quick', {
+      run: async () => {
+        quickRan = true;
+        return null;
+      },
+      giveUp: async () => {},
+    });
+    try {
+      await store.db.transaction().execute((trx) => runner.enqueue(trx, 'slow', 'subject'));
+      runner.wake();
+      await waitFor('the slow job claimed', async () => {
+        const row = await store.db.selectFrom('jobs').select('lease_owner').executeTakeFirst();
+        return row?.lease_owner ? true : undefined;
+      });
+      await store.db.transaction().execute((trx) => runner.enqueue(trx, 'quick', 'subject'));
+      runner.wake();
+      await waitFor('the quick job ran', () => (quickRan ? true : undefined));
+    } finally {
+      open();
     }
   });
 

@@ -51,9 +51,9 @@ export interface JobRunnerOptions {
    * Jobs running at once in this process. A job spends most of its time waiting for its turn at the
    * store and for commits, not on the CPU, so under load the runner keeps pace only with many in flight.
    * Default: 512 on SQLite, where their statements share the group commit with the requests'; 64 on
-   * PostgreSQL, whose connection pool they share with the requests: a job waits for a connection in the
-   * pool's queue like a request does, so with 16 in flight against 64 clients' requests the boots had a
-   * small share of the turns and fell behind the creates (docs/benchmarks.md, issue 18).
+   * PostgreSQL, where they take turns at the store's background pool (`Store.background`, apart from the
+   * requests' since a boot's statements queued behind 64 clients' requests and the boots fell behind
+   * the creates: docs/benchmarks.md, issue 18).
    */
   maxInFlight?: number;
   /** Called when a handler throws (the runner itself never stops on it). */
@@ -97,6 +97,8 @@ export class JobRunner {
   private readonly laterWakes = new Set<number>();
   private running: Promise<number> | null = null;
   private rerun = false;
+  /** Set while a run waits for one of its jobs to end: a call to `runDue` meanwhile makes it claim again. */
+  private poke: (() => void) | null = null;
   private stopped = false;
 
   constructor(
@@ -193,6 +195,7 @@ export class JobRunner {
   runDue(): Promise<number> {
     if (this.running) {
       this.rerun = true;
+      this.poke?.();
       return this.running;
     }
     this.running = (async () => {
@@ -220,8 +223,9 @@ export class JobRunner {
 
   /**
    * Claims due jobs and runs them, keeping up to maxInFlight running: a claim is made as soon as there is
-   * room, not once the whole previous batch has ended, so one slow job (or one waiting behind the
-   * requests for its commit) does not hold back the others. Returns when nothing is due or running.
+   * room or a job falls due, not once the whole previous batch has ended, so one slow job (or one waiting
+   * behind the requests for its commit) does not hold back the others. Returns when nothing is due or
+   * running.
    */
   private async drain(): Promise<number> {
     let ran = 0;
@@ -250,7 +254,13 @@ export class JobRunner {
         if (jobs.length === asked) continue;
       }
       if (inFlight.size === 0) break;
-      await Promise.race(inFlight);
+      // Until a job ends, or a job falls due (a wake, a new job): a job that takes long (one waiting for
+      // a connection, a large collection) must not hold back the ones due meanwhile.
+      const poked = new Promise<void>((resolve) => {
+        this.poke = resolve;
+      });
+      await Promise.race([...inFlight, poked]);
+      this.poke = null;
     }
     await Promise.all(inFlight);
     return ran;
@@ -271,7 +281,7 @@ export class JobRunner {
   }
 
   private async runOne(job: JobRow): Promise<void> {
-    const db = this.store.db;
+    const db = this.store.background;
     const handler = this.handlers.get(job.kind);
     try {
       if (!handler) throw new Error(`no handler for job kind ${job.kind}`);

@@ -130,7 +130,9 @@ export function createServices(deps: ServiceDeps): Services {
   );
   lifecycle.register(
     SNAPSHOT_KIND,
-    new SnapshotReconciler(deps.driver, deps.clock, (snapshot) => sourceTagsOf(deps.store.db, snapshot)),
+    new SnapshotReconciler(deps.driver, deps.clock, (snapshot) =>
+      sourceTagsOf(deps.store.background, snapshot),
+    ),
   );
   new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots, deps.onScheduledSnapshotError);
   const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas, schedules, faults);
@@ -147,7 +149,7 @@ export function createServices(deps: ServiceDeps): Services {
   const firewallRules = new FirewallRuleService(deps.store, deps.clock, quotas);
   lifecycle.register(
     VPN_KIND,
-    new VpnReconciler(deps.driver, (vpn) => gatewaySpecOf(deps.store.db, deps.secretBox, vpn)),
+    new VpnReconciler(deps.driver, (vpn) => gatewaySpecOf(deps.store.background, deps.secretBox, vpn)),
   );
   const vpns = new VpnService(
     deps.store,

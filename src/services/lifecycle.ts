@@ -282,8 +282,10 @@ export class Lifecycle {
     // A write of the record alone needs no transaction; a status change does (it moves the counts too).
     const alone = !event && !related && !finish && !this.changesMeter(kind, current, changes);
     if (alone && (changes.status === undefined || changes.status === current.status))
-      return (await kind.update(this.store.db, current, { ...changes, updated_at: at })) !== undefined;
-    const written = await this.transaction(async (trx) => {
+      return (
+        (await kind.update(this.store.background, current, { ...changes, updated_at: at })) !== undefined
+      );
+    const written = await this.transactionOn(this.store.background, async (trx) => {
       const written = await kind.update(trx, current, { ...changes, updated_at: at });
       if (written) await this.meterChange(trx, kind, current, written);
       if (written && event) await this.recordKindEvent(trx, kind, written, event);
@@ -302,7 +304,7 @@ export class Lifecycle {
     event: KindEvent<E>,
     finish?: RunningJob,
   ): Promise<boolean> {
-    return this.transaction(async (trx) => {
+    return this.transactionOn(this.store.background, async (trx) => {
       if (!(await kind.remove(trx, current))) return false;
       await this.meterChange(trx, kind, current, undefined);
       await this.recordKindEvent(trx, kind, current, event);
@@ -320,7 +322,12 @@ export class Lifecycle {
    * transaction (instances: quota counters and GPU capacity).
    */
   transaction<T>(work: (trx: Executor) => Promise<T>): Promise<T> {
-    return this.store.db.transaction().execute(async (trx) => {
+    return this.transactionOn(this.store.db, work);
+  }
+
+  /** `transaction` on `db`: the store's handle for requests, or for background work (a job's writes). */
+  private transactionOn<T>(db: Store['db'], work: (trx: Executor) => Promise<T>): Promise<T> {
+    return db.transaction().execute(async (trx) => {
       holdCounts(trx);
       const result = await work(trx);
       await writeHeldCounts(trx);
@@ -408,7 +415,7 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
   }
 
   async giveUp(id: string, error: unknown): Promise<void> {
-    const record = await this.kind.find(this.store.db, id);
+    const record = await this.kind.find(this.store.background, id);
     const step = record ? this.reconciler.giveUp(record, error) : null;
     if (record && step) await this.carryOut(record, step);
   }

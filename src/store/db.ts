@@ -22,8 +22,10 @@ export interface StoreOptions {
   /** postgres://… selects PostgreSQL; otherwise SQLite at `<dataDir>/nimbus.db`. */
   databaseUrl?: string | undefined;
   dataDir: string;
-  /** Connections in the PostgreSQL pool. */
+  /** Connections in the PostgreSQL pool of requests. */
   poolSize?: number;
+  /** Connections in the PostgreSQL pool of background work (`Store.background`); default half `poolSize`. */
+  backgroundPoolSize?: number;
   /** Test-only: SQLite waits this long before each group COMMIT (GroupCommitOptions). */
   commitDelayMs?: number;
 }
@@ -32,9 +34,16 @@ export interface Store {
   db: Kysely<Database>;
   kind: 'sqlite' | 'postgres';
   /**
+   * Background work's handle: the job runner (claims, leases, finishing) and what its jobs run (the
+   * reconcilers' reads and writes, the simulated machines). On PostgreSQL a small pool of its own, so a
+   * boot's statements do not queue behind every request's in one pool: with the requests' pool busy the
+   * boots fell behind the creates (docs/benchmarks.md, issue 18). On SQLite `db` itself (one writer).
+   */
+  background: Kysely<Database>;
+  /**
    * Reads only, of what is committed, without waiting for writes in progress: on SQLite they do not wait
    * for the open group commit (store/group-commit.ts, `CommittedReadsDialect`); on PostgreSQL this is
-   * `db`, whose plain reads never wait. For readers whose decisions are guarded anyway (job steps).
+   * `background`, whose plain reads never wait. For readers whose decisions are guarded anyway (job steps).
    */
   committedReads: Kysely<Database>;
   /** SQLite: what group commit did so far (store/group-commit.ts); null on PostgreSQL. */
@@ -48,16 +57,27 @@ const PG_INT8 = 20;
 
 export function openStore(options: StoreOptions): Store {
   const sqlite = options.databaseUrl ? null : openSqlite(options.dataDir, options.commitDelayMs ?? 0);
-  const db = sqlite?.db ?? openPostgres(options.databaseUrl as string, options.poolSize ?? 10);
+  const poolSize = options.poolSize ?? 10;
+  const db = sqlite?.db ?? openPostgres(options.databaseUrl as string, poolSize);
+  const background =
+    sqlite?.db ??
+    openPostgres(
+      options.databaseUrl as string,
+      options.backgroundPoolSize ?? Math.max(2, Math.ceil(poolSize / 2)),
+    );
   return {
     db,
     kind: isPostgres(db) ? 'postgres' : 'sqlite',
-    committedReads: sqlite?.committedReads ?? db,
+    background,
+    committedReads: sqlite?.committedReads ?? background,
     commitStats: () => (sqlite ? sqlite.commits.stats : null),
     ping: async () => {
       await sql`select 1`.execute(db);
     },
-    close: () => db.destroy(),
+    close: async () => {
+      await db.destroy();
+      if (background !== db) await background.destroy();
+    },
   };
 }
 

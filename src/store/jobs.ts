@@ -89,7 +89,7 @@ export async function claimDueJobs(
   limit: number,
 ): Promise<JobRow[]> {
   const nowText = now.toISOString();
-  return store.db.transaction().execute(async (trx) => {
+  return store.background.transaction().execute(async (trx) => {
     let ids: string[];
     if (isPostgres(trx)) {
       // Row locks are PostgreSQL's alone; this one is built per call.

@@ -76,7 +76,9 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
   });
 
   it('parses the hot statements once per connection, runs them prepared, and prepares nothing else', async () => {
-    const store = await open(1);
+    const opened = await open(1);
+    // Claims run on the background pool; here on the one connection of the requests' pool, like the rest.
+    const store: Store = { ...opened, background: opened.db };
     for (let i = 0; i < 5; i++) await upsertJob(store.db, job(i));
     await upsertJob(store.db, job(0)); // the conflict branch: same statement
     const claimed: JobRow[] = [];
