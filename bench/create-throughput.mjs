@@ -147,7 +147,7 @@ async function measure(autocannon, name) {
     const [settings] = psql(
       "select current_setting('server_version') as v, current_setting('fsync') as f, current_setting('synchronous_commit') as s",
     );
-    durability = `PostgreSQL ${settings.v}, fsync=${settings.f}, synchronous_commit=${settings.s}; Redis; pool of 10 per server`;
+    durability = `PostgreSQL ${settings.v}, fsync=${settings.f}, synchronous_commit=${settings.s}; Redis; pools of 10 (requests) and 5 (background work) per server`;
   }
   step(`${name}: data dir ${dataDir}`);
   const logFile = path.join(dataDir, 'nimbus.log');
