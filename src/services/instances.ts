@@ -120,9 +120,6 @@ interface AddressScopes {
 }
 
 export class InstanceService {
-  /** Configured CIDR blocks, parsed (see `block`). */
-  private readonly blocks = new Map<string, Cidr>();
-
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -471,23 +468,9 @@ export class InstanceService {
   private addressScopes(accountId: string, region: string): AddressScopes {
     const pool = this.options.publicIpPools[region];
     return {
-      public: pool ? publicAddressScope(region, this.block(pool)) : null,
-      private: instances.privateAddressScope(
-        accountId,
-        region,
-        this.block(PRIVATE_NETWORKS[region] ?? DEFAULT_PRIVATE_NETWORK),
-      ),
+      public: pool ? publicAddressScope(region, configuredBlock(pool)) : null,
+      private: instances.privateAddressScope(accountId, region, privateNetworkOf(region)),
     };
-  }
-
-  /** A configured block, parsed once (every create allocates from two). */
-  private block(cidr: string): Cidr {
-    let block = this.blocks.get(cidr);
-    if (block === undefined) {
-      block = parseCidr(cidr);
-      this.blocks.set(cidr, block);
-    }
-    return block;
   }
 
   private async allocateAddresses(trx: Executor, scopes: AddressScopes, region: string) {
@@ -518,11 +501,20 @@ async function refuseWhileRootRestores(trx: Executor, instance: Instance, action
   }
 }
 
-/** The private network of a region with none of its own in the plan. */
-const DEFAULT_PRIVATE_NETWORK = '10.250.0.0/16';
+/** Blocks from configuration and the plan (a handful), parsed once: every create allocates from two. */
+const parsedBlocks = new Map<string, Cidr>();
+
+function configuredBlock(cidr: string): Cidr {
+  let block = parsedBlocks.get(cidr);
+  if (block === undefined) {
+    block = parseCidr(cidr);
+    parsedBlocks.set(cidr, block);
+  }
+  return block;
+}
 
 function privateNetworkOf(region: string) {
-  return parseCidr(PRIVATE_NETWORKS[region] ?? DEFAULT_PRIVATE_NETWORK);
+  return configuredBlock(PRIVATE_NETWORKS[region] ?? '10.250.0.0/16');
 }
 
 function refuseIfPastDue(principal: Principal, what: string): void {

@@ -218,7 +218,8 @@ const nextWhenNoneFree = compiledOnce<
 
 /**
  * PostgreSQL: `takeLowestFree` for a scope set up for this pool (what `ensureScope` checks first), in one
- * statement. No row: not set up for this pool, or nothing free; the caller takes the long way.
+ * statement. No row: not set up for this pool, or nothing free. It is the first try of `takeAddress`, and
+ * the take of `takeLowestFree` once `ensureScope` has set the scope up.
  */
 const takeFreeWhenSetUp = compiledOnce<
   Database,
@@ -282,17 +283,14 @@ async function ensureScope(trx: Executor, scope: AddressScope): Promise<boolean>
 async function takeLowestFree(trx: Executor, scope: AddressScope, postgres: boolean): Promise<number | null> {
   const { key, block } = scope;
   if (postgres) {
-    const taken = await sql<{ ip: string }>`
-      delete from free_addresses
-      where scope = ${key} and ip = (
-        select ip from free_addresses
-        where scope = ${key} and ip between ${block.first} and ${block.last}
-        order by ip limit 1
-        for update skip locked
-      )
-      returning ip`.execute(trx);
-    const row = taken.rows[0];
-    return row ? Number(row.ip) : null;
+    // The scope is set up for this pool by now (ensureScope), so the one-statement take holds.
+    const taken = await takeFreeWhenSetUp.executeTakeFirst(trx, {
+      scope: key,
+      cidr: block.cidr,
+      first: block.first,
+      last: block.last,
+    });
+    return taken ? Number(taken.ip) : null;
   }
   const lowest = await lowestFree.executeTakeFirst(trx, { scope: key, first: block.first, last: block.last });
   if (!lowest) return null;

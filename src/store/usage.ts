@@ -30,16 +30,8 @@ export async function adjustUsage(db: Executor, accountId: string, delta: Usage)
     held.set(accountId, sum);
     return;
   }
-  // Every counter the write moves, in one statement.
-  await db
-    .insertInto('account_usage')
-    .values(changes.map(([name, change]) => ({ account_id: accountId, name, used: change as number })))
-    .onConflict((oc) =>
-      oc
-        .columns(['account_id', 'name'])
-        .doUpdateSet({ used: sql<number>`account_usage.used + excluded.used` }),
-    )
-    .execute();
+  // Every counter the write moves, in one statement (none guarded).
+  await upsertCounters(db, accountId, changes as [CountedQuota, number][], []);
 }
 
 /** The read of `usagesOf`, per number of counters read (compiled once each: a create reads its quotas). */
@@ -137,7 +129,7 @@ export function deferUsage(trx: Executor): void {
 }
 
 /**
- * The upsert of `applyDeferredUsage`, per shape: the counters it moves, then those of them guarded by a
+ * The upsert of `upsertCounters`, per shape: the counters it moves, then those of them guarded by a
  * limit (`names|guarded`, by name). The limits are parameters, so one compiled statement serves every
  * account and plan.
  */
@@ -172,6 +164,28 @@ const guardedUsageUpsert = compiledPerShape<Database, Record<string, string | nu
 );
 
 /**
+ * Adds `changes` to the account's counters in one statement, each of `guarded` only up to its limit (a
+ * counter that would pass it is left as it is); the names of the counters written.
+ */
+function upsertCounters(
+  db: Executor,
+  accountId: string,
+  changes: readonly (readonly [CountedQuota, number])[],
+  guarded: readonly (readonly [CountedQuota, number])[],
+): Promise<{ name: string }[]> {
+  const values: Record<string, string | number> = { accountId };
+  changes.forEach(([name, change], i) => {
+    values[`name${i}`] = name;
+    values[`used${i}`] = change;
+  });
+  guarded.forEach(([, limit], i) => {
+    values[`limit${i}`] = limit;
+  });
+  const shape = `${changes.map(([name]) => name).join(',')}|${guarded.map(([name]) => name).join(',')}`;
+  return guardedUsageUpsert(shape).execute(db, values);
+}
+
+/**
  * Writes what `deferUsage` held back on `trx`, in one statement per account, each counter guarded by
  * its limit in `limits` (a counter not named there is not guarded): a counter that would pass its limit
  * is left as it is. Returns the guarded counters left unchanged that way (the caller refuses the request
@@ -196,16 +210,8 @@ export async function applyDeferredUsage(
       refused.push(...tooBig.map(([name]) => name));
       continue;
     }
-    const values: Record<string, string | number> = { accountId };
-    changes.forEach(([name, change], i) => {
-      values[`name${i}`] = name;
-      values[`used${i}`] = change;
-    });
-    growing.forEach(([name], i) => {
-      values[`limit${i}`] = limits.get(name) as number;
-    });
-    const shape = `${changes.map(([name]) => name).join(',')}|${growing.map(([name]) => name).join(',')}`;
-    const written = await guardedUsageUpsert(shape).execute(trx, values);
+    const guarded = growing.map(([name]) => [name, limits.get(name) as number] as const);
+    const written = await upsertCounters(trx, accountId, changes, guarded);
     const done = new Set(written.map((row) => row.name));
     refused.push(...changes.map(([name]) => name).filter((name) => !done.has(name)));
   }
