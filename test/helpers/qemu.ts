@@ -1,37 +1,32 @@
 /**
- * What the QEMU suites share: the guest image (built once into a cache outside the clone, as .ci/run
- * does), whether this machine can run them, an SSH key pair made with OpenSSH, and `ssh` into a guest.
+ * What the QEMU suites share: the guest image (built once into a cache outside the clone by npm test's
+ * set-up), whether this machine can run them, an SSH key pair made with OpenSSH, and `ssh` into a guest.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { buildGuestImage } from '../../src/drivers/qemu/images.js';
-import { available } from '../../src/drivers/qemu/tools.js';
+import { DRIVER_PROGRAMS } from '../../src/drivers/qemu/qemu.js';
+import { describeMissing, missingPrograms } from '../../src/drivers/qemu/tools.js';
 
 /** Where the suites find (or build) the guest image: NIMBUS_TEST_IMAGE_DIR, else the CI cache. */
 export const IMAGE_DIR = process.env.NIMBUS_TEST_IMAGE_DIR ?? '/var/cache/nimbus-images';
 
 /**
- * Whether the QEMU suites can run here: QEMU, qemu-img, socat, genisoimage and ssh installed. In CI
- * (.ci/run installs them) a missing one is a failure, never a skip.
+ * Whether the QEMU suites can run here: every program the driver runs, and ssh to reach the guests. In CI
+ * (npm test's set-up, scripts/test-setup.mjs, installs them) a missing one is a failure, never a skip.
  */
 export async function qemuAvailable(): Promise<boolean> {
-  const checks = await Promise.all([
-    available('qemu-system-x86_64'),
-    available('qemu-img'),
-    available('socat', ['-V']),
-    available('genisoimage', ['-version']),
-    available('ssh', ['-V']),
-    available('ssh-keygen', ['-?']),
+  const missing = missingPrograms([
+    ...DRIVER_PROGRAMS,
+    { programs: ['ssh'], debianPackage: 'openssh-client' },
+    { programs: ['ssh-keygen'], debianPackage: 'openssh-client' },
   ]);
-  const ok = checks.every(Boolean);
-  if (!ok && process.env.CI === 'true') {
-    throw new Error(
-      'CI: the QEMU suites need qemu-system-x86, qemu-utils, socat, genisoimage and openssh-client',
-    );
+  if (missing.length > 0 && process.env.CI === 'true') {
+    throw new Error(`CI: the QEMU suites need ${describeMissing(missing)}`);
   }
-  return ok;
+  return missing.length === 0;
 }
 
 /** Builds the image into IMAGE_DIR (nothing to do when it is there: the build is cached by its recipe). */

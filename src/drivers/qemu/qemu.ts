@@ -40,10 +40,27 @@ import { type GuestIdentity, QemuMachines } from './machines.js';
 import { type MetadataHandler, MetadataSockets } from './metadata-sockets.js';
 import { QemuMetrics } from './metrics.js';
 import { type InboundCheck, SshProxies } from './ssh-proxy.js';
-import { available } from './tools.js';
+import { describeMissing, missingPrograms, type ProgramNeed } from './tools.js';
 
 const WATCH_MS = 1000;
 export const QEMU_BINARY = 'qemu-system-x86_64';
+
+/**
+ * Every program the driver runs, checked at start: one found missing later would fail a create minutes
+ * in (the seed ISO is made after the disks) and leave the instance in `error`.
+ */
+export const DRIVER_PROGRAMS: readonly ProgramNeed[] = [
+  { programs: [QEMU_BINARY], debianPackage: 'qemu-system-x86' },
+  { programs: ['qemu-img'], debianPackage: 'qemu-utils' },
+  // One per guest connection to the metadata service (guestfwd … cmd:socat).
+  { programs: ['socat'], debianPackage: 'socat' },
+  // The seed ISO: genisoimage, else xorriso with the same options (seed.ts).
+  { programs: ['genisoimage', 'xorriso'], debianPackage: 'genisoimage' },
+  // Formatting volumes (disks.ts).
+  { programs: ['truncate'], debianPackage: 'coreutils' },
+  { programs: ['mke2fs'], debianPackage: 'e2fsprogs' },
+  { programs: ['mkfs.xfs'], debianPackage: 'xfsprogs' },
+];
 
 export interface QemuDriverOptions {
   db: AnyDb;
@@ -77,21 +94,15 @@ export class QemuDriver implements ComputeDriver {
   private onMachineChange: ((instanceId: string) => void) | null = null;
 
   /**
-   * Checks QEMU is there and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
+   * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
    * command line); `serve` opens their metadata sockets again.
    */
   static async open(options: QemuDriverOptions): Promise<QemuDriver> {
-    if (!(await available(QEMU_BINARY))) {
+    const missing = missingPrograms(DRIVER_PROGRAMS);
+    if (missing.length > 0) {
       throw new QemuDriverError(
-        `NIMBUS_DRIVER=qemu needs ${QEMU_BINARY} (Debian: apt-get install qemu-system-x86 qemu-utils socat genisoimage)`,
+        `NIMBUS_DRIVER=qemu needs programs that are not installed: ${describeMissing(missing)}`,
       );
-    }
-    for (const program of ['qemu-img', 'socat']) {
-      if (!(await available(program, program === 'socat' ? ['-V'] : ['--version']))) {
-        throw new QemuDriverError(
-          `NIMBUS_DRIVER=qemu needs ${program} (Debian: apt-get install qemu-utils socat)`,
-        );
-      }
     }
     // KVM is probed by booting a built image's kernel (process.ts).
     const kernel = [...listImages(options.imageDir).values()].flatMap((i) =>

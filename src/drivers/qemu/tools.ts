@@ -4,6 +4,8 @@
  * typed (names, tags, user data) can become a command. A failure carries the program's own stderr.
  */
 import { execFile } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
 
 export class ToolError extends Error {
   constructor(
@@ -46,12 +48,35 @@ export function run(program: string, args: readonly string[], options: RunOption
   });
 }
 
-/** Whether `program` can be run (found on PATH and executable), by asking it for its version. */
-export async function available(program: string, versionArgs: readonly string[] = ['--version']) {
-  try {
-    await run(program, versionArgs, { timeoutMs: 20_000 });
-    return true;
-  } catch (error) {
-    return !(error instanceof ToolError && error.code === 'ENOENT');
+/** Where execFile would find `program` on `pathVariable` (an executable file), or null. */
+export function findOnPath(program: string, pathVariable = process.env.PATH ?? ''): string | null {
+  for (const dir of pathVariable.split(path.delimiter)) {
+    if (dir === '') continue;
+    const candidate = path.join(dir, program);
+    try {
+      if (statSync(candidate).isFile()) {
+        accessSync(candidate, constants.X_OK);
+        return candidate;
+      }
+    } catch {}
   }
+  return null;
+}
+
+/** A program something runs, any one of `programs` doing, and the Debian package that installs it. */
+export interface ProgramNeed {
+  programs: readonly string[];
+  debianPackage: string;
+}
+
+/** The needs of which no program is on PATH. */
+export function missingPrograms(needs: readonly ProgramNeed[], pathVariable?: string): ProgramNeed[] {
+  return needs.filter((need) => need.programs.every((program) => findOnPath(program, pathVariable) === null));
+}
+
+/** "genisoimage or xorriso (Debian package genisoimage), …; install them with apt-get install …" */
+export function describeMissing(missing: readonly ProgramNeed[]): string {
+  const named = missing.map((need) => `${need.programs.join(' or ')} (Debian package ${need.debianPackage})`);
+  const packages = [...new Set(missing.map((need) => need.debianPackage))];
+  return `${named.join(', ')}; install them with: apt-get install ${packages.join(' ')}`;
 }
