@@ -35,7 +35,9 @@ import { freePort, type Reply, type RequestOptions, sendRequest } from './helper
 
 const HAPROXY = haproxyBinary();
 if (process.env.CI === 'true' && HAPROXY === null) {
-  throw new Error('CI=true but haproxy is not installed (.ci/run installs the Debian package)');
+  throw new Error(
+    "CI=true but haproxy is not installed (npm test's set-up installs the Debian package as root)",
+  );
 }
 
 const CREATES = 200;

@@ -1,6 +1,6 @@
 /**
  * `--help` on every command, each with examples that are themselves valid command lines, and the shell
- * completion scripts, each loaded into its real shell and asked to complete (bash, zsh and fish; .ci/run
+ * completion scripts, each loaded into its real shell and asked to complete (bash, zsh and fish; npm test's set-up
  * installs zsh and fish, and in CI a missing one fails instead of being skipped).
  */
 import { execFile, execFileSync } from 'node:child_process';
@@ -228,10 +228,12 @@ describe('nimbus completion', () => {
       .map((entry) => entry.split('\t')[0]!);
   }
 
-  /** In CI (.ci/run installs both shells) a missing shell fails the test instead of skipping its checks. */
+  /** In CI (npm test's set-up, scripts/test-setup.mjs, installs both shells) a missing shell fails the test instead of skipping its checks. */
   function shellAvailable(shell: string): boolean {
     if (has(shell)) return true;
-    expect(process.env.CI, `${shell} is not installed (.ci/run installs it)`).not.toBe('true');
+    expect(process.env.CI, `${shell} is not installed (npm test's set-up installs it as root)`).not.toBe(
+      'true',
+    );
     return false;
   }
 

@@ -50,7 +50,7 @@ const browserMissing = !existsSync(CHROMIUM);
 export function describeInChromium(name: string, suite: () => void): void {
   if (browserMissing && process.env.CI === 'true') {
     describe(name, () => {
-      it('needs Debian chromium at /usr/bin/chromium (.ci/run installs it)', () => {
+      it("needs Debian chromium at /usr/bin/chromium (npm test's set-up installs it as root)", () => {
         throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
       });
     });

@@ -30,7 +30,7 @@ export interface Balancer {
   close(): Promise<void>;
 }
 
-/** The haproxy binary, or null when it is not installed (.ci/run installs it). */
+/** The haproxy binary, or null when it is not installed (npm test's set-up installs it as root). */
 export function haproxyBinary(): string | null {
   for (const candidate of ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy']) {
     try {

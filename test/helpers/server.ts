@@ -87,7 +87,7 @@ let accountCounter = 0;
 
 /**
  * The qemu driver's settings for a suite server under NIMBUS_TEST_DRIVER=qemu: the cached guest image
- * (as .ci/run builds it) and a block of SSH ports starting at a port free now (the driver skips any
+ * (as npm test's set-up builds it) and a block of SSH ports starting at a port free now (the driver skips any
  * taken meanwhile).
  */
 async function qemuEnv(): Promise<Record<string, string>> {

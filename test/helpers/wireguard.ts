@@ -1,5 +1,5 @@
 /**
- * The real WireGuard tools (Debian `wireguard-tools`; .ci/run installs them): `wg pubkey` and
+ * The real WireGuard tools (Debian `wireguard-tools`; npm test's set-up installs them): `wg pubkey` and
  * `wg-quick strip`, run as argument arrays, never through a shell.
  */
 import { execFileSync } from 'node:child_process';
