@@ -125,14 +125,6 @@ async function waitListening(port, seconds = 30) {
   return false;
 }
 
-/** The setup's state: what could not be made ready, each with what to do about it. */
-class Problems {
-  list = [];
-  add(what, remedy) {
-    this.list.push({ what, remedy });
-  }
-}
-
 function installPackages(missing, { check, asRoot }, problems) {
   if (missing.length === 0) return false;
   for (const r of missing) say(`missing ${r.package} (${r.for})`);
@@ -150,7 +142,7 @@ function installPackages(missing, { check, asRoot }, problems) {
     runShown('apt-get', ['update', '-qq'], { env, quiet: true }) &&
     runShown('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...names], { env, quiet: true });
   if (installed) say(`installed ${names.join(' ')}`);
-  if (!installed) problems.add('apt-get install failed', `run: ${command}`);
+  else problems.add('apt-get install failed', `run: ${command}`);
   return installed;
 }
 
@@ -293,7 +285,8 @@ async function main(argv) {
   const check = argv.includes('--check');
   const asRoot = process.getuid?.() === 0;
   const ci = process.env.CI === 'true';
-  const problems = new Problems();
+  // What could not be made ready, each with what to do about it.
+  const problems = { list: [], add: (what, remedy) => problems.list.push({ what, remedy }) };
   const started = Date.now();
 
   const missing = missingPackages(REQUIREMENTS, here);

@@ -49,7 +49,7 @@ function serveQemu(pathVariable: string): Promise<{ code: number | null; stderr:
           NIMBUS_METRICS_PORT: '0',
           NIMBUS_METADATA_PORT: '0',
         },
-        timeout: 30_000,
+        timeout: 50_000,
       },
       (error, _stdout, stderr) => {
         resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr });
@@ -58,7 +58,8 @@ function serveQemu(pathVariable: string): Promise<{ code: number | null; stderr:
   });
 }
 
-describe('serve with NIMBUS_DRIVER=qemu', () => {
+// A serve that gets as far as the image check has opened its store first: seconds on a loaded host.
+describe('serve with NIMBUS_DRIVER=qemu', { timeout: 60_000 }, () => {
   it('refuses to start without genisoimage or xorriso, naming them and the Debian package', async () => {
     const { code, stderr } = await serveQemu(pathWithout(['genisoimage', 'xorriso']));
     expect(code).toBe(2);
