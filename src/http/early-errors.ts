@@ -4,7 +4,9 @@
  * 16 KiB, a malformed request line, a request that takes too long). They get what every other answer
  * gets: the error envelope with a request id, X-Request-Id, nosniff and (over TLS) HSTS, one log line,
  * and one unit of the client address's rate budget, so a client already at 429 is refused with 429 here
- * too. Node's parser cannot go on after its own errors, so those connections close (lingeringly).
+ * too. Node's parser cannot go on after its own errors, so those connections close (lingeringly). The
+ * same goes for what leaves Node's HTTP handling before the app: CONNECT, and WebSocket handshakes `ws`
+ * refuses (plugins/upgrades.ts).
  */
 import { type IncomingHttpHeaders, type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
@@ -22,7 +24,7 @@ export interface EarlyErrorDeps {
   logger: Logger;
 }
 
-export interface Refusal {
+interface Refusal {
   status: number;
   code: string;
   message: string;
