@@ -15,7 +15,7 @@ import { type Backends, openBackends } from './backends.js';
 import { type Config, ConfigError } from './config.js';
 import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
-import { clientErrorHandler } from './http/early-errors.js';
+import { clientErrorHandler, connectRefusalHandler } from './http/early-errors.js';
 import { instanceMetricsExposition } from './http/instance-metrics.js';
 import { buildMetadataApp } from './http/metadata.js';
 import { PARSER_MAX_HEADER_BYTES } from './http/plugins/transport.js';
@@ -120,7 +120,14 @@ export async function startServer(
       serverFactory: (handler) =>
         keepIdleConnections(
           https.createServer(
-            { ...TLS_POLICY, maxHeaderSize: PARSER_MAX_HEADER_BYTES, key: tls.key, cert: tls.cert },
+            // requireHostHeader: the transport hook refuses a request without Host, in the envelope.
+            {
+              ...TLS_POLICY,
+              maxHeaderSize: PARSER_MAX_HEADER_BYTES,
+              requireHostHeader: false,
+              key: tls.key,
+              cert: tls.cert,
+            },
             handler,
           ),
         ),
@@ -139,8 +146,11 @@ export async function startServer(
     let httpPort: number | null = null;
     if (config.httpPort > 0) {
       const plain = keepIdleConnections(
-        http.createServer({ maxHeaderSize: PARSER_MAX_HEADER_BYTES }, (req, res) => app.routing(req, res)),
+        http.createServer({ maxHeaderSize: PARSER_MAX_HEADER_BYTES, requireHostHeader: false }, (req, res) =>
+          app.routing(req, res),
+        ),
       );
+      plain.on('connect', connectRefusalHandler({ rateLimits: services.rateLimits, logger }));
       // Malformed requests get the envelope here too (the HTTPS server has it through Fastify's option).
       plain.on('clientError', clientErrorHandler({ rateLimits: services.rateLimits, logger }));
       closers.push(() => closeServer(plain));

@@ -605,8 +605,8 @@ describe.each(STORES)('Estimates (%s)', (store) => {
       'region',
       ['us-east-1', 'us-west-2'],
     ],
-    ['a count without a type', 'count=2', 'instance_type', undefined],
-    ['nothing to price', '', 'instance_type', undefined],
+    ['a count without a type', 'count=2', 'instance_type', allTypes],
+    ['nothing to price', '', 'instance_type', allTypes],
     ['zero hours', 'instance_type=compute-1x&hours=0', 'hours', undefined],
     ['fractional hours', 'instance_type=compute-1x&hours=1.5', 'hours', undefined],
     ['a negative count', 'instance_type=compute-1x&count=-1', 'count', undefined],
@@ -642,7 +642,7 @@ describe.each(STORES)('Estimates (%s)', (store) => {
       'items.1.region',
       ['us-east-1', 'us-west-2'],
     ],
-    ['an empty item', { items: [{ volume_gb: 1 }, {}] }, 'items.1.instance_type', undefined],
+    ['an empty item', { items: [{ volume_gb: 1 }, {}] }, 'items.1.instance_type', allTypes],
   ];
   it.each(badPlans)('POST with %s is 400 naming the field', async (_what, body, field, allowed) => {
     const reply = await server.request('POST', '/v1/billing/estimate', { key, body });

@@ -15,7 +15,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { newId } from '../domain/ids.js';
 import type { Services } from '../services/index.js';
-import { clientErrorHandler, frameworkErrorHandler } from './early-errors.js';
+import { clientErrorHandler, connectRefusalHandler, frameworkErrorHandler } from './early-errors.js';
 import { registerJsonParser } from './json-body.js';
 import { cursorLists } from './list-versions.js';
 import { registerOpenApi } from './openapi.js';
@@ -24,6 +24,7 @@ import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { PARSER_MAX_HEADER_BYTES, SUPPORTED_VERSIONS, transportPlugin } from './plugins/transport.js';
+import { upgradesPlugin } from './plugins/upgrades.js';
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
@@ -94,6 +95,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
   await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
+  await app.register(upgradesPlugin, early);
+  // Node drops a CONNECT unanswered unless the server has a listener for it.
+  app.server.on('connect', connectRefusalHandler(early));
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });

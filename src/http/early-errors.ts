@@ -4,9 +4,11 @@
  * 16 KiB, a malformed request line, a request that takes too long). They get what every other answer
  * gets: the error envelope with a request id, X-Request-Id, nosniff and (over TLS) HSTS, one log line,
  * and one unit of the client address's rate budget, so a client already at 429 is refused with 429 here
- * too. Node's parser cannot go on after its own errors, so those connections close (lingeringly).
+ * too. Node's parser cannot go on after its own errors, so those connections close (lingeringly). The
+ * same goes for what leaves Node's HTTP handling before the app: CONNECT, and WebSocket handshakes `ws`
+ * refuses (plugins/upgrades.ts).
  */
-import { STATUS_CODES } from 'node:http';
+import { type IncomingHttpHeaders, type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -70,6 +72,14 @@ function envelopeOf(requestId: string, refusal: Refusal) {
   });
 }
 
+/** The HTTPS-required refusal (transport.ts) of a plain-HTTP request with these headers. */
+function httpsRefusal(headers: IncomingHttpHeaders): Refusal {
+  const required = new HttpsRequired(
+    headers.authorization !== undefined || headers['x-api-key'] !== undefined,
+  );
+  return { status: 400, code: required.code, message: required.message, details: required.details };
+}
+
 /** Fastify's `frameworkErrors`: the router could not make sense of the URL. */
 export function frameworkErrorHandler(deps: EarlyErrorDeps) {
   return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
@@ -96,16 +106,7 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
     const secure = request.protocol === 'https';
     const answered = secure
       ? budgeted(deps, request.ip, refusal)
-      : Promise.resolve({
-          refusal: {
-            status: 400,
-            code: 'invalid_request',
-            message: new HttpsRequired(
-              request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined,
-            ).message,
-          },
-          headers: {},
-        });
+      : Promise.resolve({ refusal: httpsRefusal(request.headers), headers: {} });
     void answered.then(({ refusal: final, headers }) => {
       deps.logger.info(
         {
@@ -185,22 +186,73 @@ export function clientErrorHandler(deps: EarlyErrorDeps) {
       socket.destroy();
       return;
     }
-    const requestId = newId('request');
-    const ip = socket.remoteAddress ?? 'unknown';
+    refuseOnSocket(deps, socket, refusal, { errorCode: error.code, withBody: !isHead(error) });
+  };
+}
+
+/**
+ * Answers `refusal` on a socket no HTTP server will answer on any more (Node's parser gave up, or the
+ * request left it: CONNECT, a WebSocket handshake), in the envelope, with one unit of the client's rate
+ * budget and one log line; then closes the connection lingeringly.
+ */
+export function refuseOnSocket(
+  deps: EarlyErrorDeps,
+  socket: Socket,
+  refusal: Refusal,
+  { errorCode, withBody = true, headers: extra = {} }: RawRefusalOptions,
+): void {
+  const requestId = newId('request');
+  const ip = socket.remoteAddress ?? 'unknown';
+  const secure = (socket as Socket & { encrypted?: boolean }).encrypted === true;
+  const answer = budgeted(deps, ip, refusal).then(({ refusal: final, headers }) => {
+    deps.logger.info(
+      { request_id: requestId, status: final.status, ip, error_code: errorCode },
+      'malformed request refused',
+    );
+    const body = JSON.stringify(envelopeOf(requestId, final));
+    return rawResponse(
+      final.status,
+      { ...baseHeaders(requestId, secure), ...extra, ...headers },
+      body,
+      withBody,
+    );
+  });
+  closeLingering(socket, answer);
+}
+
+interface RawRefusalOptions {
+  /** What the log line names as the cause. */
+  errorCode: string | undefined;
+  /** False for a HEAD, whose answer has no body. */
+  withBody?: boolean;
+  headers?: Record<string, string>;
+}
+
+/** Methods some route of the API answers; CONNECT is none of them. */
+const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/**
+ * A server's `connect` listener. Node hands a CONNECT request to it instead of to the app, and without
+ * one it drops the connection unanswered. Nimbus is no proxy: 405 in the envelope, like any method a
+ * route does not take (over plain HTTP, the HTTPS refusal every plain request gets).
+ */
+export function connectRefusalHandler(deps: EarlyErrorDeps) {
+  return (request: IncomingMessage, socket: Socket): void => {
+    if (socket.destroyed || isLingering(socket)) return;
     const secure = (socket as Socket & { encrypted?: boolean }).encrypted === true;
-    const answer = budgeted(deps, ip, refusal).then(({ refusal: final, headers }) => {
-      deps.logger.info(
-        { request_id: requestId, status: final.status, ip, error_code: error.code },
-        'malformed request refused',
-      );
-      const body = JSON.stringify(envelopeOf(requestId, final));
-      return rawResponse(
-        final.status,
-        { ...baseHeaders(requestId, secure), ...headers },
-        body,
-        !isHead(error),
-      );
+    if (!secure) {
+      refuseOnSocket(deps, socket, httpsRefusal(request.headers), { errorCode: 'CONNECT' });
+      return;
+    }
+    const refusal: Refusal = {
+      status: 405,
+      code: 'method_not_allowed',
+      message: 'CONNECT is not supported: this is an API server, not a proxy',
+      details: { method: 'CONNECT', allowed_values: API_METHODS },
+    };
+    refuseOnSocket(deps, socket, refusal, {
+      errorCode: 'CONNECT',
+      headers: { allow: API_METHODS.join(', ') },
     });
-    closeLingering(socket, answer);
   };
 }

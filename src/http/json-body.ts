@@ -9,6 +9,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { InvalidRequest } from '../services/errors.js';
+import { jsonSyntaxError } from './json-syntax.js';
 
 export const MAX_JSON_DEPTH = 64;
 
@@ -61,14 +62,16 @@ export class JsonTooDeep extends InvalidRequest {
 
 /**
  * Fastify's parser reports every failure as "not valid JSON", a prototype-poisoning key included; say
- * which it was. Runs only on the failure path: JSON.parse again, to find the syntax error or rule it out.
+ * which it was, and for a syntax error where and why (json-syntax.ts). Runs only on the failure path.
  */
 function explained(text: string, error: Error & { code?: string }): Error {
   if (error.code !== 'FST_ERR_CTP_INVALID_JSON_BODY') return error;
-  try {
-    JSON.parse(text);
-  } catch (syntax) {
-    return new InvalidRequest(`Malformed JSON body: ${(syntax as Error).message}`, { field: 'body' });
+  const broken = jsonSyntaxError(text);
+  if (broken) {
+    return new InvalidRequest(
+      `Malformed JSON body at line ${broken.line}, column ${broken.column} (position ${broken.position}): ${broken.reason}`,
+      { field: 'body', ...broken },
+    );
   }
   return new InvalidRequest(
     'The JSON body holds a "__proto__" or "constructor": {"prototype": …} key, which is not accepted',
@@ -76,11 +79,20 @@ function explained(text: string, error: Error & { code?: string }): Error {
   );
 }
 
-/** Replaces Fastify's `application/json` parser with the same parser behind the nesting limit. */
+/**
+ * Replaces Fastify's `application/json` parser with the same parser behind the nesting limit. An empty
+ * body is no body (undefined, as if none were sent): many clients send `Content-Type: application/json`
+ * on every request, bodiless actions included. Routes that need a body then answer the usual 400
+ * naming the first missing field (validation.ts).
+ */
 export function registerJsonParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if ((body as string).length === 0) {
+      done(null, undefined);
+      return;
+    }
     if (nestsDeeperThan(body as string, MAX_JSON_DEPTH)) {
       done(new JsonTooDeep(), undefined);
       return;

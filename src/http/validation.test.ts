@@ -1,6 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { findNul, isDecimalInteger, isDecimalNumber, validatorCompiler } from './validation.js';
+import {
+  allowedValuesAt,
+  findNul,
+  isDecimalInteger,
+  isDecimalNumber,
+  validatorCompiler,
+} from './validation.js';
 
 function compile(schema: object, httpPart: string) {
   const compiler = validatorCompiler();
@@ -122,5 +128,72 @@ describe('the compiled validator', () => {
     const validate = compile({ type: 'string', format: 'date-time' }, 'body');
     expect(validate('2030-06-30T23:59:60Z')).toBe(false);
     expect(validate('2030-06-30T23:59:59Z')).toBe(true);
+  });
+});
+
+describe('allowed values of the field an error is about', () => {
+  /** A schema that puts `leaf` at `path`, each step an object property, an array item or a union with null. */
+  function wrap(leaf: object, path: string[], unions: boolean[]): object {
+    let schema = leaf;
+    for (let i = path.length - 1; i >= 0; i--) {
+      const segment = path[i] as string;
+      schema = /^\d+$/.test(segment)
+        ? { type: 'array', items: schema }
+        : {
+            type: 'object',
+            properties: { [segment]: schema, other: { type: 'string' } },
+            required: [segment],
+          };
+      if (unions[i]) schema = { anyOf: [schema, { type: 'null' }] };
+    }
+    return schema;
+  }
+  const values = fc.uniqueArray(fc.string({ minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 6 });
+
+  // One compiler for every run: making one (two Ajv instances) costs more than the whole check.
+  const bodies = validatorCompiler();
+
+  it('every error about an enum field (missing, mistyped, wrong), however deep in objects and unions, carries the whole set', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom('a', 'b', 'type'), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+        values,
+        fc.oneof(
+          fc.constant(undefined),
+          fc.integer(),
+          fc.boolean(),
+          fc.string({ maxLength: 6 }),
+          fc.constant({}),
+        ),
+        fc.boolean(),
+        (path, unions, allowed, given, nullable) => {
+          const leaf = nullable
+            ? { anyOf: [{ type: 'string', enum: allowed }, { type: 'null' }] }
+            : { type: 'string', enum: allowed };
+          const validate = bodies({
+            schema: wrap(leaf, path, unions),
+            httpPart: 'body',
+            method: 'POST',
+            url: '/x',
+          }) as ((data: unknown) => boolean) & { errors?: { params: Record<string, unknown> }[] | null };
+          // The value at the path: `given`, or left out when undefined.
+          let data: Record<string, unknown> = given === undefined ? {} : { [path.at(-1) as string]: given };
+          for (const step of path.slice(0, -1).reverse()) data = { [step]: data };
+          if (validate(data)) return;
+          expect(validate.errors?.[0]?.params.allowedValues).toEqual(nullable ? [...allowed, null] : allowed);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('follows array items and unions, and gives none where the field has no set', () => {
+    const schema = wrap({ anyOf: [{ const: 'x' }, { const: 'y' }] }, ['list', '0'], [false, true]);
+    expect(allowedValuesAt(schema, ['list', '3'])).toEqual(['x', 'y']);
+    expect(allowedValuesAt(schema, ['list'])).toBeNull();
+    expect(allowedValuesAt(schema, ['other'])).toBeNull();
+    expect(allowedValuesAt(schema, ['nowhere'])).toBeNull();
+    expect(allowedValuesAt({ anyOf: [{ const: 1 }, { type: 'string' }] }, [])).toBeNull();
   });
 });

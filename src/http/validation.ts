@@ -159,6 +159,104 @@ function createAjv(options: Options): Ajv {
 
 type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
 
+type SchemaNode = Record<string, unknown>;
+
+function isNode(value: unknown): value is SchemaNode {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** A schema and, through anyOf/oneOf/allOf, every schema its value may have to match. */
+function branches(schema: SchemaNode, into: SchemaNode[] = []): SchemaNode[] {
+  into.push(schema);
+  for (const keyword of ['anyOf', 'oneOf', 'allOf']) {
+    const list = schema[keyword];
+    if (Array.isArray(list)) for (const branch of list) if (isNode(branch)) branches(branch, into);
+  }
+  return into;
+}
+
+/** The schemas that describe the child `segment` of a value described by `schema`. */
+function childSchemas(schema: SchemaNode, segment: string): SchemaNode[] {
+  const found: SchemaNode[] = [];
+  for (const node of branches(schema)) {
+    const property = isNode(node.properties) ? node.properties[segment] : undefined;
+    if (isNode(property)) {
+      found.push(property);
+      continue;
+    }
+    if (isNode(node.patternProperties)) {
+      for (const [pattern, child] of Object.entries(node.patternProperties)) {
+        if (isNode(child) && new RegExp(pattern, 'u').test(segment)) found.push(child);
+      }
+    }
+    if (isNode(node.additionalProperties)) found.push(node.additionalProperties);
+    if (isNode(node.items) && /^\d+$/.test(segment)) found.push(node.items);
+  }
+  return found;
+}
+
+/** The values a schema admits when they are a finite set (enum, const, null, unions of those), else null. */
+function finiteValues(schema: SchemaNode): unknown[] | null {
+  if (Array.isArray(schema.enum)) return schema.enum;
+  if ('const' in schema) return [schema.const];
+  if (schema.type === 'null') return [null];
+  const union = Array.isArray(schema.anyOf)
+    ? schema.anyOf
+    : Array.isArray(schema.oneOf)
+      ? schema.oneOf
+      : null;
+  if (union === null || union.length === 0) return null;
+  const values: unknown[] = [];
+  for (const branch of union) {
+    const some = isNode(branch) ? finiteValues(branch) : null;
+    if (some === null) return null;
+    for (const value of some) if (!values.includes(value)) values.push(value);
+  }
+  return values;
+}
+
+/**
+ * The allowed values of the field at `path` (property names and array indexes from the root), when the
+ * schema gives it a finite set: what an error about that field lists as `allowed_values`, whether the
+ * field was missing, of the wrong type or of a value outside the set.
+ */
+export function allowedValuesAt(schema: unknown, path: readonly string[]): unknown[] | null {
+  if (!isNode(schema)) return null;
+  let candidates: SchemaNode[] = [schema];
+  for (const segment of path) {
+    candidates = candidates.flatMap((candidate) => childSchemas(candidate, segment));
+    if (candidates.length === 0) return null;
+  }
+  const values: unknown[] = [];
+  for (const candidate of candidates) {
+    const some = finiteValues(candidate);
+    if (some === null) return null;
+    for (const value of some) if (!values.includes(value)) values.push(value);
+  }
+  return values;
+}
+
+/** The field an Ajv error is about, as path segments: its instancePath, plus the property it names. */
+export function violationPath(error: { instancePath: string; params: Record<string, unknown> }): string[] {
+  // instancePath is a JSON Pointer (RFC 6901): only ~1 and ~0 are escapes, in that order.
+  const segments = error.instancePath
+    .split('/')
+    .slice(1)
+    .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (typeof error.params.missingProperty === 'string') segments.push(error.params.missingProperty);
+  if (typeof error.params.additionalProperty === 'string') segments.push(error.params.additionalProperty);
+  return segments;
+}
+
+/** Gives the first error the allowed values of its field (`params.allowedValues`), where there is a set. */
+function withAllowedValues(schema: unknown, errors: FastifySchemaValidationError[] | null | undefined) {
+  const first = errors?.[0];
+  if (!first || first.keyword === 'additionalProperties') return errors;
+  const allowed = allowedValuesAt(schema, violationPath(first));
+  if (allowed !== null) first.params = { ...first.params, allowedValues: allowed };
+  return errors;
+}
+
 export function validatorCompiler(): FastifySchemaCompiler<unknown> {
   const forText = createAjv({ coerceTypes: 'array' });
   const forJson = createAjv({ coerceTypes: false });
@@ -172,9 +270,17 @@ export function validatorCompiler(): FastifySchemaCompiler<unknown> {
         validate.errors = [violation];
         return false;
       }
-      const valid = validateSchema(data);
-      validate.errors = validateSchema.errors as FastifySchemaValidationError[] | null;
-      return valid;
+      if (validateSchema(data)) {
+        validate.errors = null;
+        return true;
+      }
+      let errors = validateSchema.errors as FastifySchemaValidationError[];
+      // No body (Fastify passes null) where one is required: name the first field it lacks, as for {}.
+      if (isBody && data === null && !validateSchema({})) {
+        errors = validateSchema.errors as FastifySchemaValidationError[];
+      }
+      validate.errors = withAllowedValues(schema, errors);
+      return false;
     };
     return validate;
   };

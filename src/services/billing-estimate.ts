@@ -69,13 +69,17 @@ export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedIt
     vpn_count: item.vpn_count ?? 0,
   };
   if (request.count > 0 && !type) {
-    throw new InvalidRequest('count needs an instance_type', { field: `${field}instance_type`, value: null });
+    throw new InvalidRequest('count needs an instance_type', {
+      field: `${field}instance_type`,
+      value: null,
+      allowed_values: [...TYPES.keys()],
+    });
   }
   const lines = estimateLines({ ...request, instance_type: type });
   if (lines.length === 0) {
     throw new InvalidRequest(
       'Nothing to estimate: give an instance_type, volume_gb, snapshot_gb or vpn_count',
-      { field: `${field}instance_type`, value: null },
+      { field: `${field}instance_type`, value: null, allowed_values: [...TYPES.keys()] },
     );
   }
   return { request, lines, subtotal: sumAmounts(lines) };

@@ -11,6 +11,7 @@ import { PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../../domain/valida
 import { DomainError, RateLimitExceeded } from '../../services/errors.js';
 import { echoed, errorBody } from '../envelope.js';
 import { lingerOnClose } from '../lingering-close.js';
+import { violationPath } from '../validation.js';
 
 export const STATUS_BY_CODE: Record<string, number> = {
   invalid_request: 400,
@@ -63,24 +64,19 @@ function validationDetails(request: FastifyRequest, error: FastifyError) {
           ? request.headers
           : request.body;
   if (!first) return { message: error.message, details: undefined };
-  // instancePath is a JSON Pointer (RFC 6901): only ~1 and ~0 are escapes, in that order.
-  const segments = first.instancePath
-    .split('/')
-    .slice(1)
-    .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
-  if (typeof first.params.missingProperty === 'string') segments.push(first.params.missingProperty);
-  if (typeof first.params.additionalProperty === 'string') segments.push(first.params.additionalProperty);
+  const segments = violationPath(first);
   const field = segments.join('.') || context;
   const details: Record<string, unknown> = { field, value: echoed(valueAt(source, segments) ?? null) };
+  // The validator (validation.ts) puts the whole set of the field's schema here, where it has one.
   if (Array.isArray(first.params.allowedValues)) details.allowed_values = first.params.allowedValues;
-  if ('allowedValue' in first.params) details.allowed_values = [first.params.allowedValue];
+  else if ('allowedValue' in first.params) details.allowed_values = [first.params.allowedValue];
   let message: string;
   if (first.keyword === 'required') message = `${field} is required`;
   else if (first.keyword === 'additionalProperties') message = `${field} is not a recognised field`;
   else if (first.keyword === 'pattern' && PATTERN_RULES.has(first.params.pattern as string))
     message = `${field} must be ${PATTERN_RULES.get(first.params.pattern as string)}`;
   else if (details.allowed_values)
-    message = `${field} must be one of: ${(details.allowed_values as unknown[]).join(', ')}`;
+    message = `${field} must be one of: ${(details.allowed_values as unknown[]).map(String).join(', ')}`;
   else message = `${field} ${first.message ?? 'is invalid'}`;
   return { message, details };
 }

@@ -69,7 +69,16 @@ export class HttpsRequired extends InvalidRequest {
       carriedKey
         ? 'HTTPS is required. This request sent its API key over plain HTTP, where anyone on the path can read it: rotate that key now.'
         : 'HTTPS is required: send this request to the https:// address.',
+      // `api_key_exposed`: whether the key this request carried must now be rotated (a program can act on it).
+      { field: 'scheme', value: 'http', allowed_values: ['https'], api_key_exposed: carriedKey },
     );
+  }
+}
+
+/** HTTP/1.1 requires a Host header (RFC 9112 §3.2); Node's own refusal of one without is not in the envelope. */
+export class HostRequired extends InvalidRequest {
+  constructor() {
+    super('An HTTP/1.1 request must carry a Host header', { field: 'Host', value: null });
   }
 }
 
@@ -141,6 +150,10 @@ export const transportPlugin = fp<TransportOptions>(
         throw new HttpsRequired(carriedKey);
       }
       reply.header('strict-transport-security', HSTS);
+      if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+        reply.header('connection', 'close');
+        throw new HostRequired();
+      }
       const version = /^\/(v\d+)(?:\/|\?|$)/.exec(request.url)?.[1];
       if (version === undefined) return;
       if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
