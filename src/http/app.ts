@@ -45,6 +45,7 @@ import { vpnRoutes } from './routes/vpns.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ErrorEnvelope, rejectUnknownQuery } from './schemas.js';
 import { validatorCompiler } from './validation.js';
+import { websocketErrorHandler } from './websocket-faults.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 /**
@@ -93,7 +94,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
-  await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
+  await app.register(websocket, {
+    options: { maxPayload: STREAM_MAX_PAYLOAD },
+    errorHandler: websocketErrorHandler(deps.logger),
+  });
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });

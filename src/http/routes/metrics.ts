@@ -151,6 +151,7 @@ function connect(
 ): void {
   const session = streams.open(adapt(socket), scope, headerKey(request), request.ip);
   socket.on('message', (data, isBinary) => {
+    if (session.closed) return;
     if (isBinary) {
       session.receive('\u0000binary');
       return;
