@@ -5,7 +5,9 @@
  * presented key and looks the hash up; a verified key is then kept in memory for `cacheMs` so the hot
  * path costs one hash and one map lookup. Revocation drops the entry at once on this replica and
  * broadcasts the hash so other replicas drop it too; if a notice is missed, the entry still expires
- * after `cacheMs`. Expiry (`expires_at`) is checked on every request, cached or not.
+ * after `cacheMs`. Expiry (`expires_at`) is checked on every request, cached or not. Whatever holds a
+ * key for longer than a request (an open metric stream) learns of each invalidation (onInvalidation)
+ * and verifies again by the key's hash (authenticateHash).
  */
 import { hash, randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.js';
