@@ -1,7 +1,7 @@
 /**
  * The flooding tenant of bench/stream-flood.mjs, in a process of its own so its CPU does not slow the
  * measuring one: `sockets` metric streams to one instance, each sending `{"type":"subscribe"}` as fast
- * as its socket takes them (at most 1 MiB unsent), reconnecting `reconnectMs` after a close, until
+ * as its socket takes them (at most 1 MiB unsent, topped up every millisecond), reconnecting `reconnectMs` after a close, until
  * `durationS` has passed. Reports what it sent, what the server answered and the close codes it got.
  *
  * Started by fork() with one message: { port, key, instanceId, sockets, durationS, reconnectMs }.
@@ -36,7 +36,8 @@ process.once('message', ({ port, key, instanceId, sockets, durationS, reconnectM
         socket.send(texts[i++ % texts.length]);
         totals.sent += 1;
       }
-      setImmediate(pump);
+      // Waits for the buffer to drain rather than spinning: this process shares the machine's CPUs.
+      setTimeout(pump, 1);
     };
     socket.on('message', (data) => {
       if (data.toString().startsWith('{"type":"subscribed"')) totals.subscribed += 1;

@@ -22,7 +22,7 @@
  * answered, its connections and their close codes; A's hourly budget left afterwards.
  */
 import { fork, spawnSync } from 'node:child_process';
-import { symlinkSync } from 'node:fs';
+import { readFileSync, symlinkSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -82,6 +82,16 @@ function checkOutAndBuild(revision) {
   if (build.status !== 0) fail(`npm run build failed for ${revision}`);
   const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dir, encoding: 'utf8' });
   return { dir, commit: commit.stdout.trim() };
+}
+
+/** Resident memory of a process in MB (Linux /proc; 0 elsewhere). */
+function rssMb(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+  } catch {
+    return 0;
+  }
 }
 
 function percentile(sorted, p) {
@@ -152,6 +162,7 @@ async function runBuild(name, root) {
   const alone = await measureTenantB(server.port, tenantB, DURATION);
   const aloneCpu = cpuSeconds(server.child.pid) - cpuAlone;
 
+  const rssBeforeMb = rssMb(server.child.pid);
   step(`${name}: B while A floods on ${SOCKETS} sockets, ${DURATION} s`);
   const flooder = fork(path.join(ROOT, 'bench', 'stream-flood-client.mjs'));
   const flooded = new Promise((resolve, reject) => {
@@ -167,12 +178,17 @@ async function runBuild(name, root) {
     durationS: DURATION,
     reconnectMs: RECONNECT_MS,
   });
+  let maxRssMb = 0;
+  const rssTimer = setInterval(() => {
+    maxRssMb = Math.max(maxRssMb, rssMb(server.child.pid));
+  }, 250);
   const during = await measureTenantB(server.port, tenantB, DURATION);
+  clearInterval(rssTimer);
   const floodCpu = cpuSeconds(server.child.pid) - cpuFlood;
   const totals = await flooded;
   const budget = JSON.parse((await request(server.port, 'GET', '/v1/account/rate-limit', tenantA)).body).data;
   await stopChild(server.child);
-  return { alone, aloneCpu, during, floodCpu, totals, budget };
+  return { alone, aloneCpu, during, floodCpu, totals, budget, maxRssMb, rssBeforeMb };
 }
 
 function report(builds, { command, loadAverage }) {
@@ -192,8 +208,8 @@ function report(builds, { command, loadAverage }) {
       `10,000 an hour) floods ${SOCKETS} metric streams with subscribe messages from another process, reconnecting ` +
       `${RECONNECT_MS} ms after each close. Builds run one after the other, base first.`,
     '',
-    '| build | B alone p50 / p99 | B during the flood p50 / p99 | B requests alone / flood | server CPU alone / flood | A messages sent / answered | A connections, close codes | A hourly budget left |',
-    '|---|---|---|---|---|---|---|---|',
+    '| build | B alone p50 / p99 | B during the flood p50 / p99 | B requests alone / flood | server CPU alone / flood | server RSS before / max in the flood | A messages sent / answered | A connections, close codes | A hourly budget left |',
+    '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const { label, result: r } of builds) {
     const closes = Object.entries(r.totals.closes)
@@ -202,6 +218,7 @@ function report(builds, { command, loadAverage }) {
     lines.push(
       `| ${label} | ${ms(r.alone.p50)} / ${ms(r.alone.p99)} | **${ms(r.during.p50)} / ${ms(r.during.p99)}** | ` +
         `${fmt(r.alone.requests)} / ${fmt(r.during.requests)} | ${share(r.aloneCpu)} / ${share(r.floodCpu)} | ` +
+        `${fmt(r.rssBeforeMb)} / ${fmt(r.maxRssMb)} MB | ` +
         `${fmt(r.totals.sent)} / ${fmt(r.totals.subscribed)} | ${fmt(r.totals.connections)}: ${closes} | ` +
         `${fmt(r.budget.remaining)} of ${fmt(r.budget.limit)} |`,
     );
