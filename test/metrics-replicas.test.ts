@@ -86,4 +86,24 @@ describe.runIf(HAVE_POSTGRES && HAVE_REDIS)('metric stream status across replica
     client.close();
     await client.closed;
   });
+
+  it('a key revoked on replica A ends its stream on replica B at once (the Redis notice, not the cache expiry)', async () => {
+    const [a, b] = replicas as [TestServer, TestServer];
+    const { key } = await account(a);
+    const id = (await createRunning(a, key)).id;
+    const viewer = await a.request('POST', '/v1/account/api-keys', {
+      key,
+      body: { name: 'viewer', permissions: ['monitoring:read'] },
+    });
+    expect(viewer.status, viewer.text).toBe(201);
+    const client = openStream(b, `/v1/instances/${id}/metrics/stream`, { key: viewer.body.data.key });
+    await client.next('ready');
+    const revokedAt = Date.now();
+    expect((await a.request('DELETE', `/v1/account/api-keys/${viewer.body.data.id}`, { key })).status).toBe(
+      200,
+    );
+    expect((await client.closed).code).toBe(4401);
+    // Well inside NIMBUS_AUTH_CACHE_SECONDS (5 s): B learnt of it from A's broadcast.
+    expect(Date.now() - revokedAt).toBeLessThan(2_500);
+  });
 });

@@ -46,6 +46,7 @@ import { vpnRoutes } from './routes/vpns.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ErrorEnvelope, rejectUnknownQuery } from './schemas.js';
 import { validatorCompiler } from './validation.js';
+import { websocketErrorHandler } from './websocket-faults.js';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 /**
@@ -94,7 +95,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(observabilityPlugin, { metrics: deps.metrics });
   await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
-  await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
+  await app.register(websocket, {
+    options: { maxPayload: STREAM_MAX_PAYLOAD },
+    errorHandler: websocketErrorHandler(deps.logger),
+  });
   await app.register(upgradesPlugin, early);
   // Node drops a CONNECT unanswered unless the server has a listener for it.
   app.server.on('connect', connectRefusalHandler(early));

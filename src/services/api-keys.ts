@@ -5,7 +5,9 @@
  * presented key and looks the hash up; a verified key is then kept in memory for `cacheMs` so the hot
  * path costs one hash and one map lookup. Revocation drops the entry at once on this replica and
  * broadcasts the hash so other replicas drop it too; if a notice is missed, the entry still expires
- * after `cacheMs`. Expiry (`expires_at`) is checked on every request, cached or not.
+ * after `cacheMs`. Expiry (`expires_at`) is checked on every request, cached or not. Whatever holds a
+ * key for longer than a request (an open metric stream) learns of each invalidation (onInvalidation)
+ * and verifies again by the key's hash (authenticateHash).
  */
 import { hash, randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.js';
@@ -97,6 +99,9 @@ interface CacheEntry {
   cachedAtMs: number;
 }
 
+/** What an invalidation dropped from the cache: one key (revoked) or every key of an account. */
+export type Invalidation = { keyHash: string } | { accountId: string };
+
 /** A plausible key that the cache does not hold: the store decides (ApiKeyService.verifyFromStore). */
 export class UnverifiedKey {
   constructor(readonly keyHash: string) {}
@@ -112,6 +117,8 @@ export class ApiKeyService {
   /** Key id → last use (epoch ms); turned into timestamps only when flushed, not on every request. */
   private readonly pendingLastUsed = new Map<string, number>();
   private readonly flusher: NodeJS.Timeout;
+  /** Told of every invalidation, local or from another replica (open metric streams re-check their key). */
+  private readonly invalidationListeners: ((invalidation: Invalidation) => void)[] = [];
 
   constructor(
     private readonly store: Store,
@@ -146,6 +153,19 @@ export class ApiKeyService {
     if (known instanceof UnverifiedKey) return this.verifyFromStore(known);
     if (known instanceof AuthenticationFailed) throw known;
     return known;
+  }
+
+  /**
+   * The principal of a key known by its hash (a stream holds the hash, never the key): the cache within
+   * its lifetime, else the store. Throws AuthenticationFailed for a revoked, expired or unknown key.
+   */
+  async authenticateHash(keyHash: string): Promise<Principal> {
+    return this.fromCache(keyHash, this.clock.nowMs()) ?? this.verifyFromStore(new UnverifiedKey(keyHash));
+  }
+
+  /** Calls `listener` after each invalidation on this replica, whether made here or broadcast by another. */
+  onInvalidation(listener: (invalidation: Invalidation) => void): void {
+    this.invalidationListeners.push(listener);
   }
 
   /**
@@ -211,6 +231,7 @@ export class ApiKeyService {
   private forgetKeyLocally(keyHash: string): void {
     this.invalidations += 1;
     this.cache.delete(keyHash);
+    this.tellListeners({ keyHash });
   }
 
   private forgetAccountLocally(accountId: string): void {
@@ -218,6 +239,11 @@ export class ApiKeyService {
     for (const [hash, entry] of this.cache) {
       if (entry.principal.accountId === accountId) this.cache.delete(hash);
     }
+    this.tellListeners({ accountId });
+  }
+
+  private tellListeners(invalidation: Invalidation): void {
+    for (const listener of this.invalidationListeners) listener(invalidation);
   }
 
   /** Writes last-used times in one batch: exact to the flush interval, without a write per request. */

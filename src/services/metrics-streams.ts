@@ -24,6 +24,16 @@
  * Status and alert messages are few and matter more: they wait for a larger bound, STATUS_BUFFER_BYTES.
  *
  * Liveness. Every 30 s each socket is pinged; one that has not answered the previous ping is dropped.
+ *
+ * Authorisation lasts no longer than on REST. A stream keeps its key's hash (never the key) and is
+ * authorised again: on every client message, at once when the auth cache drops its key or its account
+ * (a revocation or account change on this replica, or broadcast by another), and every RECHECK_MS, which
+ * catches what no notice announces (expiry, a missed notice) within the auth cache's lifetime. A key no
+ * longer valid ends the stream with 4401; a suspended account or a missing monitoring:read with 4403.
+ *
+ * Client messages cost what requests cost: each is one request of the account's rate budget, and a
+ * socket that sends more than the budget allows, or more than MAX_PENDING_MESSAGES ahead of the
+ * server's answers, is closed with 4429.
  */
 
 import { instanceTypeNamed } from '../domain/catalog.js';
@@ -34,7 +44,8 @@ import type { ComputeDriver, MachineSpec, MetricSample } from '../drivers/driver
 import type { Broadcaster, Notice } from '../events/broadcast.js';
 import type { Store } from '../store/db.js';
 import { findAccountInstance } from '../store/instances.js';
-import type { ApiKeyService } from './api-keys.js';
+import type { RateDecision } from '../store/rate-counters.js';
+import { type ApiKeyService, hashKey, type Invalidation } from './api-keys.js';
 import { AuthenticationFailed } from './errors.js';
 import { machineSpec } from './instance-kind.js';
 import { sampleMany } from './metric-sampling.js';
@@ -58,6 +69,10 @@ export const PING_INTERVAL_MS = 30_000;
 export const DEFAULT_INTERVAL_S = 5;
 export const MAX_INTERVAL_S = 60;
 export const MAX_INSTANCES_PER_STREAM = 100;
+/** How often every open stream's key is verified again (the auth cache answers most of these). */
+export const RECHECK_MS = 1_000;
+/** Client messages a socket may have waiting for the server; a client sending faster is flooding. */
+export const MAX_PENDING_MESSAGES = 16;
 /** Slots of the second that instances' messages are spread over, PHASE_MS apart. */
 export const PHASES = 10;
 export const PHASE_MS = 1000 / PHASES;
@@ -107,6 +122,10 @@ class ProtocolError extends Error {
 
 export class StreamSession {
   principal: Principal | null = null;
+  /** SHA-256 of the key the stream was admitted with: how it is authorised again. */
+  keyHash: string | null = null;
+  /** Client messages received and not yet handled. */
+  private pendingMessages = 0;
   readonly watched = new Map<string, Watched>();
   intervalS = DEFAULT_INTERVAL_S;
   metrics: MetricName[] | null = null;
@@ -135,9 +154,44 @@ export class StreamSession {
     );
   }
 
-  /** A text message from the client; handled one at a time, in order. */
+  /**
+   * A text message from the client; handled one at a time, in order. Once admitted, each message is
+   * charged to the account's rate budget here, before any parsing, when the counters can answer at once.
+   */
   receive(text: string): void {
-    this.serially(() => this.handle(text));
+    if (this.closed) return;
+    let charged = false;
+    if (this.principal !== null) {
+      const decision = this.hub.chargeNow(this.principal, this.clientIp);
+      if (decision !== undefined && !decision.allowed) {
+        this.fail(rateLimited(decision.retryAfter));
+        return;
+      }
+      charged = decision !== undefined;
+    }
+    this.pendingMessages += 1;
+    if (this.pendingMessages > MAX_PENDING_MESSAGES) {
+      this.fail(
+        new ProtocolError(
+          CLOSE.tooMany,
+          `More than ${MAX_PENDING_MESSAGES} messages waiting for an answer`,
+          'rate_limit_exceeded',
+          { max_pending_messages: MAX_PENDING_MESSAGES },
+        ),
+      );
+      return;
+    }
+    this.serially(async () => {
+      this.pendingMessages -= 1;
+      await this.handle(text, charged);
+    });
+  }
+
+  /** A renewed authorisation (hub.recheck): the stream goes on with it, or ends with the refusal. */
+  reauthorised(outcome: Principal | ProtocolError): void {
+    if (this.closed) return;
+    if (outcome instanceof ProtocolError) this.fail(outcome);
+    else this.principal = outcome;
   }
 
   pong(): void {
@@ -211,7 +265,11 @@ export class StreamSession {
     this.close(1011, 'Internal error');
   }
 
-  private async handle(text: string): Promise<void> {
+  private async handle(text: string, charged: boolean): Promise<void> {
+    if (this.principal !== null && !charged) {
+      const decision = await this.hub.charge(this.principal, this.clientIp);
+      if (!decision.allowed) throw rateLimited(decision.retryAfter);
+    }
     let message: unknown;
     try {
       message = JSON.parse(text);
@@ -239,6 +297,8 @@ export class StreamSession {
       return;
     }
     if (type === 'subscribe') {
+      // Authorised anew: the key, the account and the permission as they are now, not at admission.
+      this.principal = await this.hub.authorise(this.keyHash as string);
       await this.subscribe(message as Record<string, unknown>);
       return;
     }
@@ -253,8 +313,10 @@ export class StreamSession {
 
   private async authenticate(key: string): Promise<void> {
     this.principal = await this.hub.admit(this, key);
+    this.keyHash = hashKey(key);
     if ('instanceId' in this.scope) {
       this.watched.set(this.scope.instanceId, await this.hub.watch(this.principal, this.scope.instanceId));
+      if (this.closed) return;
       this.hub.attach(this);
     }
     this.deliver({
@@ -330,6 +392,8 @@ export class StreamSession {
       }
       metrics = [...new Set(names as MetricName[])];
     }
+    // A recheck may have ended the stream while the instances were read.
+    if (this.closed) return;
     this.hub.detach(this);
     this.watched.clear();
     for (const [id, w] of watched) this.watched.set(id, w);
@@ -343,6 +407,32 @@ export class StreamSession {
       instances: [...this.watched.keys()],
       statuses: Object.fromEntries([...this.watched].map(([id, w]) => [id, w.status])),
     });
+  }
+}
+
+function rateLimited(retryAfter: number): ProtocolError {
+  return new ProtocolError(
+    CLOSE.tooMany,
+    `Rate limit exceeded, retry in ${retryAfter} seconds`,
+    'rate_limit_exceeded',
+    { retry_after: retryAfter },
+  );
+}
+
+/** Throws the 4403 refusal for a principal that may not stream: a suspended account, no monitoring:read. */
+function permitted(principal: Principal): void {
+  if (principal.accountStatus === 'suspended') {
+    throw new ProtocolError(CLOSE.forbidden, 'This account is suspended', 'forbidden');
+  }
+  if (!allows(principal.permissions, 'monitoring', 'read')) {
+    throw new ProtocolError(
+      CLOSE.forbidden,
+      'This API key lacks the permission monitoring:read',
+      'forbidden',
+      {
+        required_permission: 'monitoring:read',
+      },
+    );
   }
 }
 
@@ -378,6 +468,9 @@ export class MetricsStreams {
   private readonly seenEvents = new Set<string>();
   private tickTimer: SlotTimer | null = null;
   private pingTimer: NodeJS.Timeout | null = null;
+  private recheckTimer: NodeJS.Timeout | null = null;
+  /** Key verifications under way, by key hash: one store read however many streams share the key. */
+  private readonly verifying = new Map<string, Promise<Principal>>();
   private ticking = false;
   /** Milliseconds from sample time to the send of its messages, for the benchmark and the operator. */
   onTick: ((lagMs: number, sent: number) => void) | null = null;
@@ -398,6 +491,9 @@ export class MetricsStreams {
     await this.broadcaster.subscribe(ALERT_CHANNEL, (notice) => this.alertChanged(notice));
     this.pingTimer = setInterval(() => this.pingAll(), PING_INTERVAL_MS);
     this.pingTimer.unref();
+    this.apiKeys.onInvalidation((invalidation) => this.invalidated(invalidation));
+    this.recheckTimer = setInterval(() => this.recheck(this.sessions), RECHECK_MS);
+    this.recheckTimer.unref();
     this.tickTimer = everySlot(PHASE_MS, () => {
       void this.tick().catch((error) => this.onError(error));
     });
@@ -406,8 +502,10 @@ export class MetricsStreams {
   stop(): void {
     this.tickTimer?.stop();
     if (this.pingTimer) clearInterval(this.pingTimer);
+    if (this.recheckTimer) clearInterval(this.recheckTimer);
     this.tickTimer = null;
     this.pingTimer = null;
+    this.recheckTimer = null;
     for (const session of [...this.sessions]) session.close(1001, 'Server shutting down');
   }
 
@@ -453,19 +551,7 @@ export class MetricsStreams {
         },
       );
     }
-    if (principal.accountStatus === 'suspended') {
-      throw new ProtocolError(CLOSE.forbidden, 'This account is suspended', 'forbidden');
-    }
-    if (!allows(principal.permissions, 'monitoring', 'read')) {
-      throw new ProtocolError(
-        CLOSE.forbidden,
-        'This API key lacks the permission monitoring:read',
-        'forbidden',
-        {
-          required_permission: 'monitoring:read',
-        },
-      );
-    }
+    permitted(principal);
     const open = this.perAccount.get(principal.accountId) ?? 0;
     if (open >= this.options.maxStreamsPerAccount) {
       throw new ProtocolError(
@@ -480,6 +566,77 @@ export class MetricsStreams {
     this.perAccount.set(principal.accountId, open + 1);
     this.counted.add(session);
     return principal;
+  }
+
+  /**
+   * The principal of a stream's key as it is now, allowed to stream: throws the refusal that ends the
+   * stream (4401 for a key no longer valid, 4403 for a suspended account or a lost permission).
+   */
+  async authorise(keyHash: string): Promise<Principal> {
+    let principal: Principal;
+    try {
+      principal = await this.verifyKey(keyHash);
+    } catch (error) {
+      if (!(error instanceof AuthenticationFailed)) throw error;
+      throw new ProtocolError(CLOSE.badKey, 'The API key is no longer valid', 'authentication_failed');
+    }
+    permitted(principal);
+    return principal;
+  }
+
+  /** Charges a client message to its account's budget at once, or undefined when the counters are remote. */
+  chargeNow(principal: Principal, clientIp: string): RateDecision | undefined {
+    return this.rateLimits.decideNow(principal, clientIp, 'consume');
+  }
+
+  charge(principal: Principal, clientIp: string): Promise<RateDecision> {
+    return this.rateLimits.decide(principal, clientIp, 'consume');
+  }
+
+  private verifyKey(keyHash: string): Promise<Principal> {
+    let pending = this.verifying.get(keyHash);
+    if (pending === undefined) {
+      pending = this.apiKeys.authenticateHash(keyHash).finally(() => {
+        if (this.verifying.get(keyHash) === pending) this.verifying.delete(keyHash);
+      });
+      this.verifying.set(keyHash, pending);
+    }
+    return pending;
+  }
+
+  /** The auth cache dropped a key or an account: the streams holding them are authorised again now. */
+  private invalidated(invalidation: Invalidation): void {
+    // A verification under way may have read the store before the change: start afresh.
+    this.verifying.clear();
+    const affected = [...this.sessions].filter((session) =>
+      'keyHash' in invalidation
+        ? session.keyHash === invalidation.keyHash
+        : session.principal?.accountId === invalidation.accountId,
+    );
+    this.recheck(affected);
+  }
+
+  /** Authorises admitted streams again, once per key; each goes on or ends (StreamSession.reauthorised). */
+  private recheck(sessions: Iterable<StreamSession>): void {
+    const byKey = new Map<string, StreamSession[]>();
+    for (const session of sessions) {
+      if (session.keyHash === null || session.closed) continue;
+      const group = byKey.get(session.keyHash);
+      if (group) group.push(session);
+      else byKey.set(session.keyHash, [session]);
+    }
+    for (const [keyHash, group] of byKey) {
+      this.authorise(keyHash).then(
+        (principal) => {
+          for (const session of group) session.reauthorised(principal);
+        },
+        (error: unknown) => {
+          // A store that cannot answer now is no reason to end streams: the next recheck tries again.
+          if (!(error instanceof ProtocolError)) return this.onError(error);
+          for (const session of group) session.reauthorised(error);
+        },
+      );
+    }
   }
 
   /** What a stream needs of one of the account's instances; another account's is not found (4404). */

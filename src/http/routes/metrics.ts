@@ -99,8 +99,10 @@ const StreamInfo = Type.Object({
 export const STREAM_PROTOCOL = [
   'Upgrade to a WebSocket (`wss://`). Authenticate with the usual `Authorization: Bearer <key>` or ',
   '`X-API-Key` header, or — browsers cannot set headers — send `{"type":"auth","api_key":"nmb_…"}` as the ',
-  'first message within 5 s. The stream counts as one request against the rate limit; an account holds at ',
-  'most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS).\n\n',
+  'first message within 5 s. The stream counts as one request against the rate limit, and so does each ',
+  'client message; an account holds at most 100 streams at once (NIMBUS_METRICS_MAX_STREAMS). The key is ',
+  'checked again on every message and at least every auth-cache lifetime (NIMBUS_AUTH_CACHE_SECONDS): a ',
+  'revoked or expired key ends the stream with 4401, a suspended account or a lost permission with 4403.\n\n',
   'Server messages (JSON text): `{"type":"ready","interval":5,"instances":[…],"statuses":{…}}` once admitted; ',
   '`{"type":"metrics","instance_id","timestamp",cpu_percent,…}` every `interval` seconds while the instance ',
   'runs; `{"type":"status","instance_id","status","event","timestamp"}` on every transition (from any ',
@@ -111,9 +113,9 @@ export const STREAM_PROTOCOL = [
   'before a close. A message may carry `dropped`: samples this socket missed because it read too slowly.\n\n',
   'Client messages: `{"type":"subscribe","interval":1–60,"metrics":["cpu_percent",…]}` (on the account-wide ',
   'stream also `"instances":[up to 100 ids]`).\n\n',
-  'Close codes: 4400 bad message, 4401 bad or missing key, 4403 missing `monitoring:read` or suspended ',
-  'account, 4404 instance not found, 4429 rate limited or too many streams, 1000 the instance was deleted, ',
-  '1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. ',
+  'Close codes: 4400 bad message, 4401 bad, missing, revoked or expired key, 4403 missing `monitoring:read` ',
+  'or suspended account, 4404 instance not found, 4429 rate limited, too many streams or too many messages ',
+  'waiting, 1009 a message over 16 KiB, 1000 the instance was deleted, 1001 server shutting down. The server pings every 30 s and drops a peer that does not answer. ',
   'A plain GET (no upgrade) answers 200 with where to connect. Protocol and transcripts: docs/api.md, ',
   '"Live metrics".',
 ].join('');
@@ -151,6 +153,7 @@ function connect(
 ): void {
   const session = streams.open(adapt(socket), scope, headerKey(request), request.ip);
   socket.on('message', (data, isBinary) => {
+    if (session.closed) return;
     if (isBinary) {
       session.receive('\u0000binary');
       return;
