@@ -70,9 +70,8 @@ describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create commit
   }
 
   async function waitForStatus(path: string, status: string): Promise<void> {
-    await waitFor(`${path} to be ${status}`, async () =>
-      (await read(path)).data.status === status ? true : undefined,
-    );
+    const reached = async () => ((await read(path)).data.status === status ? true : undefined);
+    await waitFor(`${path} to be ${status}`, reached, WAIT);
   }
 
   let keys = 0;
@@ -159,12 +158,20 @@ describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create commit
       '/v1/instances?limit=100',
       (item) => item.name === 'once-instance',
     );
-    const quotas = (await read('/v1/account/quotas')).data as Json[];
+    const quotas = (await read('/v1/account/quota')).data as Json[];
     expect(quotas.find((quota) => quota.name === 'instances')).toMatchObject({ used: 1 });
     await waitForStatus(`/v1/instances/${id}`, 'running');
-    const usage = (await read('/v1/billing/usage?group_by=resource&limit=1000')).data;
-    const billed = (usage.lines as Json[]).filter((line) => line.resource_type === 'instance');
-    expect(billed.map((line) => line.resource_id)).toEqual([id]);
+    // Metered from the create on: the usage names the instances billed.
+    const billed = await waitFor(
+      'the instance to be metered',
+      async () => {
+        const usage = (await read('/v1/billing/usage?group_by=resource&limit=1000')).data;
+        const lines = (usage.line_items as Json[]).filter((line) => line.resource_type === 'instance');
+        return lines.length > 0 ? lines : undefined;
+      },
+      WAIT,
+    );
+    expect([...new Set(billed.map((line) => line.resource_id))]).toEqual([id]);
   }, 120_000);
 
   it.sequential('a volume', async () => {

@@ -53,8 +53,13 @@ declare module 'fastify' {
     /**
      * Checks, before a successful answer is replayed to `principal`, what the service checks beyond the
      * route's permission (a new API key's permissions): throws the error a fresh request would get.
+     * `made` names what a create made (null for older records and requests that made nothing).
      */
-    idempotentReplayCheck?: (principal: Principal, data: Record<string, unknown>) => void;
+    idempotentReplayCheck?: (
+      principal: Principal,
+      data: Record<string, unknown>,
+      made: MadeResource | null,
+    ) => void;
   }
 }
 
@@ -133,10 +138,10 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
         }
         return;
       }
-      reply.header('idempotent-replayed', 'true');
       if (outcome.kind === 'replay') {
         const data = outcome.status < 300 ? savedData(outcome.body) : null;
-        if (data) config.idempotentReplayCheck?.(principal, data);
+        if (data) config.idempotentReplayCheck?.(principal, data, outcome.made);
+        reply.header('idempotent-replayed', 'true');
         reply.code(outcome.status).type('application/json; charset=utf-8');
         return reply.send(outcome.body);
       }
@@ -145,9 +150,10 @@ export const idempotencyPlugin = fp<{ idempotency: IdempotencyService }>(
       const params = request.params as Readonly<Record<string, string>>;
       const made = await config.idempotentCreate.view(principal.accountId, outcome.made, params);
       const data = made as Record<string, unknown>;
-      config.idempotentReplayCheck?.(principal, data);
+      config.idempotentReplayCheck?.(principal, data, outcome.made);
       const shown = { ...data };
       for (const field of config.idempotencyOmit ?? []) delete shown[field];
+      reply.header('idempotent-replayed', 'true');
       reply.code(outcome.status);
       return reply.send(ok(request, shown));
     };
