@@ -105,6 +105,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     },
     invoiceDueDays: config.invoiceDueDays,
     alerts: config.alerts,
+    testCrashAfterCommit: config.testCrashAfterCommit,
     webhooks: {
       allowPrivate: config.webhooks.allowPrivate,
       extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,

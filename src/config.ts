@@ -79,6 +79,12 @@ const EnvSchema = Type.Object({
    * COMMIT, so a test can kill the server while answers wait for their commit.
    */
   NIMBUS_TEST_COMMIT_DELAY_MS: Type.Integer({ default: 0, minimum: 0, maximum: 60_000 }),
+  /**
+   * Tests only (refused unless NODE_ENV=test): "1" makes the process kill itself (SIGKILL) when a request
+   * that claimed an Idempotency-Key is about to save its answer, after its transaction committed, so a
+   * test can retry a create whose process died before answering.
+   */
+  NIMBUS_TEST_CRASH_AFTER_COMMIT: Type.Optional(Type.String({ pattern: '^(0|1)$' })),
 });
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -125,6 +131,8 @@ export interface Config {
   testClockFile: string | null;
   /** NIMBUS_TEST_COMMIT_DELAY_MS: the wait before each SQLite group COMMIT (tests only; 0 otherwise). */
   testCommitDelayMs: number;
+  /** NIMBUS_TEST_CRASH_AFTER_COMMIT: die before saving a keyed request's answer (tests only; false otherwise). */
+  testCrashAfterCommit: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -154,6 +162,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // A clock from a file would let whoever can write that file decide what everyone is billed.
   if (raw.NIMBUS_TEST_CLOCK_FILE && env.NODE_ENV !== 'test') {
     throw new ConfigError('Invalid configuration: NIMBUS_TEST_CLOCK_FILE is for tests only (NODE_ENV=test)');
+  }
+  // A server that kills itself on every keyed request serves nobody.
+  if (raw.NIMBUS_TEST_CRASH_AFTER_COMMIT === '1' && env.NODE_ENV !== 'test') {
+    throw new ConfigError(
+      'Invalid configuration: NIMBUS_TEST_CRASH_AFTER_COMMIT is for tests only (NODE_ENV=test)',
+    );
   }
   return {
     dataDir: path.resolve(raw.NIMBUS_DATA_DIR),
@@ -204,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     testClockFile: raw.NIMBUS_TEST_CLOCK_FILE ? path.resolve(raw.NIMBUS_TEST_CLOCK_FILE) : null,
     testCommitDelayMs: raw.NIMBUS_TEST_COMMIT_DELAY_MS,
+    testCrashAfterCommit: raw.NIMBUS_TEST_CRASH_AFTER_COMMIT === '1',
   };
 }
 

@@ -44,7 +44,8 @@ function createKey(server: TestServer, key: string, idempotencyKey: string, body
 }
 
 describe.each(STORES)('Idempotency-Key (%s)', (store) => {
-  const server = serverForSuite({ store });
+  // No GPU capacity anywhere: a GPU instance's create fails at its last statement (see the rollback case).
+  const server = serverForSuite({ store, env: { NIMBUS_GPU_CAPACITY: 'us-east-1=0' } });
 
   it('replays the first answer for a repeated request, and the effect happens once', async () => {
     const account = await server.createAccount();
@@ -183,7 +184,9 @@ describe.each(STORES)('Idempotency-Key (%s)', (store) => {
       const inUse = replies.filter((r) => r.status === 409);
       expect(originals).toHaveLength(1);
       expect(replays.length + inUse.length).toBe(concurrent - 1);
-      for (const replay of replays) expect(replay.body).toEqual(withoutSecret(originals[0]?.body));
+      // A replay arriving once the key was committed but before the first answer was saved is made from
+      // the key as it is now (its own metadata); after that, it is the saved answer.
+      for (const replay of replays) expect(replay.body.data).toEqual(withoutSecret(originals[0]?.body).data);
       for (const busy of inUse) {
         expect(busy.body).toMatchObject({ success: false, error: { code: 'idempotency_key_in_use' } });
       }
@@ -240,6 +243,75 @@ describe.each(STORES)('Idempotency-Key (%s)', (store) => {
         await blocker.end();
       }
     });
+
+  it('replays the creation of a key only to a key that could make it; others get the 403 of a fresh request', async () => {
+    const account = await server.createAccount();
+    const idempotencyKey = newKey();
+    // No permissions named: the new key gets the caller's, `*`.
+    const body = { name: 'made-by-star' };
+    const first = await createKey(server, account.key, idempotencyKey, body);
+    expect(first.status).toBe(201);
+    expect(first.body.data.permissions).toEqual(['*']);
+    const makeKey = async (extra: Record<string, unknown>) => {
+      const made = await createKey(server, account.key, newKey(), { name: 'other', ...extra });
+      expect(made.status, made.text).toBe(201);
+      return made.body.data.key as string;
+    };
+
+    const writer = await makeKey({ permissions: ['account:write'] });
+    const beyond = await createKey(server, writer, idempotencyKey, body);
+    expect(beyond.status, beyond.text).toBe(403);
+    expect(beyond.headers['idempotent-replayed']).toBeUndefined();
+    expect(beyond.body.error).toMatchObject({
+      code: 'forbidden',
+      message: 'A key cannot grant permissions it does not hold',
+      details: { permissions: ['*'], held: ['account:write'] },
+    });
+    expect(beyond.text).not.toContain(first.body.data.id);
+
+    const shortLived = await makeKey({ expires_at: new Date(Date.now() + 3600_000).toISOString() });
+    const outlives = await createKey(server, shortLived, idempotencyKey, body);
+    expect(outlives.status, outlives.text).toBe(403);
+    expect(outlives.body.error.message).toBe('A key cannot create a key that expires later than itself');
+
+    // Without the route's permission it is the guard's 403, as for any request.
+    const reader = await makeKey({ permissions: ['instances:write'] });
+    const unpermitted = await createKey(server, reader, idempotencyKey, body);
+    expect(unpermitted.status).toBe(403);
+    expect(unpermitted.body.error.details).toEqual({ required_permission: 'account:write' });
+
+    // Another key that could have made it gets the replay.
+    const peer = await makeKey({});
+    const replay = await createKey(server, peer, idempotencyKey, body);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body.data.id).toBe(first.body.data.id);
+    expect((await keyNames(server, account.key)).filter((n) => n === 'made-by-star')).toHaveLength(1);
+  });
+
+  it('a create that fails after recording its key rolls the record back: the retry runs again', async () => {
+    const account = await server.createAccount({ plan: 'enterprise' });
+    const idempotencyKey = newKey();
+    // The GPU capacity is taken last in the create's transaction, after the key was marked as used.
+    const body = {
+      name: 'no-room',
+      instance_type: 'gpu-1x',
+      region: 'us-east-1',
+      image: 'ubuntu-22.04-cuda',
+    };
+    for (const attempt of ['first', 'retry']) {
+      const reply = await server.request('POST', '/v1/instances', {
+        key: account.key,
+        body,
+        headers: { 'Idempotency-Key': idempotencyKey },
+      });
+      expect(reply.status, `${attempt}: ${reply.text}`).toBe(503);
+      expect(reply.body.error.details).toMatchObject({ reason: 'insufficient_capacity' });
+      expect(reply.headers['idempotent-replayed']).toBeUndefined();
+    }
+    const list = await server.request('GET', '/v1/instances', { key: account.key });
+    expect(list.body.pagination.total_items).toBe(0);
+  });
 
   it('replays after a restart of the server on the same data', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-idem-'));

@@ -43,6 +43,7 @@ import type { Executor } from '../store/schema.js';
 import type { IncidentWriter } from './alert-incidents.js';
 import type { AlertNotifier } from './alert-notifier.js';
 import { InvalidRequest, NotFound } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { QuotaService } from './quotas.js';
 import type { WebhookDeliveryWorker } from './webhook-delivery.js';
 
@@ -185,6 +186,7 @@ export class AlertService {
       await lockAccount(trx, accountId);
       await this.quotas.ensureRoom(trx, accountId, 'alerts', 1);
       await alerts.insertPolicy(trx, draft);
+      await recordCreated(trx, 'alert', draft.id);
     });
     return policyView(draft);
   }

@@ -24,6 +24,7 @@ import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { accountView } from './account-view.js';
 import { AuthenticationFailed, Forbidden, InvalidRequest, NotFound } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
 import { rateLimitPolicyOf } from './rate-limits.js';
@@ -262,13 +263,7 @@ export class ApiKeyService {
     if (unknown !== undefined) {
       throw new InvalidRequest(`Unknown permission ${unknown}`, { field: 'permissions', value: unknown });
     }
-    const beyond = permissionsBeyond(principal.permissions, requested);
-    if (beyond.length > 0) {
-      throw new Forbidden('A key cannot grant permissions it does not hold', {
-        permissions: beyond,
-        held: principal.permissions,
-      });
-    }
+    refuseBeyondHeld(principal, requested);
     if (!isPrintableName(input.name)) {
       throw new InvalidRequest(`name must be ${PRINTABLE_NAME_RULE}`, { field: 'name', value: input.name });
     }
@@ -281,20 +276,31 @@ export class ApiKeyService {
       });
     }
     const expiresAt = grantedExpiry(principal.keyExpiresAt, requestedExpiry);
-    if (expiresAt === undefined) {
-      throw new Forbidden('A key cannot create a key that expires later than itself', {
-        expires_at: input.expires_at,
-        held_expires_at: principal.keyExpiresAt?.toISOString() ?? null,
-      });
-    }
-    return this.store.db.transaction().execute((trx) =>
-      this.mint(trx, principal.accountId, {
+    if (expiresAt === undefined) refuseLongerLived(principal, input.expires_at ?? null);
+    return this.store.db.transaction().execute(async (trx) => {
+      const created = await this.mint(trx, principal.accountId, {
         name: input.name,
         permissions: normalizePermissions(requested),
         expiresAt: expiresAt?.toISOString() ?? null,
         checkQuota: true,
-      }),
-    );
+      });
+      await recordCreated(trx, 'api_key', created.id);
+      return created;
+    });
+  }
+
+  /**
+   * Before an Idempotency-Key replay of a key creation to `principal`: the 403 a fresh request would get
+   * when `principal` could not make that key itself (permissions it does not hold, or a later expiry).
+   */
+  checkReplay(principal: Principal, created: { permissions?: unknown; expires_at?: unknown }): void {
+    const permissions = Array.isArray(created.permissions) ? created.permissions.map(String) : ['*'];
+    refuseBeyondHeld(principal, permissions);
+    const expiresAt = typeof created.expires_at === 'string' ? created.expires_at : null;
+    const held = principal.keyExpiresAt;
+    if (held !== null && (expiresAt === null || Date.parse(expiresAt) > held.getTime())) {
+      refuseLongerLived(principal, expiresAt);
+    }
   }
 
   /** Creates a key inside the caller's transaction (also used by account creation and bootstrap). */
@@ -391,4 +397,23 @@ export class ApiKeyService {
     const ageMs = this.clock.nowMs() - principal.keyCreatedAt.getTime();
     return ageMs > ROTATION_RECOMMENDED_DAYS * 24 * 3600 * 1000;
   }
+}
+
+/** The 403 of a key asking to grant what it does not hold. */
+function refuseBeyondHeld(principal: Principal, requested: readonly string[]): void {
+  const beyond = permissionsBeyond(principal.permissions, requested);
+  if (beyond.length > 0) {
+    throw new Forbidden('A key cannot grant permissions it does not hold', {
+      permissions: beyond,
+      held: principal.permissions,
+    });
+  }
+}
+
+/** The 403 of a key asking for a key that outlives it. */
+function refuseLongerLived(principal: Principal, expiresAt: string | null): never {
+  throw new Forbidden('A key cannot create a key that expires later than itself', {
+    expires_at: expiresAt,
+    held_expires_at: principal.keyExpiresAt?.toISOString() ?? null,
+  });
 }

@@ -34,6 +34,7 @@ import * as rules from '../store/firewall-rules.js';
 import { findAccountInstance } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
 import { InvalidRequest, NotFound } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { QuotaService } from './quotas.js';
 
 export const DEFAULT_PRIORITY = 1000;
@@ -161,6 +162,7 @@ export class FirewallRuleService {
         updated_at: at,
       };
       await rules.insertFirewallRule(trx, created);
+      await recordCreated(trx, 'firewall_rule', created.id);
       await recordEvent(trx, this.clock, {
         accountId,
         type: 'firewall_rule.created',

@@ -77,6 +77,8 @@ export interface ServiceDeps {
   onScheduledSnapshotError?: (error: unknown, sourceId: string) => void;
   /** Alert notifications (config.alerts); without it e-mail channels are refused and links point at localhost. */
   alerts?: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
+  /** Tests only: die before saving a keyed request's answer (services/idempotency.ts). */
+  testCrashAfterCommit?: boolean;
 }
 
 export interface Services {
@@ -229,7 +231,9 @@ export function createServices(deps: ServiceDeps): Services {
     apiKeys,
     quotas,
     rateLimits,
-    idempotency: new IdempotencyService(deps.store, deps.clock),
+    idempotency: new IdempotencyService(deps.store, deps.clock, {
+      crashBeforeSavingAnswer: deps.testCrashAfterCommit === true,
+    }),
     sshKeys,
     events: new EventService(deps.store),
     instances,

@@ -24,6 +24,7 @@ import type { Executor } from '../store/schema.js';
 import { findVolume, insertVolume } from '../store/volumes.js';
 import type { BackupScheduleBook } from './backup-schedules.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import { INSTANCE_KIND, type InstanceEventType } from './instance-kind.js';
 import {
   hostnames,
@@ -219,6 +220,7 @@ export class InstanceService {
       // the quota counters and the GPU count here, then the per-status counts (the transaction's end),
       // in the order deletes take them too.
       await this.lifecycle.createWithin(trx, INSTANCE_KIND, 'instance.created', record);
+      await recordCreated(trx, 'instance', record.id);
       await this.quotas.claimRooms(trx, accountId, asked, limits);
       await this.reserveGpus(trx, input.region, gpusOf(type));
       return record;

@@ -21,11 +21,12 @@ import type { Volume } from '../domain/volumes.js';
 import type { FaultInjection } from '../drivers/driver.js';
 import type { DueSchedule } from '../store/backup-schedules.js';
 import type { Store } from '../store/db.js';
-import { findInstance, lockAccountInstance } from '../store/instances.js';
+import { findAccountInstance, findInstance, lockAccountInstance } from '../store/instances.js';
 import type { Executor } from '../store/schema.js';
 import * as snapshots from '../store/snapshots.js';
-import { countRestoresFrom, findVolume, lockAccountVolume } from '../store/volumes.js';
+import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } from '../store/volumes.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import { INSTANCE_KIND } from './instance-kind.js';
 import type { InstanceService, NewInstance } from './instances.js';
 import { conflict, type Lifecycle, type RelatedWrite } from './lifecycle.js';
@@ -161,6 +162,7 @@ export class SnapshotService {
       const limits = await this.quotas.ensureRooms(trx, accountId, asked);
       const record = this.newSnapshot(accountId, source, input.name, 'manual', input.tags ?? {});
       await this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', record);
+      await recordCreated(trx, 'snapshot', record.id);
       await this.quotas.claimRooms(trx, accountId, asked, limits);
       return record;
     });
@@ -293,6 +295,25 @@ export class SnapshotService {
       volume: volumeView(volume),
       instance_id: mode === 'instance-root' ? volume.instance_id : null,
     };
+  }
+
+  /**
+   * The answer to a restore that made `made` (a new volume, or a new instance), as it is now: for an
+   * Idempotency-Key retry that finds the restore committed but its answer never saved.
+   */
+  async restoredView(
+    accountId: string,
+    id: string,
+    made: { kind: string; id: string },
+  ): Promise<RestoreView> {
+    const snapshot = await this.get(accountId, id);
+    const instance =
+      made.kind === 'instance' ? await findAccountInstance(this.store.db, accountId, made.id) : null;
+    if (made.kind === 'instance' && !instance) throw new NotFound('instance', made.id);
+    const volumeId = instance ? instance.root_volume_id : made.id;
+    const volume = await findAccountVolume(this.store.db, accountId, volumeId);
+    if (!volume) throw new NotFound('volume', volumeId);
+    return { snapshot, volume: volumeView(volume), instance_id: instance?.id ?? null };
   }
 
   /**
@@ -577,6 +598,7 @@ export class SnapshotService {
       created_at: now.toISOString(),
       updated_at: now.toISOString(),
     });
+    await recordCreated(trx, 'volume', volume.id);
     // Guarded, so a volume create of the account that took the last room meanwhile makes this a 403.
     await this.quotas.claimRooms(trx, accountId, asked, limits);
     return volume;

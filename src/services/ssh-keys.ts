@@ -16,6 +16,7 @@ import { isUniqueViolation } from '../store/dialect.js';
 import type { Executor, SshKeyRow } from '../store/schema.js';
 import * as keys from '../store/ssh-keys.js';
 import { Conflict, InvalidRequest, NotFound } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 
 export interface SshKeyView {
   id: string;
@@ -81,6 +82,7 @@ export class SshKeyService {
       await this.store.db.transaction().execute(async (trx) => {
         await this.ensureUnique(trx, row);
         await keys.insertSshKey(trx, row);
+        await recordCreated(trx, 'ssh_key', row.id);
         await recordEvent(trx, this.clock, {
           accountId,
           type: 'ssh_key.created',

@@ -29,6 +29,7 @@ import type { Executor } from '../store/schema.js';
 import * as volumes from '../store/volumes.js';
 import type { BackupScheduleBook } from './backup-schedules.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { ActionPlan, Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -169,6 +170,7 @@ export class VolumeService {
         updated_at: at,
       };
       await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', record);
+      await recordCreated(trx, 'volume', record.id);
       await this.quotas.claimRooms(trx, accountId, asked, limits);
       return record;
     });

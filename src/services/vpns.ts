@@ -43,6 +43,7 @@ import { publicAddressScope } from '../store/public-ips.js';
 import type { Executor } from '../store/schema.js';
 import * as vpns from '../store/vpns.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired, ServiceUnavailable } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Principal } from './principal.js';
 import type { QuotaService } from './quotas.js';
@@ -189,6 +190,7 @@ export class VpnService {
       const now = this.clock.now();
       const at = now.toISOString();
       const id = newId('vpn', now);
+      await recordCreated(trx, 'vpn', id);
       return {
         id,
         account_id: accountId,
@@ -288,6 +290,7 @@ export class VpnService {
         created_at: now.toISOString(),
       };
       await vpns.insertPeer(trx, peer);
+      await recordCreated(trx, 'vpn_peer', peer.id);
       // The job loads the gateway's new configuration (it lists this peer now).
       return { reconcile: true, event: { type: 'vpn.peer_added', data: peerEventData(peer) } };
     });

@@ -25,6 +25,7 @@ import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import * as webhooks from '../store/webhooks.js';
 import { InvalidRequest, NotFound } from './errors.js';
+import { recordCreated } from './idempotency-context.js';
 import type { QuotaService } from './quotas.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookDeliveryWorker } from './webhook-delivery.js';
@@ -145,6 +146,7 @@ export class WebhookService {
       await lockAccount(trx, accountId);
       await this.quotas.ensureRoom(trx, accountId, 'webhooks', 1);
       await webhooks.insertWebhook(trx, webhook);
+      await recordCreated(trx, 'webhook', webhook.id);
     });
     return { ...this.view(webhook), ...(input.secret === undefined ? { secret } : {}) };
   }
@@ -261,7 +263,10 @@ export class WebhookService {
       at: now.toISOString(),
       redeliveryOf: original.id,
     });
-    await webhooks.insertDeliveries(this.store.db, [copy]);
+    await this.store.db.transaction().execute(async (trx) => {
+      await webhooks.insertDeliveries(trx, [copy]);
+      await recordCreated(trx, 'delivery', copy.id);
+    });
     this.worker.wake();
     return deliveryView(copy);
   }

@@ -50,26 +50,62 @@ export async function takeOverIdempotencyKey(
   return Number(result.numUpdatedRows) === 1;
 }
 
+/** The request holding a key: the account's key and the claim that took it. */
+export interface IdempotencyClaim {
+  accountId: string;
+  key: string;
+  claimedBy: string;
+}
+
+/**
+ * Inside a create's transaction: the claim's key now answers with `made` (committed with it, or rolled
+ * back with it). False when the claim no longer holds the key in progress (its lease lapsed and another
+ * request took it over), so the caller can refuse to commit a second create.
+ */
+export async function markIdempotencyKeyCommitted(
+  trx: Executor,
+  claim: IdempotencyClaim,
+  made: { status: number; kind: string; id: string },
+): Promise<boolean> {
+  const result = await trx
+    .updateTable('idempotency_keys')
+    .set({ state: 'committed', response_status: made.status, resource_kind: made.kind, resource_id: made.id })
+    .where('account_id', '=', claim.accountId)
+    .where('key', '=', claim.key)
+    .where('claimed_by', '=', claim.claimedBy)
+    .where('state', '=', 'in_progress')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Saves the claim's answer. A committed create keeps its record of what it made unless the answer is a
+ * success: a later failure (the view read after the COMMIT) must not turn a done create into a saved error.
+ */
 export async function completeIdempotencyKey(
   db: Executor,
-  accountId: string,
-  key: string,
+  claim: IdempotencyClaim,
   status: number,
   body: string,
 ): Promise<void> {
   await db
     .updateTable('idempotency_keys')
     .set({ state: 'completed', response_status: status, response_body: body })
-    .where('account_id', '=', accountId)
-    .where('key', '=', key)
+    .where('account_id', '=', claim.accountId)
+    .where('key', '=', claim.key)
+    .where('claimed_by', '=', claim.claimedBy)
+    .where('state', 'in', status < 400 ? ['in_progress', 'committed'] : ['in_progress'])
     .execute();
 }
 
-export async function releaseIdempotencyKey(db: Executor, accountId: string, key: string): Promise<void> {
+/** Frees the claim's key for a retry, unless the create committed (a retry then replays it). */
+export async function releaseIdempotencyKey(db: Executor, claim: IdempotencyClaim): Promise<void> {
   await db
     .deleteFrom('idempotency_keys')
-    .where('account_id', '=', accountId)
-    .where('key', '=', key)
+    .where('account_id', '=', claim.accountId)
+    .where('key', '=', claim.key)
+    .where('claimed_by', '=', claim.claimedBy)
+    .where('state', '=', 'in_progress')
     .execute();
 }
 

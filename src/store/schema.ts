@@ -44,12 +44,20 @@ export interface IdempotencyKeysTable {
   account_id: string;
   key: string;
   fingerprint: string;
-  state: 'in_progress' | 'completed';
+  /**
+   * in_progress: claimed, nothing committed yet; committed: the create committed what it made (the
+   * resource_* columns) but its answer is not saved yet; completed: the answer is saved.
+   */
+  state: 'in_progress' | 'committed' | 'completed';
   response_status: number | null;
   response_body: string | null;
   locked_until: string;
   created_at: string;
   expires_at: string;
+  /** The claim holding the key (a random id per claim); null on rows older than 0016. */
+  claimed_by: string | null;
+  resource_kind: string | null;
+  resource_id: string | null;
 }
 
 export interface EventsTable {

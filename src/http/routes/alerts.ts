@@ -266,7 +266,10 @@ export const alertRoutes: FastifyPluginAsyncTypebox<{ alerts: AlertService }> = 
         }),
         response: { 201: described(Envelope(Policy), 'The policy'), ...errorResponses(404) },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 201, view: (accountId, made) => alerts.get(accountId, made.id) },
+      },
     },
     async (request, reply) => {
       const created = await alerts.create(principalOf(request).accountId, request.body);

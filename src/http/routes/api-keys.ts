@@ -80,7 +80,14 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }>
         response: { 201: described(Envelope(CreatedApiKey), 'The new key, with its value') },
       },
       // The key is shown once: an Idempotency-Key replay returns the record without it.
-      config: { permission: ['account', 'write'], idempotencyOmit: ['key'], carriesSecret: true },
+      config: {
+        permission: ['account', 'write'],
+        idempotencyOmit: ['key'],
+        carriesSecret: true,
+        idempotentCreate: { status: 201, view: (accountId, made) => apiKeys.get(accountId, made.id) },
+        // A replay shows the key made: only to a caller that could have made it.
+        idempotentReplayCheck: (principal, data) => apiKeys.checkReplay(principal, data),
+      },
     },
     async (request, reply) => {
       const created = await apiKeys.create(principalOf(request), request.body);

@@ -177,7 +177,10 @@ export const firewallRuleRoutes: FastifyPluginAsyncTypebox<{ firewallRules: Fire
           ...errorResponses(404),
         },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 201, view: (accountId, made) => firewallRules.get(accountId, made.id) },
+      },
     },
     async (request, reply) => {
       const created = await firewallRules.create(principalOf(request).accountId, request.body);

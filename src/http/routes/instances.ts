@@ -211,7 +211,10 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
         }),
         response: { 202: accepted, ...errorResponses(402) },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => instances.get(accountId, made.id) },
+      },
     },
     async (request, reply) =>
       reply.code(202).send(ok(request, await instances.create(principalOf(request), request.body))),

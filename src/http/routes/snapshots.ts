@@ -156,7 +156,10 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
           ...errorResponses(402, 404, 409),
         },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => snapshots.get(accountId, made.id) },
+      },
     },
     async (request, reply) =>
       reply.code(202).send(ok(request, await snapshots.create(principalOf(request), request.body))),
@@ -258,7 +261,13 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
           ...errorResponses(402, 404, 409),
         },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: {
+          status: 202,
+          view: (accountId, made, params) => snapshots.restoredView(accountId, params.id ?? '', made),
+        },
+      },
     },
     async (request, reply) =>
       reply

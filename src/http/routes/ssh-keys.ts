@@ -77,7 +77,10 @@ export const sshKeyRoutes: FastifyPluginAsyncTypebox<{ sshKeys: SshKeyService }>
           ...errorResponses(409),
         },
       },
-      config: { permission: ['instances', 'write'] },
+      config: {
+        permission: ['instances', 'write'],
+        idempotentCreate: { status: 201, view: (accountId, made) => sshKeys.get(accountId, made.id) },
+      },
     },
     async (request, reply) => {
       const created = await sshKeys.create(principalOf(request).accountId, request.body);

@@ -141,7 +141,10 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ volumes: VolumeService }>
         }),
         response: { 202: accepted, ...errorResponses(402, 404) },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => volumes.get(accountId, made.id) },
+      },
     },
     async (request, reply) =>
       reply.code(202).send(ok(request, await volumes.create(principalOf(request), request.body))),

@@ -171,7 +171,10 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
           ...errorResponses(402),
         },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => vpns.get(accountId, made.id) },
+      },
     },
     async (request, reply) =>
       reply.code(202).send(ok(request, await vpns.create(principalOf(request), request.body))),
@@ -268,7 +271,15 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
         },
       },
       // A generated private key is shown once: an Idempotency-Key replay returns the peer without it.
-      config: { ...write, idempotencyOmit: ['private_key', 'config'], carriesSecret: true },
+      config: {
+        ...write,
+        idempotencyOmit: ['private_key', 'config'],
+        carriesSecret: true,
+        idempotentCreate: {
+          status: 201,
+          view: (accountId, made, params) => vpns.getPeer(accountId, params.id ?? '', made.id),
+        },
+      },
     },
     async (request, reply) =>
       reply

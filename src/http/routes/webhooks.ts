@@ -187,7 +187,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
         },
       },
       // A generated secret is shown once: never kept with an idempotent replay, never cached.
-      config: { ...write, idempotencyOmit: ['secret'], carriesSecret: true },
+      config: {
+        ...write,
+        idempotencyOmit: ['secret'],
+        carriesSecret: true,
+        idempotentCreate: { status: 201, view: (accountId, made) => webhooks.get(accountId, made.id) },
+      },
     },
     async (request, reply) => {
       const created = await webhooks.create(principalOf(request).accountId, request.body);
@@ -374,7 +379,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
         params: DeliveryParams,
         response: { 202: described(Envelope(Delivery), 'The new delivery, pending'), ...errorResponses(404) },
       },
-      config: write,
+      config: {
+        ...write,
+        idempotentCreate: {
+          status: 202,
+          view: (accountId, made, params) => webhooks.delivery(accountId, params.id ?? '', made.id),
+        },
+      },
     },
     async (request, reply) => {
       const copy = await webhooks.redeliver(
