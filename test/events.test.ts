@@ -85,6 +85,7 @@ describe.each(STORES)('events (%s)', (store) => {
       timestamp: at,
       resource_id: second.id,
       data: { api_key_id: second.id, name: 'second', permissions: ['account:read'] },
+      actor: { type: 'api_key', id: account.adminKeyId, ip: '127.0.0.1' },
     });
     expect(events[0]?.data).toEqual({ api_key_id: first.id, name: 'first' });
     expect(new Set(events.map((e) => e.id)).size).toBe(4);

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../backends.js';
 import type { Config } from '../config.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
+import { actingAs, OPERATOR } from '../events/actor.js';
 import { migrateToLatest, openStore } from '../store/db.js';
 
 export class UsageError extends Error {}
@@ -109,7 +110,7 @@ export async function runAdmin(
   }
 
   const backends = shared ?? (await openBackends(config));
-  try {
+  const operatorCommand = async (): Promise<void> => {
     const { accounts } = backends.services;
     switch (command) {
       case 'create-account': {
@@ -221,6 +222,10 @@ export async function runAdmin(
       default:
         throw new UsageError(`Unknown admin command "${command}"\n\n${ADMIN_USAGE}`);
     }
+  };
+  try {
+    // Events the command writes (an account's first key, an invoice paid…) are the operator's.
+    await actingAs(OPERATOR, operatorCommand);
   } finally {
     if (!shared) await backends.close();
   }

@@ -49,14 +49,16 @@ describe('signatures', () => {
     type: 'instance.created',
     timestamp: '2026-01-01T00:00:00.000Z',
     data: { a: 'é' },
+    actor: { type: 'api_key', id: 'key_1', ip: '203.0.113.4' } as const,
   };
 
-  it('the body field signs exactly the body without it, keys in order', () => {
+  it('the body field signs exactly the body without it, keys in order, the actor inside data', () => {
     const body = deliveryBody(event, 'secret-0123456789');
     const parsed = JSON.parse(body);
     expect(Object.keys(parsed)).toEqual(['id', 'type', 'timestamp', 'data', 'signature']);
     const unsigned =
-      '{"id":"evt_1","type":"instance.created","timestamp":"2026-01-01T00:00:00.000Z","data":{"a":"é"}}';
+      '{"id":"evt_1","type":"instance.created","timestamp":"2026-01-01T00:00:00.000Z",' +
+      '"data":{"a":"é","actor":{"type":"api_key","id":"key_1","ip":"203.0.113.4"}}}';
     expect(parsed.signature).toBe(
       `sha256=${createHmac('sha256', 'secret-0123456789').update(unsigned, 'utf8').digest('hex')}`,
     );

@@ -5,6 +5,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
+import type { Actor } from '../events/actor.js';
 import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from './event-catalog.js';
 
 /** Attempts a delivery gets in all: the first and 11 retries, about three days at the default base. */
@@ -52,6 +53,7 @@ export interface DeliveredEvent {
   type: string;
   timestamp: string;
   data: Record<string, unknown>;
+  actor: Actor;
 }
 
 const hmac = (secret: string, text: string) => createHmac('sha256', secret).update(text, 'utf8');
@@ -65,9 +67,18 @@ export function signatureOf(secret: string, text: string): string {
  * The delivery body: the event with its `signature`, computed over exactly
  * `JSON.stringify({id, type, timestamp, data})` (compact, keys in that order), which is the body without
  * its signature field. The current secret signs it.
+ *
+ * The actor rides in `data` (its last field), not beside it: a field beside `data` would either sit
+ * outside the signature or break the rule that it signs the body without itself, which receivers verify
+ * by; inside `data` it is signed like the rest.
  */
 export function deliveryBody(event: DeliveredEvent, secret: string): string {
-  const unsigned = { id: event.id, type: event.type, timestamp: event.timestamp, data: event.data };
+  const unsigned = {
+    id: event.id,
+    type: event.type,
+    timestamp: event.timestamp,
+    data: { ...event.data, actor: event.actor },
+  };
   return JSON.stringify({ ...unsigned, signature: signatureOf(secret, JSON.stringify(unsigned)) });
 }
 

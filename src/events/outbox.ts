@@ -8,6 +8,8 @@
  * `events` match, in the same transaction. So a delivery exists exactly when its event does — no
  * dispatcher position to keep, and none to lose when transactions commit out of order — and the
  * delivery worker (services/webhook-delivery.ts) only has to send what is due.
+ *
+ * Each event names its actor, the one the work runs for (events/actor.ts): callers never pass it.
  */
 import type { Clock } from '../domain/clock.js';
 import type { EventData, EventType } from '../domain/event-catalog.js';
@@ -16,6 +18,7 @@ import { matchesEvent } from '../domain/webhooks.js';
 import { insertEvent } from '../store/events.js';
 import type { Executor } from '../store/schema.js';
 import { insertDeliveries, liveSubscriptions, pendingDelivery } from '../store/webhooks.js';
+import { currentActor } from './actor.js';
 
 export interface EventInput<T extends EventType> {
   accountId: string;
@@ -40,6 +43,7 @@ export async function recordEvent<T extends EventType>(
     resource_id: event.resourceId,
     data: event.data,
     created_at: now.toISOString(),
+    actor: currentActor(),
   });
   const subscribers =
     event.deliverTo ??

@@ -19,6 +19,7 @@ import { clientErrorHandler, connectRefusalHandler, frameworkErrorHandler } from
 import { registerJsonParser } from './json-body.js';
 import { cursorLists } from './list-versions.js';
 import { registerOpenApi } from './openapi.js';
+import { actorPlugin } from './plugins/actor.js';
 import { errorsPlugin, notFoundHandler } from './plugins/errors.js';
 import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
@@ -115,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           apiKeys: deps.services.apiKeys,
           rateLimits: deps.services.rateLimits,
         });
+        await scope.register(actorPlugin);
         await scope.register(idempotencyPlugin, { idempotency: deps.services.idempotency });
         scope.setNotFoundHandler(notFoundHandler(app.knownRoutes));
         if (version === 'v1') {

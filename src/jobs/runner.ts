@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
+import { asSystem } from '../events/actor.js';
 import type { Store } from '../store/db.js';
 import { claimDueJobs, finishJob, rescheduleJob, upsertJob } from '../store/jobs.js';
 import type { Executor, JobRow } from '../store/schema.js';
@@ -198,14 +199,15 @@ export class JobRunner {
       this.poke?.();
       return this.running;
     }
-    this.running = (async () => {
+    // Jobs are the platform's work, whoever's request woke the runner (events/actor.ts).
+    this.running = asSystem(async () => {
       let ran = 0;
       do {
         this.rerun = false;
         ran += await this.drain();
       } while (this.rerun && !this.stopped);
       return ran;
-    })().finally(() => {
+    }).finally(() => {
       this.running = null;
     });
     return this.running;

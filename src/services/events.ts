@@ -1,10 +1,11 @@
 /**
  * Reading the account's event log: the rows the transactional outbox (events/outbox.ts) wrote with each
  * change, so users see events before, and besides, webhooks. Events are shown in the webhook payload's
- * shape without the signature.
+ * shape without the signature, with their `actor` beside `data` (a delivery carries it in `data`).
  */
 import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from '../domain/event-catalog.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import type { Actor } from '../events/actor.js';
 import type { Store } from '../store/db.js';
 import * as events from '../store/events.js';
 import { InvalidRequest, NotFound } from './errors.js';
@@ -16,6 +17,7 @@ export interface EventView {
   timestamp: string;
   resource_id: string;
   data: Record<string, unknown>;
+  actor: Actor;
 }
 
 export interface EventQuery {
@@ -24,6 +26,9 @@ export interface EventQuery {
   resource_id?: string | undefined;
   /** ISO 8601 date-time; events created at or after it. */
   since?: string | undefined;
+  actor_type?: Actor['type'] | undefined;
+  /** An API key's id. */
+  actor_id?: string | undefined;
 }
 
 function view(row: events.StoredEvent): EventView {
@@ -33,6 +38,7 @@ function view(row: events.StoredEvent): EventView {
     timestamp: row.created_at,
     resource_id: row.resource_id,
     data: row.data,
+    actor: row.actor,
   };
 }
 
@@ -79,6 +85,8 @@ export class EventService {
         typePrefix: prefix,
         resourceId: query.resource_id,
         since: query.since === undefined ? undefined : sinceText(query.since),
+        actorType: query.actor_type,
+        actorId: query.actor_id,
       },
       request,
     );

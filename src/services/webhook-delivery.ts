@@ -36,6 +36,7 @@ import {
   retryDelayMs,
   standardSignature,
 } from '../domain/webhooks.js';
+import { asSystem } from '../events/actor.js';
 import { recordEvent } from '../events/outbox.js';
 import type { AttemptResult, WebhookSender } from '../events/webhook-sender.js';
 import type { Store } from '../store/db.js';
@@ -111,7 +112,8 @@ export class WebhookDeliveryWorker {
   /** Looks for due deliveries now (after a commit that made some), without waiting for the poll. */
   wake(): void {
     if (!this.options.automatic || this.stopped) return;
-    void this.fill().catch((error) => this.options.onError?.(error));
+    // The platform's work, also when a request's commit woke it (events/actor.ts).
+    void asSystem(() => this.fill()).catch((error) => this.options.onError?.(error));
   }
 
   /** Stepped mode: sends every due delivery, round after round, until none is due; returns how many. */
@@ -277,7 +279,13 @@ export class WebhookDeliveryWorker {
       return this.record(delivery, null, 'The subscription is disabled');
     }
     const now = this.clock.now();
-    const delivered = { id: event.id, type: event.type, timestamp: event.created_at, data: event.data };
+    const delivered = {
+      id: event.id,
+      type: event.type,
+      timestamp: event.created_at,
+      data: event.data,
+      actor: event.actor,
+    };
     const body = deliveryBody(delivered, secrets[0] as string);
     const timestamp = Math.floor(now.getTime() / 1000);
     const result = await this.sender.send(webhook.id, webhook.url, body, {
@@ -298,7 +306,8 @@ export class WebhookDeliveryWorker {
       this.outcomes.push({ delivery, result, skipped, committed, lost });
       if (!this.flushing) {
         this.flushing = true;
-        void this.flush();
+        // A disabled subscription is the system's doing, also after a test delivery a request sent.
+        void asSystem(() => this.flush());
       }
     });
   }

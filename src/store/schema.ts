@@ -69,6 +69,12 @@ export interface EventsTable {
   /** JSON object. */
   data: string;
   created_at: string;
+  /** Who it was written for (events/actor.ts): `api_key`, `operator` or `system`. */
+  actor_type: string;
+  /** The API key's id, for `api_key`. */
+  actor_id: string | null;
+  /** The client's address, for `api_key`. */
+  actor_ip: string | null;
 }
 
 export interface SettingsTable {

@@ -110,6 +110,20 @@ describe('nimbus resource groups', () => {
     expect(created.every((event) => event.type === 'instance.created')).toBe(true);
     const types = await cli.run('events', 'types');
     expect(types.stdout).toMatch(/^instance\.created\s+\S/m);
+
+    // Who did it: the CLI's key and address for the create, the system for the boot.
+    const keyId = events.find((event) => event.type === 'instance.created').actor.id as string;
+    const table = (await cli.run('events', 'list', '--resource', instanceId)).stdout;
+    expect(table).toMatch(/^ID\s+TYPE\s+RESOURCE\s+TIME\s+ACTOR$/m);
+    expect(table).toMatch(
+      new RegExp(`^evt_\\w+\\s+instance\\.created\\s.*\\s${keyId} from 127\\.0\\.0\\.1$`, 'm'),
+    );
+    expect(table).toMatch(/^evt_\w+\s+instance\.started\s.*\ssystem$/m);
+    const byKey = await cli.json<any[]>('events', 'list', '--actor', keyId, '--all');
+    expect(byKey.map((event) => event.type)).toContain('instance.created');
+    expect(byKey.every((event) => event.actor.id === keyId)).toBe(true);
+    const bySystem = await cli.json<any[]>('events', 'list', '--actor-type', 'system', '--all');
+    expect(bySystem.map((event) => event.type)).toContain('instance.started');
   });
 
   it('catalog: types, regions, images', async () => {

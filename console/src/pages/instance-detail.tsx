@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { unwrap } from '../api.ts';
 import { Chart } from '../components/chart.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
+import { EventTable } from '../components/event-table.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { StreamBanner } from '../components/stream-banner.tsx';
 import { Table } from '../components/table.tsx';
@@ -184,17 +185,7 @@ export function InstanceDetailPage({ id }: { id: string }) {
 
       <h2>Events</h2>
       <ErrorNotice error={events.error} />
-      {events.data && (
-        <Table
-          caption="Recent events"
-          rows={events.data}
-          rowKey={(e) => e.id}
-          columns={[
-            { label: 'Event', render: (e) => e.type },
-            { label: 'When', render: (e) => formatDate(e.timestamp) },
-          ]}
-        />
-      )}
+      {events.data && <EventTable caption="Recent events" events={events.data} />}
     </section>
   );
 }

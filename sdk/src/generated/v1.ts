@@ -801,7 +801,7 @@ export interface paths {
         };
         /**
          * List events (newest first)
-         * @description The account's event log, in the order the events were written: every state change of its resources, filtered by type (or a family such as `instance.*`), resource and time.
+         * @description The account's event log, in the order the events were written: every state change of its resources, filtered by type (or a family such as `instance.*`), resource, time and actor (`actor_id`: what one API key did).
          */
         get: operations["getEvents"];
         put?: never;
@@ -2091,7 +2091,7 @@ export interface paths {
         };
         /**
          * List events (newest first)
-         * @description The account's event log, in the order the events were written: every state change of its resources, filtered by type (or a family such as `instance.*`), resource and time.
+         * @description The account's event log, in the order the events were written: every state change of its resources, filtered by type (or a family such as `instance.*`), resource, time and actor (`actor_id`: what one API key did).
          */
         get: operations["getV2Events"];
         put?: never;
@@ -2943,6 +2943,21 @@ export interface components {
             resource_id: string;
             data: {
                 [key: string]: unknown;
+            };
+            /** @description Who did it: `api_key` for a request (its key and address), `operator` for an admin command, `system` for the platform’s own work (reconcilers finishing what a request started, schedules, billing), and for events written before actors were recorded. */
+            actor: {
+                /** @enum {string} */
+                type: "api_key";
+                /** @description The id of the API key the request was made with (never its secret) */
+                id: string;
+                /** @description The address the request came from */
+                ip: string;
+            } | {
+                /** @enum {string} */
+                type: "operator";
+            } | {
+                /** @enum {string} */
+                type: "system";
             };
         };
         /** EventType */
@@ -16625,6 +16640,10 @@ export interface operations {
                 /** @description An event type (instance.created), or a family of them (instance.*) */
                 type?: string;
                 resource_id?: string;
+                /** @description Only the events of this kind of actor */
+                actor_type?: "api_key" | "operator" | "system";
+                /** @description Only the events written for requests made with this API key (its id) */
+                actor_id?: string;
                 /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
                 since?: string;
             };
@@ -36708,6 +36727,10 @@ export interface operations {
                 /** @description An event type (instance.created), or a family of them (instance.*) */
                 type?: string;
                 resource_id?: string;
+                /** @description Only the events of this kind of actor */
+                actor_type?: "api_key" | "operator" | "system";
+                /** @description Only the events written for requests made with this API key (its id) */
+                actor_id?: string;
                 /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
                 since?: string;
             };

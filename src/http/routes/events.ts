@@ -6,7 +6,31 @@ import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, Timestamp } from '../schemas.js';
 
-/** The webhook payload without its signature. */
+/** Who an event was written for (events/actor.ts). */
+export const EventActor = Type.Union(
+  [
+    Type.Object(
+      {
+        type: Type.Literal('api_key'),
+        id: Type.String({
+          description: 'The id of the API key the request was made with (never its secret)',
+        }),
+        ip: Type.String({ description: 'The address the request came from' }),
+      },
+      { title: 'API key actor' },
+    ),
+    Type.Object({ type: Type.Literal('operator') }, { title: 'Operator actor' }),
+    Type.Object({ type: Type.Literal('system') }, { title: 'System actor' }),
+  ],
+  {
+    description:
+      'Who did it: `api_key` for a request (its key and address), `operator` for an admin command, ' +
+      '`system` for the platform’s own work (reconcilers finishing what a request started, schedules, ' +
+      'billing), and for events written before actors were recorded.',
+  },
+);
+
+/** The webhook payload without its signature (a delivery carries the actor as `data.actor`). */
 const Event = Type.Object(
   {
     id: Type.String(),
@@ -14,6 +38,7 @@ const Event = Type.Object(
     timestamp: Timestamp,
     resource_id: Type.String({ description: 'The resource the event is about' }),
     data: Type.Object({}, { additionalProperties: true }),
+    actor: EventActor,
   },
   { $id: 'Event', title: 'Event' },
 );
@@ -27,6 +52,18 @@ const EventFilters = {
     }),
   ),
   resource_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  actor_type: Type.Optional(
+    Type.Union([Type.Literal('api_key'), Type.Literal('operator'), Type.Literal('system')], {
+      description: 'Only the events of this kind of actor',
+    }),
+  ),
+  actor_id: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: 'Only the events written for requests made with this API key (its id)',
+    }),
+  ),
   since: Type.Optional(
     Type.String({
       format: 'date-time',
@@ -46,17 +83,22 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ events: EventService }> = 
         summary: 'List events (newest first)',
         description:
           "The account's event log, in the order the events were written: every state change of its resources, " +
-          'filtered by type (or a family such as `instance.*`), resource and time.',
+          'filtered by type (or a family such as `instance.*`), resource, time and actor (`actor_id`: what ' +
+          'one API key did).',
         querystring: ListQuery(['created_at'] as const, { sort: 'created_at' }, EventFilters),
         response: { 200: described(ListEnvelope(Event), 'One page of events') },
       },
       config: { permission: ['account', 'read'] },
     },
     async (request) => {
-      const { type, resource_id, since, ...page } = request.query;
+      const { type, resource_id, since, actor_type, actor_id, ...page } = request.query;
       return okList(
         request,
-        await events.list(principalOf(request).accountId, { type, resource_id, since }, page),
+        await events.list(
+          principalOf(request).accountId,
+          { type, resource_id, since, actor_type, actor_id },
+          page,
+        ),
       );
     },
   );

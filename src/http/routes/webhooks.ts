@@ -7,6 +7,7 @@ import { ok, okList } from '../envelope.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
+import { EventActor } from './events.js';
 
 const EventPatterns = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
   minItems: 1,
@@ -137,6 +138,25 @@ const EventTypeInfo = Type.Object(
   { $id: 'EventType', title: 'EventType' },
 );
 
+/**
+ * Each type's `data` schema as deliveries carry it: with the `actor` a delivery puts in `data`
+ * (domain/webhooks.ts `deliveryBody`), so a receiver validating against the catalogue accepts it.
+ */
+const DELIVERED_TYPES = Object.entries(EVENT_CATALOG).map(([type, entry]) => ({
+  type,
+  description: entry.description,
+  data: {
+    ...entry.data,
+    properties: {
+      ...entry.data.properties,
+      actor: {
+        ...EventActor,
+        description: `Webhook deliveries: ${EventActor.description} (\`GET /v1/events\` has it beside \`data\`)`,
+      },
+    },
+  },
+}));
+
 export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService }> = async (
   app,
   { webhooks },
@@ -157,15 +177,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
       },
       config: { permission: ['account', 'read'] },
     },
-    async (request) =>
-      ok(
-        request,
-        Object.entries(EVENT_CATALOG).map(([type, entry]) => ({
-          type,
-          description: entry.description,
-          data: entry.data,
-        })),
-      ),
+    async (request) => ok(request, DELIVERED_TYPES),
   );
 
   app.post(

@@ -15,6 +15,7 @@ import * as alertNotificationsDue from './0013_alert_notifications_due.js';
 import * as alertPolicyDeleted from './0014_alert_policy_deleted.js';
 import * as instancesMonitored from './0015_instances_monitored.js';
 import * as idempotencyCommits from './0016_idempotency_commits.js';
+import * as eventActor from './0017_event_actor.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const migrations: Record<string, Migration> = {
   '0014_alert_policy_deleted': alertPolicyDeleted,
   '0015_instances_monitored': instancesMonitored,
   '0016_idempotency_commits': idempotencyCommits,
+  '0017_event_actor': eventActor,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -4,11 +4,19 @@ import { type Column, printList } from '../output.js';
 import { withSession } from '../session.js';
 import { example, type ListFlags, listOptions, printItem, runList } from './shared.js';
 
+/** Who did it, in a few words: `key_… from 203.0.113.4`, `operator`, `system`. */
+function actorText(actor: unknown): string {
+  const { type, id, ip } = (actor ?? {}) as { type?: string; id?: string; ip?: string };
+  if (type === 'api_key') return `${id} from ${ip}`;
+  return type ?? 'system';
+}
+
 const COLUMNS: Column[] = [
   { header: 'ID', value: (e) => e.id },
   { header: 'TYPE', value: (e) => e.type },
   { header: 'RESOURCE', value: (e) => e.resource_id },
   { header: 'TIME', value: (e) => e.timestamp },
+  { header: 'ACTOR', value: (e) => actorText(e.actor) },
   { header: 'DATA', value: (e) => e.data, wide: true },
 ];
 const TYPE_COLUMNS: Column[] = [
@@ -26,20 +34,33 @@ export function eventsCommand(): Command {
       .description('list events, newest first')
       .option('--type <type>', 'only this event type (nimbus events types)')
       .option('--resource <id>', 'only events of this resource')
-      .option('--since <time>', 'only events at or after this time (ISO 8601)'),
+      .option('--since <time>', 'only events at or after this time (ISO 8601)')
+      .option('--actor <key-id>', 'only events of requests made with this API key')
+      .option('--actor-type <type>', 'only events of this kind of actor: api_key, operator or system'),
     ['created_at'],
   );
   example(
     list,
     'nimbus events list --type instance.created',
     'nimbus events list --resource ins_0123 --all -o json',
+    'nimbus events list --actor key_0123',
   );
   list.action(
-    withSession<ListFlags & { type?: string; resource?: string; since?: string }>((session, _args, flags) =>
+    withSession<
+      ListFlags & { type?: string; resource?: string; since?: string; actor?: string; actorType?: string }
+    >((session, _args, flags) =>
       runList(
         session,
         '/v1/events',
-        { query: { type: flags.type, resource_id: flags.resource, since: flags.since } },
+        {
+          query: {
+            type: flags.type,
+            resource_id: flags.resource,
+            since: flags.since,
+            actor_id: flags.actor,
+            actor_type: flags.actorType,
+          },
+        },
         COLUMNS,
         flags,
       ),
