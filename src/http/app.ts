@@ -89,9 +89,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRoute', rejectUnknownQuery);
   app.addSchema(ErrorEnvelope);
   await app.register(errorsPlugin);
-  await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });
+  await app.register(transportPlugin, {
+    endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {},
+    rateLimits: deps.services.rateLimits,
+  });
   await app.register(observabilityPlugin, { metrics: deps.metrics });
-  await registerOpenApi(app);
+  const documents = await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
   await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
@@ -116,7 +119,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
               schema: { tags: ['operations'], summary: 'This OpenAPI document', hide: true },
               config: { public: true },
             },
-            async () => app.swagger(),
+            (request, reply) => documents.json.send(request, reply),
           );
         } else {
           cursorLists(scope, deps.services.cursors);

@@ -16,6 +16,7 @@ import type { RateLimitService } from '../services/rate-limits.js';
 import { echoed, errorEnvelope } from './envelope.js';
 import { closeLingering, isLingering } from './lingering-close.js';
 import { baseHeaders, HeadersTooLarge, HttpsRequired } from './plugins/transport.js';
+import { rateHeadersOf } from './rate-headers.js';
 
 export interface EarlyErrorDeps {
   rateLimits: RateLimitService;
@@ -39,11 +40,7 @@ interface Budgeted {
 async function budgeted(deps: EarlyErrorDeps, ip: string, refusal: Refusal): Promise<Budgeted> {
   try {
     const decision = await deps.rateLimits.consumeForClient(ip);
-    const headers: Record<string, string> = {
-      'x-ratelimit-limit': String(decision.limit),
-      'x-ratelimit-remaining': String(decision.remaining),
-      'x-ratelimit-reset': String(decision.reset),
-    };
+    const headers = rateHeadersOf(decision);
     if (decision.allowed) return { refusal, headers };
     const limited = new RateLimitExceeded(decision.retryAfter);
     headers['retry-after'] = String(limited.retryAfterSeconds);
@@ -94,18 +91,20 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
       refusal = { status: 500, code: 'server_error', message: 'Internal server error' };
     }
     const secure = request.protocol === 'https';
-    const answered = secure
-      ? budgeted(deps, request.ip, refusal)
-      : Promise.resolve({
-          refusal: {
+    // Plain HTTP is refused for that before anything else, on the address's budget like every refusal.
+    const answered = budgeted(
+      deps,
+      request.ip,
+      secure
+        ? refusal
+        : {
             status: 400,
             code: 'invalid_request',
             message: new HttpsRequired(
               request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined,
             ).message,
           },
-          headers: {},
-        });
+    );
     void answered.then(({ refusal: final, headers }) => {
       deps.logger.info(
         {
