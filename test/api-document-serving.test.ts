@@ -88,12 +88,15 @@ describe('the API document (/v1/openapi.json, /docs/json)', () => {
       const second = await server.request('GET', '/docs/json');
       expect(rateHeaders(second.headers).remaining).toBe(998);
       // A 304 is an answer too: it costs its unit.
-      const revalidated = await rawGet(server, '/v1/openapi.json', { 'if-none-match': String(first.headers.etag) });
+      const revalidated = await rawGet(server, '/v1/openapi.json', {
+        'if-none-match': String(first.headers.etag),
+      });
       expect(rateHeaders(revalidated.headers).remaining).toBe(997);
 
       // The Free plan's burst is 50 per address: the document stops being served within it.
       let last = first;
-      for (let i = 0; i < 60 && last.status !== 429; i++) last = await server.request('GET', '/v1/openapi.json');
+      for (let i = 0; i < 60 && last.status !== 429; i++)
+        last = await server.request('GET', '/v1/openapi.json');
       const error = expectError(last, 429, 'rate_limit_exceeded');
       expect(error.retry_after).toBeGreaterThan(0);
       expect(last.headers['retry-after']).toBe(String(error.retry_after));

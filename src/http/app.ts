@@ -24,6 +24,7 @@ import { guardPlugin } from './plugins/guard.js';
 import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { PARSER_MAX_HEADER_BYTES, SUPPORTED_VERSIONS, transportPlugin } from './plugins/transport.js';
+import { rateHeadersOnUpgrades } from './rate-headers.js';
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
@@ -97,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const documents = await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
   await app.register(websocket, { options: { maxPayload: STREAM_MAX_PAYLOAD } });
+  rateHeadersOnUpgrades(app);
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });

@@ -3,7 +3,8 @@
  * hooks for requests the guard never sees, the early answers made outside Fastify), and the spending of
  * a keyless request's unit of its client address's budget.
  */
-import type { FastifyReply } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { RateLimitService, RateUse } from '../services/rate-limits.js';
 import type { RateDecision } from '../store/rate-counters.js';
 
@@ -51,5 +52,28 @@ export function spendAddressBudget(
   return rateLimits.forClient(ip, use).then((decision) => {
     setRateHeaders(reply, decision);
     return decision;
+  });
+}
+
+/**
+ * The headers of a WebSocket upgrade the transport let through, until its `101` is written: that answer
+ * is made by the ws library, outside Fastify's reply, and gets them from here (`rateHeadersOnUpgrades`).
+ */
+const upgradeHeaders = new WeakMap<IncomingMessage, Record<string, string>>();
+
+export function keepForUpgrade(request: IncomingMessage, reply: FastifyReply): void {
+  const kept: Record<string, string> = {};
+  for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) {
+    const value = reply.getHeader(name);
+    if (value !== undefined) kept[name] = String(value);
+  }
+  upgradeHeaders.set(request, kept);
+}
+
+/** Adds the kept headers to every `101 Switching Protocols` (call once @fastify/websocket is registered). */
+export function rateHeadersOnUpgrades(app: FastifyInstance): void {
+  app.websocketServer.on('headers', (lines: string[], request: IncomingMessage) => {
+    const headers = upgradeHeaders.get(request);
+    if (headers) for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
   });
 }

@@ -14,15 +14,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import {
-  DomainError,
-  InvalidRequest,
-  RateLimitExceeded,
-  ServiceUnavailable,
-} from '../../services/errors.js';
+import { DomainError, InvalidRequest, RateLimitExceeded, ServiceUnavailable } from '../../services/errors.js';
 import type { RateLimitService } from '../../services/rate-limits.js';
 import type { RateDecision } from '../../store/rate-counters.js';
-import { hasRateHeaders, spendAddressBudget } from '../rate-headers.js';
+import { hasRateHeaders, keepForUpgrade, spendAddressBudget } from '../rate-headers.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -192,14 +187,19 @@ export const transportPlugin = fp<TransportOptions>(
         return;
       }
       const config = request.routeOptions.config;
-      // A stream's upgrade is counted on its account's budget once it authenticates inside the socket.
-      const use = config.streamAuth && request.ws ? 'peek' : (config.rateLimit ?? 'consume');
-      afterBudget(
-        spendAddressBudget(options.rateLimits, request.ip, reply, use),
-        request,
-        done,
-        checkHeaders,
+      // A stream's upgrade is counted on its account's budget once it authenticates inside the socket;
+      // its 101 reports the address's budget (rate-headers.ts).
+      const upgrade = config.streamAuth === true && request.ws;
+      const decision = spendAddressBudget(
+        options.rateLimits,
+        request.ip,
+        reply,
+        upgrade ? 'peek' : (config.rateLimit ?? 'consume'),
       );
+      afterBudget(decision, request, done, () => {
+        if (upgrade) keepForUpgrade(request.raw, reply);
+        checkHeaders();
+      });
     });
 
     /** The answer for requests that must not go further, or null; sets the headers every answer carries. */
