@@ -3390,6 +3390,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3415,6 +3421,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3426,6 +3438,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3456,6 +3474,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3467,6 +3491,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3478,6 +3508,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3500,6 +3536,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3525,6 +3567,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3536,6 +3584,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3566,6 +3620,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3577,6 +3637,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3588,6 +3654,12 @@ export interface operations {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
                     "X-Request-Id": string;
+                    /** @description Requests per hour the account's plan (or its override) allows */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current hour window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description End of the current hour window, in Unix seconds */
+                    "X-RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
