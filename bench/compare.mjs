@@ -20,15 +20,13 @@
  *   --rounds  an even number is best: half in each starting order (default 6)
  * Exits 1 when a check fails (a build, a non-2xx answer, a socket error).
  */
-import { spawnSync } from 'node:child_process';
-import { symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   accountIdOf,
-  atCleanUp,
   bootstrapAuth,
   canPin,
+  checkOutAndBuild,
   cleanUpOnExit,
   fail,
   HOST,
@@ -146,24 +144,6 @@ async function prepareDataDir(name, root) {
   raiseLimits(dataDir, await accountIdOf(first.port, auth), [], {}, root);
   await stopChild(first.child);
   return { dataDir, auth };
-}
-
-/** A worktree of `revision` in a temporary directory, with this checkout's node_modules, built. */
-function checkOutAndBuild(revision) {
-  const dir = tempDir('nimbus-compare-base-');
-  step(`checking out ${revision} into ${dir}`);
-  const added = spawnSync('git', ['worktree', 'add', '--detach', dir, revision], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  if (added.status !== 0) fail(`git worktree add ${revision} failed: ${added.stderr}`);
-  // Runs before the directory itself is removed, so that git forgets the worktree too.
-  atCleanUp(() => spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT }));
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
-  step(`building ${revision}`);
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: dir, stdio: 'inherit' });
-  if (build.status !== 0) fail(`npm run build failed for ${revision}`);
-  return dir;
 }
 
 function median(values) {

@@ -8,7 +8,16 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -126,6 +135,27 @@ export async function prepareRun(script, { build: buildFirst = true } = {}) {
     if (build.status !== 0) fail('npm run build failed');
   }
   return { command, loadAverage, autocannon };
+}
+
+/**
+ * A worktree of `revision` in a temporary directory, with this checkout's node_modules, built: the
+ * "before" of a benchmark that compares two builds (compare.mjs, keyless-docs.mjs).
+ */
+export function checkOutAndBuild(revision) {
+  const dir = tempDir('nimbus-bench-base-');
+  step(`checking out ${revision} into ${dir}`);
+  const added = spawnSync('git', ['worktree', 'add', '--detach', dir, revision], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  if (added.status !== 0) fail(`git worktree add ${revision} failed: ${added.stderr}`);
+  // Runs before the directory itself is removed, so that git forgets the worktree too.
+  atCleanUp(() => spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT }));
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  step(`building ${revision}`);
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: dir, stdio: 'inherit' });
+  if (build.status !== 0) fail(`npm run build failed for ${revision}`);
+  return dir;
 }
 
 // ---------------------------------------------------------------------------------------------------

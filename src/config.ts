@@ -72,6 +72,10 @@ const EnvSchema = Type.Object({
   NIMBUS_SMTP_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /** Where the console is, for links in alert messages (default: https://NIMBUS_HOST:NIMBUS_HTTPS_PORT/console). */
   NIMBUS_CONSOLE_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** Longest a request (line, headers and body) may take to arrive; past it the answer is 408. */
+  NIMBUS_REQUEST_TIMEOUT_MS: Type.Integer({ default: 30_000, minimum: 100, maximum: 600_000 }),
+  /** Connections one client address may hold open at once on the API's listeners; 0: no cap. */
+  NIMBUS_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
   /** Tests only (NODE_ENV=test): a file holding an ISO time the process takes as now (src/test-clock.ts). */
   NIMBUS_TEST_CLOCK_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /**
@@ -127,6 +131,8 @@ export interface Config {
   invoiceDueDays: number;
   /** Alert notifications: the SMTP relay (null: e-mail channels are refused), sender, console links. */
   alerts: { smtpUrl: string | null; smtpFrom: string; smtpCaFile: string | null; consoleUrl: string };
+  /** Limits of the API's listeners (http/listener-limits.ts). */
+  listener: { requestTimeoutMs: number; maxConnectionsPerAddress: number };
   /** NIMBUS_TEST_CLOCK_FILE: the process runs on the time in this file (tests only); null: the system clock. */
   testClockFile: string | null;
   /** NIMBUS_TEST_COMMIT_DELAY_MS: the wait before each SQLite group COMMIT (tests only; 0 otherwise). */
@@ -215,6 +221,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       consoleUrl: (
         raw.NIMBUS_CONSOLE_URL ?? `https://${raw.NIMBUS_HOST}:${raw.NIMBUS_HTTPS_PORT ?? 8443}/console`
       ).replace(/\/+$/, ''),
+    },
+    listener: {
+      requestTimeoutMs: raw.NIMBUS_REQUEST_TIMEOUT_MS,
+      maxConnectionsPerAddress: raw.NIMBUS_MAX_CONNECTIONS_PER_ADDRESS,
     },
     testClockFile: raw.NIMBUS_TEST_CLOCK_FILE ? path.resolve(raw.NIMBUS_TEST_CLOCK_FILE) : null,
     testCommitDelayMs: raw.NIMBUS_TEST_COMMIT_DELAY_MS,

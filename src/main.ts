@@ -17,8 +17,8 @@ import type { Clock } from './domain/clock.js';
 import { buildApp } from './http/app.js';
 import { clientErrorHandler, connectRefusalHandler } from './http/early-errors.js';
 import { instanceMetricsExposition } from './http/instance-metrics.js';
+import { limitListener, parserOptions } from './http/listener-limits.js';
 import { buildMetadataApp } from './http/metadata.js';
-import { PARSER_MAX_HEADER_BYTES } from './http/plugins/transport.js';
 import { RequestMetrics } from './http/request-metrics.js';
 import { storeMetricsExposition } from './http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
@@ -118,18 +118,15 @@ export async function startServer(
       trustProxy: config.trustProxy,
       v1EndOfLife: config.v1EndOfLife,
       serverFactory: (handler) =>
-        keepIdleConnections(
-          https.createServer(
-            // requireHostHeader: the transport hook refuses a request without Host, in the envelope.
-            {
-              ...TLS_POLICY,
-              maxHeaderSize: PARSER_MAX_HEADER_BYTES,
-              requireHostHeader: false,
-              key: tls.key,
-              cert: tls.cert,
-            },
-            handler,
+        limitListener(
+          keepIdleConnections(
+            https.createServer(
+              { ...TLS_POLICY, ...parserOptions(config.listener), key: tls.key, cert: tls.cert },
+              handler,
+            ),
           ),
+          config.listener,
+          logger,
         ),
     });
     // Fastify's close stops accepting, lets in-flight requests finish, then resolves.
@@ -145,10 +142,12 @@ export async function startServer(
     // Plain HTTP goes through the same app, whose first hook refuses it (or accepts a trusted proxy's).
     let httpPort: number | null = null;
     if (config.httpPort > 0) {
-      const plain = keepIdleConnections(
-        http.createServer({ maxHeaderSize: PARSER_MAX_HEADER_BYTES, requireHostHeader: false }, (req, res) =>
-          app.routing(req, res),
+      const plain = limitListener(
+        keepIdleConnections(
+          http.createServer(parserOptions(config.listener), (req, res) => app.routing(req, res)),
         ),
+        config.listener,
+        logger,
       );
       plain.on('connect', connectRefusalHandler({ rateLimits: services.rateLimits, logger }));
       // Malformed requests get the envelope here too (the HTTPS server has it through Fastify's option).

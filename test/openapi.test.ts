@@ -289,6 +289,9 @@ describe('the OpenAPI document as a contract (issue 20 item 7)', () => {
  * cannot go through sendRequest (and its contract check); any other suite must.
  */
 const BELOW_HTTP: Record<string, string> = {
+  'test/api-document-serving.test.ts': 'compressed answers, read as bytes rather than text',
+  'test/edge-answers.test.ts':
+    'bodies trickled a byte at a time, connections held open to reach a cap, raw upgrades and refusals',
   'test/errors.test.ts': "a request line Node's client refuses to send",
   'test/hardening.test.ts': 'malformed request lines and oversized headers over a bare TLS socket',
   'test/helpers/raw-tls.ts': 'the bare TLS socket the hardening suite uses',

@@ -20,14 +20,17 @@ import { freePort, sendRequest, serverForSuite, startTestServer } from './helper
 describe('operations', () => {
   const server = serverForSuite({ env: { NIMBUS_V1_END_OF_LIFE: '2027-12-31' } });
 
-  it('answers /healthz and /readyz without a key and without rate limiting', async () => {
+  it('answers /healthz and /readyz without a key, reporting the address budget without spending it', async () => {
     const health = await server.request('GET', '/healthz');
     expect(health.status).toBe(200);
     expect(health.body.data).toEqual({ status: 'ok' });
-    expect(health.headers['x-ratelimit-limit']).toBeUndefined();
+    expect(health.headers['x-ratelimit-limit']).toBe('1000');
+    const remaining = health.headers['x-ratelimit-remaining'];
     const ready = await server.request('GET', '/readyz');
     expect(ready.status).toBe(200);
     expect(ready.body.data).toEqual({ status: 'ready' });
+    expect(ready.headers['x-ratelimit-remaining']).toBe(remaining);
+    expect((await server.request('GET', '/healthz')).headers['x-ratelimit-remaining']).toBe(remaining);
   });
 
   it('exports request counts and latency by route and status on the loopback metrics port', async () => {

@@ -138,12 +138,15 @@ describe('rate limits (in-process counters, manual clock)', () => {
     const limited = await server.request('GET', '/v1/account', { key: account.key });
     // An empty bucket refills at 1000/3600 tokens a second: a whole token takes 3.6 s, so 4.
     expectRateLimited(limited, 4);
-    // The 429 carries the headers too, and the refused request took nothing from the window.
+    // The 429 carries the headers too. It says Remaining 0 (nothing passes before Retry-After), though
+    // the refused request took nothing from the window: the rate-limit route still reports 997 left.
     expect(rateHeaders(limited)).toEqual({
       limit: 1000,
-      remaining: 997,
+      remaining: 0,
       reset: hourEnd(clock.now().getTime()),
     });
+    const budget = await server.request('GET', '/v1/account/rate-limit', { key: account.key });
+    expect(budget.body.data).toMatchObject({ remaining: 997, burst_remaining: 0 });
     expect(limited.headers['x-request-id']).toMatch(/^req_/);
 
     // A refused request does not move the wait: still 4 s at the same instant.
@@ -294,7 +297,8 @@ describe('rate limits before authentication (per client IP)', () => {
     }
     const limited = await server.request('GET', '/v1/account', { key: 'nmb_guess51' });
     expectRateLimited(limited, 4);
-    expect(rateHeaders(limited)).toMatchObject({ limit: 1_000, remaining: 950 });
+    // Nothing passes before Retry-After: the 429 says Remaining 0, though 950 are left in the window.
+    expect(rateHeaders(limited)).toMatchObject({ limit: 1_000, remaining: 0 });
     expectRateLimited(await server.request('GET', '/v1/account'), 4);
 
     // A valid key is counted against its account, not the exhausted per-IP budget.

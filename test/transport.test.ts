@@ -24,10 +24,13 @@ describe.each(STORES)('transport and envelope (%s)', (store) => {
     expect(anonymous.body.error.code).toBe('invalid_request');
     expect(anonymous.body.error.message).toMatch(/HTTPS is required/);
     expect(anonymous.headers['strict-transport-security']).toBeUndefined();
-    expect(anonymous.headers['x-ratelimit-limit']).toBeUndefined();
+    // Counted on the client address's budget (the Free plan's numbers), as every keyless answer is.
+    expect(anonymous.headers['x-ratelimit-limit']).toBe('1000');
 
     const withKey = await sendRequest(server.httpUrl!, null, 'GET', '/v1/account', { key: server.rootKey });
     expect(withKey.status).toBe(400);
+    // The key is never looked at: the budget is still the address's, not the enterprise account's.
+    expect(withKey.headers['x-ratelimit-limit']).toBe('1000');
     expect(withKey.body.error.message).toMatch(/rotate/);
     expect(withKey.text).not.toContain(server.rootKey);
     expect(withKey.body.data).toBeUndefined();

@@ -26,6 +26,7 @@ import { idempotencyPlugin } from './plugins/idempotency.js';
 import { observabilityPlugin } from './plugins/observability.js';
 import { PARSER_MAX_HEADER_BYTES, SUPPORTED_VERSIONS, transportPlugin } from './plugins/transport.js';
 import { upgradesPlugin } from './plugins/upgrades.js';
+import { rateHeadersOnUpgrades } from './rate-headers.js';
 import { onDemandChildLogger } from './request-logger.js';
 import type { RequestMetrics } from './request-metrics.js';
 import { accountRoutes } from './routes/account.js';
@@ -92,9 +93,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRoute', rejectUnknownQuery);
   app.addSchema(ErrorEnvelope);
   await app.register(errorsPlugin);
-  await app.register(transportPlugin, { endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {} });
+  await app.register(transportPlugin, {
+    endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {},
+    rateLimits: deps.services.rateLimits,
+  });
   await app.register(observabilityPlugin, { metrics: deps.metrics });
-  await registerOpenApi(app);
+  const documents = await registerOpenApi(app);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
   await app.register(websocket, {
     options: { maxPayload: STREAM_MAX_PAYLOAD },
@@ -103,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(upgradesPlugin, early);
   // Node drops a CONNECT unanswered unless the server has a listener for it.
   app.server.on('connect', connectRefusalHandler(early));
+  rateHeadersOnUpgrades(app);
   app.setNotFoundHandler(notFoundHandler(app.knownRoutes));
 
   await app.register(healthRoutes, { checkReady: deps.checkReady });
@@ -126,7 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
               schema: { tags: ['operations'], summary: 'This OpenAPI document', hide: true },
               config: { public: true },
             },
-            async () => app.swagger(),
+            (request, reply) => documents.json.send(request, reply),
           );
         } else {
           cursorLists(scope, deps.services.cursors);

@@ -18,6 +18,7 @@ import type { RateLimitService } from '../services/rate-limits.js';
 import { echoed, errorEnvelope } from './envelope.js';
 import { closeLingering, isLingering } from './lingering-close.js';
 import { baseHeaders, HeadersTooLarge, HttpsRequired } from './plugins/transport.js';
+import { rateHeadersOf } from './rate-headers.js';
 
 export interface EarlyErrorDeps {
   rateLimits: RateLimitService;
@@ -41,11 +42,7 @@ interface Budgeted {
 async function budgeted(deps: EarlyErrorDeps, ip: string, refusal: Refusal): Promise<Budgeted> {
   try {
     const decision = await deps.rateLimits.consumeForClient(ip);
-    const headers: Record<string, string> = {
-      'x-ratelimit-limit': String(decision.limit),
-      'x-ratelimit-remaining': String(decision.remaining),
-      'x-ratelimit-reset': String(decision.reset),
-    };
+    const headers = rateHeadersOf(decision);
     if (decision.allowed) return { refusal, headers };
     const limited = new RateLimitExceeded(decision.retryAfter);
     headers['retry-after'] = String(limited.retryAfterSeconds);
@@ -104,9 +101,8 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
       refusal = { status: 500, code: 'server_error', message: 'Internal server error' };
     }
     const secure = request.protocol === 'https';
-    const answered = secure
-      ? budgeted(deps, request.ip, refusal)
-      : Promise.resolve({ refusal: httpsRefusal(request.headers), headers: {} });
+    // Plain HTTP is refused for that before anything else, on the address's budget like every refusal.
+    const answered = budgeted(deps, request.ip, secure ? refusal : httpsRefusal(request.headers));
     void answered.then(({ refusal: final, headers }) => {
       deps.logger.info(
         {

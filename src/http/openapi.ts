@@ -11,7 +11,8 @@
  */
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteHandlerMethod } from 'fastify';
+import { CachedDocument } from './document-cache.js';
 import {
   ERROR_DESCRIPTIONS,
   type ErrorStatus,
@@ -72,7 +73,41 @@ export const TAGS: readonly { name: string; description: string; area: string }[
   { name: 'operations', description: 'Health and readiness (no key needed)', area: 'health checks' },
 ];
 
-export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+/**
+ * The document changes only with a new release; five minutes of caching spare clients a download and
+ * still let an upgrade show within minutes (a revalidation with If-None-Match costs a 304).
+ */
+export const DOCUMENT_CACHE_CONTROL = 'public, max-age=300';
+
+export interface ApiDocuments {
+  json: CachedDocument;
+  yaml: CachedDocument;
+}
+
+/**
+ * Registers the generator and Swagger UI, and returns the document as served: /v1/openapi.json and
+ * Swagger UI's /docs/json and /docs/yaml all answer from the same copies in memory (document-cache.ts).
+ */
+export async function registerOpenApi(app: FastifyInstance): Promise<ApiDocuments> {
+  const documents: ApiDocuments = {
+    json: new CachedDocument(() => JSON.stringify(app.swagger()), {
+      contentType: 'application/json; charset=utf-8',
+      cacheControl: DOCUMENT_CACHE_CONTROL,
+    }),
+    yaml: new CachedDocument(() => app.swagger({ yaml: true }), {
+      contentType: 'application/x-yaml',
+      cacheControl: DOCUMENT_CACHE_CONTROL,
+    }),
+  };
+  // Swagger UI's own routes would serialise the whole document again on every request.
+  const served: Record<string, RouteHandlerMethod> = {
+    '/docs/json': (request, reply) => documents.json.send(request, reply),
+    '/docs/yaml': (request, reply) => documents.yaml.send(request, reply),
+  };
+  app.addHook('onRoute', (route) => {
+    const handler = served[route.url];
+    if (handler) route.handler = handler;
+  });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -123,6 +158,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     // images; the page needs nothing from another host, so allow none.
     staticCSP: DOCS_CSP,
   });
+  return documents;
 }
 
 /**

@@ -124,18 +124,19 @@ export const RATE_LIMIT_HEADERS: readonly HeaderName[] = [
 
 /**
  * Statuses that can be answered before the guard has counted the request (plain HTTP, a malformed URL or
- * request, a server shutting down, counters that cannot be reached), so without the rate-limit headers.
+ * request, a server shutting down, counters that cannot be reached). Those answers are counted on the
+ * client address's budget instead, and carry its headers, unless the counters cannot be reached: the
+ * document cannot promise the headers on them.
  */
 const EARLY_STATUSES = new Set([400, 408, 431, 500, 503]);
 
 /** The headers a response of this operation carries, and whether each is always there. */
 export function responseHeaders(kind: OperationKind, status: number): [HeaderName, boolean][] {
   const headers: [HeaderName, boolean][] = [['X-Request-Id', true]];
-  // A public operation is counted only when a malformed request to it is refused early; such a 429 says so.
-  if (!kind.public || status === 429) {
-    const always = !kind.public && !EARLY_STATUSES.has(status);
-    for (const name of RATE_LIMIT_HEADERS) headers.push([name, always]);
-  }
+  // Every answer reports a budget: a public operation's is its client address's, reported without being
+  // spent by the health checks, and left out only when the counters cannot be asked (Redis down).
+  const always = !kind.public && !EARLY_STATUSES.has(status);
+  for (const name of RATE_LIMIT_HEADERS) headers.push([name, always]);
   if (status === 429) headers.push(['Retry-After', true]);
   // Saved answers are replayed whatever their status, except 5xx, which are never saved.
   if (!kind.public && kind.method.toLowerCase() === 'post' && status < 500) {

@@ -51,6 +51,22 @@ export class RateLimitService {
     return this.counters.consume(clientKey(clientIp), ANONYMOUS_POLICY, this.clock.nowMs());
   }
 
+  /**
+   * A keyless request on the client address's budget: spent ('consume'), or only reported ('peek') by
+   * the few answers that must stay available to everyone behind one address (health checks, the console).
+   */
+  forClient(clientIp: string, use: RateUse): Promise<RateDecision> {
+    const nowMs = this.clock.nowMs();
+    return use === 'peek'
+      ? this.counters.peek(clientKey(clientIp), ANONYMOUS_POLICY, nowMs)
+      : this.counters.consume(clientKey(clientIp), ANONYMOUS_POLICY, nowMs);
+  }
+
+  /** forClient answered at once when the counters are in this process; undefined when they are not. */
+  forClientNow(clientIp: string, use: RateUse): RateDecision | undefined {
+    return this.counters.decideNow(clientKey(clientIp), ANONYMOUS_POLICY, this.clock.nowMs(), costOf(use));
+  }
+
   private forAccount(principal: Principal, use: RateUse): Promise<RateDecision> {
     const subject = accountKey(principal.accountId);
     const nowMs = this.clock.nowMs();

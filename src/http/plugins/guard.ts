@@ -19,6 +19,7 @@ import { AuthenticationFailed, Forbidden, RateLimitExceeded } from '../../servic
 import type { Principal } from '../../services/principal.js';
 import type { RateLimitService, RateUse } from '../../services/rate-limits.js';
 import type { RateDecision } from '../../store/rate-counters.js';
+import { setRateHeaders } from '../rate-headers.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -53,14 +54,6 @@ function presentedKey(request: FastifyRequest): string | AuthenticationFailed {
   const header = request.headers['x-api-key'];
   if (typeof header === 'string' && header.length > 0) return header;
   return new AuthenticationFailed('Missing API key: send Authorization: Bearer <key> or X-API-Key: <key>');
-}
-
-// Header names are given in lower case, as Fastify stores and sends them: it lower-cases every name it is
-// given, and only a name that already is comes back as the same string rather than a new one per request.
-function setRateHeaders(reply: FastifyReply, decision: RateDecision): void {
-  reply.header('x-ratelimit-limit', decision.limit);
-  reply.header('x-ratelimit-remaining', decision.remaining);
-  reply.header('x-ratelimit-reset', decision.reset);
 }
 
 /** Who is calling: a principal, or the refusal of the key presented (which waits until the budget is spent). */

@@ -6,12 +6,18 @@
  * authenticates, rate-limits or parses a body. Behind a TLS-terminating proxy listed in
  * NIMBUS_TRUST_PROXY, `X-Forwarded-Proto: https` counts as HTTPS (Fastify's `request.protocol`).
  *
- * A second hook, before the body is read, refuses request lines and headers over 16 KiB (431).
+ * A second hook, before the body is read, puts every request the guard did not on its client address's
+ * budget (keyless requests: the API document, /docs, unknown paths), so that every answer carries the
+ * X-RateLimit headers and a keyless flood meets 429 like any other; then it refuses request lines and
+ * headers over 16 KiB, or more than 1,000 header lines (431).
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { DomainError, InvalidRequest, ServiceUnavailable } from '../../services/errors.js';
+import { DomainError, InvalidRequest, RateLimitExceeded, ServiceUnavailable } from '../../services/errors.js';
+import type { RateLimitService } from '../../services/rate-limits.js';
+import type { RateDecision } from '../../store/rate-counters.js';
+import { hasRateHeaders, keepForUpgrade, spendAddressBudget } from '../rate-headers.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -45,6 +51,14 @@ export const MAX_HEADER_BYTES = 16 * 1024;
  */
 export const PARSER_MAX_HEADER_BYTES = 64 * 1024;
 
+/** Most header lines a request may carry. */
+export const MAX_HEADER_COUNT = 1000;
+/**
+ * What Node's parser keeps (listener-limits.ts): one more than MAX_HEADER_COUNT. Node drops the lines past
+ * its limit without a word, so only a request that kept one line too many is known to have had too many.
+ */
+export const PARSER_MAX_HEADER_COUNT = MAX_HEADER_COUNT + 1;
+
 /** The size of the request line and headers as sent (header text is Latin-1: a character is a byte). */
 function headerBytes(request: IncomingMessage): number {
   // "METHOD URL HTTP/1.1\r\n" and, per header, "name: value\r\n" (rawHeaders alternates names and values).
@@ -61,6 +75,19 @@ export class HeadersTooLarge extends DomainError {
       `The request line and headers together are larger than ${MAX_HEADER_BYTES / 1024} KiB`,
     );
   }
+}
+
+export class TooManyHeaders extends DomainError {
+  constructor() {
+    super('headers_too_large', `The request carries more than ${MAX_HEADER_COUNT} header lines`);
+  }
+}
+
+/** What the header section breaks of the API's limits, if anything. */
+function headerSectionFault(request: IncomingMessage): DomainError | null {
+  if (request.rawHeaders.length / 2 > MAX_HEADER_COUNT) return new TooManyHeaders();
+  if (headerBytes(request) > MAX_HEADER_BYTES) return new HeadersTooLarge();
+  return null;
 }
 
 export class HttpsRequired extends InvalidRequest {
@@ -85,6 +112,34 @@ export class HostRequired extends InvalidRequest {
 export interface TransportOptions {
   /** End of life per version; a version with one gets Deprecation and Sunset headers. */
   endOfLife: Partial<Record<(typeof SUPPORTED_VERSIONS)[number], Date>>;
+  rateLimits: RateLimitService;
+}
+
+type Done = (error: Error) => void;
+
+/**
+ * Calls `next` once the address's budget allows the request, or `done` with the 429. When the counters
+ * cannot be asked (Redis down), the request goes on without the headers: a health check or a refusal
+ * must not turn into a 500 for that.
+ */
+function afterBudget(
+  decision: RateDecision | Promise<RateDecision>,
+  request: FastifyRequest,
+  done: Done,
+  next: () => void,
+): void {
+  const judge = (settled: RateDecision) => {
+    if (settled.allowed) next();
+    else done(new RateLimitExceeded(settled.retryAfter));
+  };
+  if (!(decision instanceof Promise)) {
+    judge(decision);
+    return;
+  }
+  decision.then(judge, (error: unknown) => {
+    request.log.warn({ err: error }, 'rate counters unavailable; answering without rate-limit headers');
+    next();
+  });
 }
 
 function deprecationHeaders(endOfLife: Date) {
@@ -109,7 +164,7 @@ export const transportPlugin = fp<TransportOptions>(
     app.addHook('preClose', async () => {
       closing = true;
     });
-    // The two hooks below run on every request and never wait, so they take Fastify's callback form: an
+    // The hooks below run on every request and seldom wait, so they take Fastify's callback form: an
     // async hook costs a promise and a microtask turn each time.
     // Answers finished while draining close their connection, so shutdown need not wait for keep-alive.
     app.addHook('onSend', (_request, reply, payload, done) => {
@@ -117,29 +172,54 @@ export const transportPlugin = fp<TransportOptions>(
       done(null, payload);
     });
     app.addHook('onRequest', (request, reply, done) => {
-      try {
-        screen(request, reply);
-      } catch (error) {
-        done(error as Error);
+      const refusal = screen(request, reply);
+      if (refusal === null) {
+        done();
         return;
       }
-      done();
+      // Refused before the guard could count it: the client address's budget pays, and a client already
+      // out of budget gets the 429 rather than the refusal.
+      const decision = spendAddressBudget(options.rateLimits, request.ip, reply, 'consume');
+      afterBudget(decision, request, done, () => done(refusal));
     });
-    // After the guard (an onRequest hook of the /v1 scope), so that the refusal is rate-limited.
-    app.addHook('preParsing', (request, _reply, payload, done) => {
-      if (headerBytes(request.raw) > MAX_HEADER_BYTES) done(new HeadersTooLarge());
-      else done(null, payload);
+    // After the guard (an onRequest hook of the /v1 scope): a guarded request has been counted, with its
+    // key's account or its address; every other one spends its address's budget here, before its body is
+    // read, and the header refusals below are rate-limited either way.
+    app.addHook('preParsing', (request, reply, payload, done) => {
+      const checkHeaders = () => {
+        const fault = headerSectionFault(request.raw);
+        if (fault) done(fault);
+        else done(null, payload);
+      };
+      if (hasRateHeaders(reply)) {
+        checkHeaders();
+        return;
+      }
+      const config = request.routeOptions.config;
+      // A stream's upgrade is counted on its account's budget once it authenticates inside the socket;
+      // its 101 reports the address's budget (rate-headers.ts).
+      const upgrade = config.streamAuth === true && request.ws;
+      const decision = spendAddressBudget(
+        options.rateLimits,
+        request.ip,
+        reply,
+        upgrade ? 'peek' : (config.rateLimit ?? 'consume'),
+      );
+      afterBudget(decision, request, done, () => {
+        if (upgrade) keepForUpgrade(request.raw, reply);
+        checkHeaders();
+      });
     });
 
-    /** Throws the answer for requests that must not go further; sets the headers every answer carries. */
-    function screen(request: FastifyRequest, reply: FastifyReply): void {
-      // Lower-case header names throughout: see setRateHeaders in guard.ts.
+    /** The answer for requests that must not go further, or null; sets the headers every answer carries. */
+    function screen(request: FastifyRequest, reply: FastifyReply): DomainError | null {
+      // Lower-case header names throughout: see rate-headers.ts.
       reply.header('x-request-id', request.id);
       reply.header('x-content-type-options', 'nosniff');
       if (request.routeOptions.config.carriesSecret) reply.header('cache-control', 'no-store');
       if (closing) {
         reply.header('connection', 'close');
-        throw new ServiceUnavailable('The server is shutting down; retry the request', {
+        return new ServiceUnavailable('The server is shutting down; retry the request', {
           reason: 'shutting_down',
         });
       }
@@ -147,7 +227,7 @@ export const transportPlugin = fp<TransportOptions>(
         const carriedKey =
           request.headers.authorization !== undefined || request.headers['x-api-key'] !== undefined;
         if (carriedKey) request.log.warn('plain-HTTP request carried an API key; the key is exposed');
-        throw new HttpsRequired(carriedKey);
+        return new HttpsRequired(carriedKey);
       }
       reply.header('strict-transport-security', HSTS);
       if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
@@ -155,9 +235,9 @@ export const transportPlugin = fp<TransportOptions>(
         throw new HostRequired();
       }
       const version = /^\/(v\d+)(?:\/|\?|$)/.exec(request.url)?.[1];
-      if (version === undefined) return;
+      if (version === undefined) return null;
       if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
-        throw new DomainError(
+        return new DomainError(
           'not_found',
           `API version ${version} does not exist; supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
           { supported_versions: [...SUPPORTED_VERSIONS] },
@@ -165,6 +245,7 @@ export const transportPlugin = fp<TransportOptions>(
       }
       const headers = headersByVersion.get(version);
       if (headers) reply.headers(headers);
+      return null;
     }
   },
   { name: 'nimbus-transport' },

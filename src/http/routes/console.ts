@@ -68,7 +68,9 @@ export async function consoleRoutes(app: FastifyInstance, options: { dir?: strin
   // (schemas.ts, rejectUnknownQuery) must not apply: an explicit open querystring schema says so.
   const hidden = {
     schema: { hide: true, querystring: { type: 'object', additionalProperties: true } },
-    config: { public: true },
+    // Everyone behind one address loads these files, served from memory: they report the address's
+    // budget without spending it (a 429 would cost as much as the answer).
+    config: { public: true, rateLimit: 'peek' as const },
   };
 
   const sendIndex = (reply: FastifyReply) => {

@@ -1,4 +1,8 @@
-/** Liveness and readiness for load balancers and orchestrators; no key needed, never rate-limited. */
+/**
+ * Liveness and readiness for load balancers and orchestrators; no key needed. They report the client
+ * address's rate budget without spending it: a prober asks every few seconds from one address, and a
+ * 429 here would take a healthy replica out of service.
+ */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { ServiceUnavailable } from '../../services/errors.js';
@@ -23,7 +27,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthDeps> = async (app, {
         description: 'Answers 200 while the process serves requests; it checks nothing behind it.',
         response: { 200: described(Envelope(Status), 'The process is alive') },
       },
-      config: { public: true },
+      config: { public: true, rateLimit: 'peek' },
     },
     async (request) => ok(request, { status: 'ok' }),
   );
@@ -39,7 +43,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthDeps> = async (app, {
           'balancer sends this replica no traffic until it is ready.',
         response: { 200: described(Envelope(Status), 'Every backing service answers') },
       },
-      config: { public: true },
+      config: { public: true, rateLimit: 'peek' },
     },
     async (request) => {
       try {
