@@ -735,7 +735,7 @@ export interface paths {
         put?: never;
         /**
          * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
-         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named after it, of its size and region; a root snapshot is written over its source instance's disk when that instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume (new or written over) and `instances:write` for an instance (new or its root disk), else 403. The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
          */
         post: operations["postSnapshotsByIdRestore"];
         delete?: never;
@@ -2025,7 +2025,7 @@ export interface paths {
         put?: never;
         /**
          * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
-         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named after it, of its size and region; a root snapshot is written over its source instance's disk when that instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume (new or written over) and `instances:write` for an instance (new or its root disk), else 403. The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
          */
         post: operations["postV2SnapshotsByIdRestore"];
         delete?: never;
@@ -15399,16 +15399,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-restored",
-                 *       "size_gb": 200
-                 *     }
-                 */
                 "application/json": {
-                    /** @description A new volume: its name */
+                    /** @description A new volume: its name (default: the snapshot's) */
                     name?: string;
                     /** @description A new volume: its size, at least the snapshot's (default: the snapshot's) */
                     size_gb?: number;
@@ -15457,7 +15451,7 @@ export interface operations {
                         /** @enum {string} */
                         image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
                     };
-                };
+                } | null;
             };
         };
         responses: {
@@ -35481,16 +35475,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-restored",
-                 *       "size_gb": 200
-                 *     }
-                 */
                 "application/json": {
-                    /** @description A new volume: its name */
+                    /** @description A new volume: its name (default: the snapshot's) */
                     name?: string;
                     /** @description A new volume: its size, at least the snapshot's (default: the snapshot's) */
                     size_gb?: number;
@@ -35539,7 +35527,7 @@ export interface operations {
                         /** @enum {string} */
                         image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
                     };
-                };
+                } | null;
             };
         };
         responses: {
