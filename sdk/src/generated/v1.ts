@@ -63,7 +63,7 @@ export interface paths {
         head?: never;
         /**
          * Update account (name, email, company, billing_email; the plan is changed by the operator)
-         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. An e-mail address another account uses is a 409.
+         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. The e-mail address is a contact, not an identity: accounts may share one, and whether another account uses it is never told.
          */
         patch: operations["patchAccount"];
         trace?: never;
@@ -1353,7 +1353,7 @@ export interface paths {
         head?: never;
         /**
          * Update account (name, email, company, billing_email; the plan is changed by the operator)
-         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. An e-mail address another account uses is a 409.
+         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. The e-mail address is a contact, not an identity: accounts may share one, and whether another account uses it is never told.
          */
         patch: operations["patchV2Account"];
         trace?: never;
@@ -3885,23 +3885,6 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description End of the current hour window, in Unix seconds */
                     "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
-                };
-            };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
-            409: {
-                headers: {
-                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
-                    "X-Request-Id": string;
-                    /** @description Requests per hour the account's plan (or its override) allows */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in the current hour window */
-                    "X-RateLimit-Remaining": number;
-                    /** @description End of the current hour window, in Unix seconds */
-                    "X-RateLimit-Reset": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23961,23 +23944,6 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description End of the current hour window, in Unix seconds */
                     "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
-                };
-            };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
-            409: {
-                headers: {
-                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
-                    "X-Request-Id": string;
-                    /** @description Requests per hour the account's plan (or its override) allows */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in the current hour window */
-                    "X-RateLimit-Remaining": number;
-                    /** @description End of the current hour window, in Unix seconds */
-                    "X-RateLimit-Reset": number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -14,6 +14,7 @@ import * as billingTotals from './0012_billing_totals.js';
 import * as alertNotificationsDue from './0013_alert_notifications_due.js';
 import * as alertPolicyDeleted from './0014_alert_policy_deleted.js';
 import * as instancesMonitored from './0015_instances_monitored.js';
+import * as accountEmailNotUnique from './0016_account_email_not_unique.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -32,6 +33,7 @@ const migrations: Record<string, Migration> = {
   '0013_alert_notifications_due': alertNotificationsDue,
   '0014_alert_policy_deleted': alertPolicyDeleted,
   '0015_instances_monitored': instancesMonitored,
+  '0016_account_email_not_unique': accountEmailNotUnique,
 };
 
 export const migrationProvider: MigrationProvider = {
