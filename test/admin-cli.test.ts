@@ -87,7 +87,7 @@ describe.each(STORES)('bin/nimbus admin (%s)', (store) => {
   const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-cli-' });
   const { dataDir } = suite;
   const env: Record<string, string> = { NIMBUS_DATA_DIR: dataDir };
-  let account: { account_id: string; api_key: string };
+  let account: { account_id: string; api_key: string; accounts_sharing_email: string[] };
   const email = `ops-${Date.now()}@example.net`;
 
   beforeAll(() => {
