@@ -185,6 +185,23 @@ const BAD: BadCase[] = [
     field: 'channels.email.0',
     value: 'oncall-at-example.com',
   },
+  // Only a DNS domain: an IP literal would aim the relay at an address of the sender's choosing, and an
+  // encoded word may be decoded by a relay into other addresses.
+  ...[
+    ['an IP literal', 'victim@[127.0.0.1]'],
+    ['an IPv6 literal', 'victim@[IPv6:::1]'],
+    ['a dotted IPv4 domain', 'victim@127.0.0.1'],
+    ['an encoded word', '=?utf-8?q?victim=40example.net?=@example.com'],
+    ['a quoted local part', '"victim@example.net"@example.com'],
+    ['a control character', 'on\u0007call@example.com'],
+    ['a local part over 64 characters', `${'a'.repeat(65)}@example.com`],
+    ['a label over 63 characters', `oncall@${'b'.repeat(64)}.example.com`],
+  ].map(([what, address]) => ({
+    what: `an e-mail address with ${what}`,
+    body: changed({ channels: { email: ['oncall@example.com', address] } }),
+    field: 'channels.email.1',
+    value: address,
+  })),
   {
     what: 'an e-mail address twice',
     body: changed({ channels: { email: ['a@example.com', 'A@example.com'] } }),

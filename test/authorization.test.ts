@@ -41,6 +41,8 @@ interface Endpoint {
   path: string;
   /** null: any valid key will do (the catalogue). */
   permission: Permission | null;
+  /** What the body asks for needs these too (a restore into a new volume: volumes:write). */
+  alsoNeeds?: Permission[];
   /** Status of a successful call. */
   ok: number;
   body?: unknown;
@@ -535,6 +537,7 @@ const ENDPOINTS: Endpoint[] = [
     method: 'POST',
     path: '/v1/snapshots/{id}/restore',
     permission: 'snapshots:write',
+    alsoNeeds: ['volumes:write'],
     ok: 202,
     body: { name: 'matrix-restored' },
     resource: snapshot,
@@ -788,7 +791,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         }
       }
       // The positive control: the least a key may hold and still be let in.
-      const sufficient = await ownerKey([e.permission ?? 'instances:read']);
+      const sufficient = await ownerKey([e.permission ?? 'instances:read', ...(e.alsoNeeds ?? [])]);
       const reply = await call(e, sufficient);
       expect(reply.status, reply.text).toBe(e.ok);
       if (e.download) expect(reply.headers['content-disposition']).toMatch(/^attachment; filename="/);
@@ -802,7 +805,10 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
       const theirs = await e.resource!(server, stranger.key);
       const path = fill(e.path, theirs) + (e.query ?? '');
       // Even with every permission, the owner cannot see or touch the stranger's resource.
-      for (const key of [owner.key, await ownerKey([e.permission ?? 'instances:read'])]) {
+      for (const key of [
+        owner.key,
+        await ownerKey([e.permission ?? 'instances:read', ...(e.alsoNeeds ?? [])]),
+      ]) {
         const reply = await server.request(e.method, path, {
           key,
           ...bodyOf(e, theirs),

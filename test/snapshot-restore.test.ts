@@ -68,12 +68,13 @@ describe.each(STORES)('Snapshot restore (%s)', (store) => {
     return found;
   }
 
-  it('says what to restore into: nothing, or two targets, is a 400', async () => {
+  it('restores into one thing: two targets is a 400; a new volume without a name takes the snapshot’s', async () => {
     const { key } = await account(server);
-    const source = await createAvailable(server, key);
+    const source = await createAvailable(server, key, { size_gb: 10 });
     const snap = await availableSnapshot(server, key, { volume_id: source.id });
-    expectInvalid(await restore(server, key, snap.id, {}), 'name');
-    expectInvalid(await restore(server, key, snap.id, { size_gb: 20 }), 'name');
+    const unnamed = await restore(server, key, snap.id, { size_gb: 20 });
+    expect(unnamed.status, unnamed.text).toBe(202);
+    expect(unnamed.body.data.volume).toMatchObject({ name: snap.name, size_gb: 20 });
     expectError(
       await restore(server, key, snap.id, { name: 'x', target_volume_id: source.id }),
       400,

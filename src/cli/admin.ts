@@ -114,14 +114,19 @@ export async function runAdmin(
     const { accounts } = backends.services;
     switch (command) {
       case 'create-account': {
-        const { account, apiKey } = await accounts.create({
+        const { account, apiKey, sharingEmail } = await accounts.create({
           email: required(values, 'email'),
           name: values.name,
           plan: values.plan,
         });
+        // Addresses are contacts, not identities: a shared one is allowed, and worth a look.
+        const shared =
+          sharingEmail.length > 0
+            ? `\nNote: ${sharingEmail.join(', ')} already use${sharingEmail.length === 1 ? 's' : ''} this e-mail address`
+            : '';
         print(
-          { account_id: account.id, api_key: apiKey.key },
-          `Created account ${account.id} (${account.plan}) for ${account.email}\nAPI key (shown once): ${apiKey.key}`,
+          { account_id: account.id, api_key: apiKey.key, accounts_sharing_email: sharingEmail },
+          `Created account ${account.id} (${account.plan}) for ${account.email}\nAPI key (shown once): ${apiKey.key}${shared}`,
         );
         return;
       }

@@ -11,7 +11,7 @@
  * when it closes.
  */
 import type { MetricSample } from '../drivers/driver.js';
-import { EMAIL_PATTERN, isEmail } from './validation.js';
+import { EMAIL_PATTERN, isMailboxAddress } from './validation.js';
 
 export const ALERT_METRICS = [
   'cpu_percent',
@@ -272,8 +272,13 @@ export function channelsProblem(channels: AlertChannels): PolicyProblem | null {
     };
   }
   for (const [i, address] of channels.email.entries()) {
-    if (!isEmail(address)) {
-      return { message: 'Not an e-mail address', field: `channels.email.${i}`, value: address };
+    if (!isMailboxAddress(address)) {
+      return {
+        message:
+          'Not an e-mail address at a DNS domain: a plain local part (no quotes or encoded words) @ a host name (no IP address)',
+        field: `channels.email.${i}`,
+        value: address,
+      };
     }
   }
   const lists: [string, string[]][] = [

@@ -1,6 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isEmail, isPrintableName, MAX_NAME_LENGTH, PRINTABLE_NAME_PATTERN } from './validation.js';
+import {
+  isEmail,
+  isMailboxAddress,
+  isPrintableName,
+  MAX_NAME_LENGTH,
+  PRINTABLE_NAME_PATTERN,
+} from './validation.js';
 
 const unicodeRule = /^[^\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]$/u;
 
@@ -74,5 +80,121 @@ describe('isEmail', () => {
 
   it('accepts ordinary addresses', () => {
     expect(isEmail('ops+nimbus@example.co.uk')).toBe(true);
+  });
+});
+
+describe('isMailboxAddress (alert recipients)', () => {
+  const chars = (set: string) => fc.constantFrom(...set.split(''));
+  const alnum = chars('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789');
+  const atom = fc.string({ unit: chars("abcxyzABC0189+_-!#$%&*/^`{|}~'"), minLength: 1, maxLength: 12 });
+  const localPart = fc.array(atom, { minLength: 1, maxLength: 4 }).map((atoms) => atoms.join('.'));
+  const label = fc
+    .tuple(alnum, fc.string({ unit: chars('abz09-'), maxLength: 20 }), alnum)
+    .map(([first, middle, last]) => `${first}${middle}${last}`);
+  const tld = fc
+    .tuple(fc.string({ unit: chars('abz09'), maxLength: 4 }), chars('abcxyz'))
+    .map(([rest, letter]) => `${rest}${letter}`);
+  const domain = fc
+    .tuple(fc.array(label, { minLength: 1, maxLength: 4 }), tld)
+    .map(([labels, top]) => [...labels, top].join('.'));
+  const address = fc.tuple(localPart, domain).map(([local, host]) => `${local}@${host}`);
+
+  it('accepts a plain local part at a host name whose top-level domain is not all digits', () => {
+    fc.assert(fc.property(address, (value) => isMailboxAddress(value)));
+  });
+
+  it('refuses IP literals, dotted IPv4, quoted local parts and encoded words', () => {
+    fc.assert(
+      fc.property(
+        localPart,
+        domain,
+        fc.ipV4(),
+        fc.ipV6(),
+        fc.string({ unit: alnum, maxLength: 10 }),
+        (local, host, v4, v6, text) => {
+          expect(isMailboxAddress(`${local}@[${v4}]`)).toBe(false);
+          expect(isMailboxAddress(`${local}@[IPv6:${v6}]`)).toBe(false);
+          expect(isMailboxAddress(`${local}@${v4}`)).toBe(false);
+          expect(isMailboxAddress(`"${local}"@${host}`)).toBe(false);
+          expect(isMailboxAddress(`"${local} x"@${host}`)).toBe(false);
+          expect(isMailboxAddress(`=?utf-8?q?${text}?=@${host}`)).toBe(false);
+          expect(isMailboxAddress(`${local}=?UTF-8?B?${text}?=@${host}`)).toBe(false);
+        },
+      ),
+    );
+  });
+
+  it('refuses an address with a control, space or non-ASCII character put anywhere in it', () => {
+    const intruder = fc.oneof(
+      fc.integer({ min: 0, max: 0x20 }).map((c) => String.fromCharCode(c)),
+      fc.constantFrom(
+        '\u007f',
+        '\u0085',
+        '\u00e9',
+        '\u202e',
+        '\u200b',
+        'ä',
+        '😀',
+        '(',
+        ')',
+        ',',
+        ';',
+        ':',
+        '<',
+        '>',
+        '\\',
+        '[',
+        ']',
+        '"',
+      ),
+    );
+    fc.assert(
+      fc.property(address, intruder, fc.nat(), (value, char, at) => {
+        const i = at % (value.length + 1);
+        expect(isMailboxAddress(`${value.slice(0, i)}${char}${value.slice(i)}`)).toBe(false);
+      }),
+    );
+  });
+
+  it('holds the length limits: 64 before the @, 63 per label, 254 in all', () => {
+    fc.assert(
+      fc.property(address, (value) => {
+        const [local, host] = value.split('@') as [string, string];
+        expect(isMailboxAddress(`${'a'.repeat(65)}@${host}`)).toBe(false);
+        expect(isMailboxAddress(`${local}@${'b'.repeat(64)}.${host}`)).toBe(false);
+        expect(isMailboxAddress(`${local}@${'c'.repeat(63)}.${host}`)).toBe(value.length + 64 <= 254);
+        expect(isMailboxAddress(`${local}@${`${'d'.repeat(60)}.`.repeat(5)}${host}`)).toBe(false);
+      }),
+    );
+  });
+
+  it('refuses malformed dots, hyphens and @ signs', () => {
+    for (const value of [
+      'a@example',
+      '@example.com',
+      'a@',
+      'a@@example.com',
+      'a@b@example.com',
+      '.a@example.com',
+      'a.@example.com',
+      'a..b@example.com',
+      'a@.example.com',
+      'a@example..com',
+      'a@example.com.',
+      'a@-example.com',
+      'a@example-.com',
+      'a@example.123',
+      'a@exa_mple.com',
+    ]) {
+      expect(isMailboxAddress(value), value).toBe(false);
+    }
+    for (const value of [
+      'ops+nimbus@example.co.uk',
+      'a@xn--bcher-kva.example',
+      'first.last@sub-1.example.io',
+      'x@1.2.3.example',
+    ]) {
+      expect(isMailboxAddress(value), value).toBe(true);
+    }
   });
 });

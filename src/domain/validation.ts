@@ -33,6 +33,35 @@ export function isEmail(value: string): boolean {
   return value.length <= MAX_EMAIL_LENGTH && emailRegex.test(value);
 }
 
+/** The longest local part (before the @) and domain of an address (RFC 5321 §4.5.3.1). */
+export const MAX_LOCAL_PART_LENGTH = 64;
+export const MAX_DOMAIN_LENGTH = 253;
+const MAX_LABEL_LENGTH = 63;
+
+// A dot-atom of RFC 5322's atext: ASCII letters, digits and ! # $ % & ' * + / = ? ^ _ ` { | } ~ -.
+const localPartRegex = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const labelRegex = /^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$/;
+
+/**
+ * An address mail is sent to on a user's word (alert recipients): a plain local part at a DNS host name.
+ * No IP literal (`a@[127.0.0.1]` would aim the relay at an address of our choosing), no quoted local
+ * part, no encoded word (`=?utf-8?…?=`, which a relay may decode into other addresses), nothing beyond
+ * ASCII; the domain is dot-separated labels of letters, digits and inner hyphens (1–63 each, two or
+ * more) whose last, the top-level domain, is not all digits (so no dotted IPv4 either).
+ */
+export function isMailboxAddress(value: string): boolean {
+  if (value.length > MAX_EMAIL_LENGTH) return false;
+  const at = value.lastIndexOf('@');
+  const local = value.slice(0, at);
+  const domain = value.slice(at + 1);
+  if (at < 1 || local.length > MAX_LOCAL_PART_LENGTH || domain.length > MAX_DOMAIN_LENGTH) return false;
+  if (!localPartRegex.test(local) || local.includes('=?')) return false;
+  const labels = domain.split('.');
+  if (labels.length < 2) return false;
+  if (!labels.every((label) => label.length <= MAX_LABEL_LENGTH && labelRegex.test(label))) return false;
+  return !/^[0-9]+$/.test(labels[labels.length - 1] as string);
+}
+
 /** Length in characters as JSON Schema counts them (code points, not UTF-16 units). */
 function codePoints(value: string): number {
   let count = 0;

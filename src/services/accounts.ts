@@ -8,11 +8,10 @@ import { ACCOUNT_STATUSES, PLANS, QUOTA_NAMES, type QuotaName } from '../domain/
 import { isEmail, isPrintableName, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 import * as accounts from '../store/accounts.js';
 import type { Store } from '../store/db.js';
-import { isUniqueViolation } from '../store/dialect.js';
 import type { AccountRow, AccountUpdate } from '../store/schema.js';
 import { type AccountView, accountView } from './account-view.js';
 import type { ApiKeyService, CreatedApiKey } from './api-keys.js';
-import { Conflict, InvalidRequest, NotFound } from './errors.js';
+import { InvalidRequest, NotFound } from './errors.js';
 import type { Principal } from './principal.js';
 import { rateLimitPolicyOf } from './rate-limits.js';
 
@@ -26,10 +25,6 @@ export interface AccountChanges {
 /** E-mail addresses are compared without regard to case: they are stored lowercased. */
 function normalizeEmail<T extends string | undefined>(email: T): T {
   return (email === undefined ? email : email.trim().toLowerCase()) as T;
-}
-
-function emailTaken(email: string): Conflict {
-  return new Conflict('Another account already uses this e-mail address', { field: 'email', value: email });
 }
 
 function requireName(field: string, value: string): void {
@@ -82,35 +77,28 @@ export class AccountService {
     if (changes.company !== undefined && changes.company !== null) requireName('company', changes.company);
     if (changes.email !== undefined) requireEmail('email', changes.email);
     if (changes.billing_email) requireEmail('billing_email', changes.billing_email);
-    if (changes.email !== undefined) await this.ensureEmailFree(changes.email, accountId);
     const update: AccountUpdate = { updated_at: this.clock.now().toISOString() };
     if (changes.name !== undefined) update.name = changes.name;
     if (changes.email !== undefined) update.email = changes.email;
     if (changes.company !== undefined) update.company = changes.company;
     if (changes.billing_email !== undefined) update.billing_email = changes.billing_email;
-    const row = await accounts.updateAccount(this.store.db, accountId, update).catch((error: unknown) => {
-      throw isUniqueViolation(error) ? emailTaken(update.email ?? '') : error;
-    });
+    // The address is a contact, not an identity: another account using it changes nothing here, so this
+    // answer cannot tell whether one does (docs/api.md, Account).
+    const row = await accounts.updateAccount(this.store.db, accountId, update);
     if (!row) throw new NotFound('account', accountId);
     // Cached principals carry a snapshot of the account: drop them here and on every replica.
     await this.apiKeys.forgetAccount(accountId);
     return accountView(row);
   }
 
-  private async ensureEmailFree(email: string, exceptAccountId?: string): Promise<void> {
-    const holder = await accounts.findAccountByEmail(this.store.db, email);
-    if (holder && holder.id !== exceptAccountId) {
-      throw new Conflict('Another account already uses this e-mail address', {
-        field: 'email',
-        value: email,
-      });
-    }
-  }
-
-  /** Operator: a new account with one key holding every permission. */
+  /**
+   * Operator: a new account with one key holding every permission. `sharingEmail` names the accounts that
+   * already use its address, for the operator (who sees every account) to notice; it is no refusal.
+   */
   async create(request: { email: string; name?: string | undefined; plan?: string | undefined }): Promise<{
     account: AccountView;
     apiKey: CreatedApiKey;
+    sharingEmail: string[];
   }> {
     const input = { ...request, email: normalizeEmail(request.email) };
     requireEmail('email', input.email);
@@ -118,7 +106,7 @@ export class AccountService {
     requireOneOf('plan', plan, PLANS);
     const name = input.name ?? input.email.split('@')[0] ?? input.email;
     requireName('name', name);
-    await this.ensureEmailFree(input.email);
+    const sharingEmail = await accounts.accountIdsByEmail(this.store.db, input.email);
     const now = this.clock.now().toISOString();
     const row: AccountRow = {
       id: newId('account'),
@@ -134,9 +122,7 @@ export class AccountService {
       updated_at: now,
     };
     const apiKey = await this.store.db.transaction().execute(async (trx) => {
-      await accounts.insertAccount(trx, row).catch((error: unknown) => {
-        throw isUniqueViolation(error) ? emailTaken(input.email) : error;
-      });
+      await accounts.insertAccount(trx, row);
       return this.apiKeys.mint(trx, row.id, {
         name: 'admin',
         permissions: ['*'],
@@ -144,7 +130,7 @@ export class AccountService {
         checkQuota: false,
       });
     });
-    return { account: accountView(row), apiKey };
+    return { account: accountView(row), apiKey, sharingEmail };
   }
 
   async list(): Promise<AccountView[]> {

@@ -14,6 +14,7 @@ import { TAG_KEY_PATTERN } from '../domain/instance-rules.js';
 import type { Instance } from '../domain/instances.js';
 import { isAllowed } from '../domain/lifecycle.js';
 import type { Page, PageRequest } from '../domain/pagination.js';
+import type { PermissionArea } from '../domain/permissions.js';
 import { SNAPSHOT_STATES, type SnapshotStatus } from '../domain/snapshot-states.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from '../domain/snapshots.js';
 import { VOLUME_STATES } from '../domain/volume-states.js';
@@ -30,7 +31,7 @@ import { recordCreated } from './idempotency-context.js';
 import { INSTANCE_KIND } from './instance-kind.js';
 import type { InstanceService, NewInstance } from './instances.js';
 import { conflict, type Lifecycle, type RelatedWrite } from './lifecycle.js';
-import type { Principal } from './principal.js';
+import { type Principal, requirePermission } from './principal.js';
 import type { QuotaService } from './quotas.js';
 import { SNAPSHOT_KIND } from './snapshot-kind.js';
 import { VOLUME_KIND } from './volume-kind.js';
@@ -219,13 +220,19 @@ export class SnapshotService {
   }
 
   /**
-   * Writes the snapshot into a new volume, over a detached volume (`target_volume_id`), or over the root
-   * disk of a stopped instance (`instance_id`, root snapshots only). The snapshot must be available; the
-   * target's restore is a durable job, and `snapshot.restored` is written when it is done.
+   * Writes the snapshot into a new volume, over a detached volume (`target_volume_id`), over the root
+   * disk of a stopped instance (`instance_id`, root snapshots only) or into a new instance (`instance`).
+   * A request naming none of them asks for what the snapshot is for (`defaultRestore`). Besides
+   * `snapshots:write` (the route's), the key must be allowed to write what the restore writes or creates
+   * (RESTORE_PERMISSIONS). The snapshot must be available; the target's restore is a durable job, and
+   * `snapshot.restored` is written when it is done.
    */
-  async restore(principal: Principal, id: string, input: RestoreRequest): Promise<RestoreView> {
+  async restore(principal: Principal, id: string, body: RestoreRequest): Promise<RestoreView> {
     const accountId = principal.accountId;
-    const mode = restoreMode(input);
+    const named = restoreMode(body);
+    if (named !== null) requirePermission(principal, RESTORE_PERMISSIONS[named], 'write');
+    const { mode, input } =
+      named === null ? await this.defaultRestore(principal, id) : { mode: named, input: body };
     if (mode === 'new-instance')
       return this.restoreIntoNewInstance(principal, id, input.instance ?? ({} as never));
     if (mode === 'new-volume') {
@@ -314,6 +321,39 @@ export class SnapshotService {
     const volume = await findAccountVolume(this.store.db, accountId, volumeId);
     if (!volume) throw new NotFound('volume', volumeId);
     return { snapshot, volume: volumeView(volume), instance_id: instance?.id ?? null };
+  }
+
+  /**
+   * What a restore that names no target does, as DESIGN.md has it: a data volume's snapshot becomes a new
+   * volume of its name, size and region; a root snapshot is written back over its source instance's disk
+   * when that instance is stopped. Otherwise (running, or gone) the caller must choose: a 400 listing the
+   * choices. The key must be allowed what it will do; the instance's status is checked again under its lock.
+   */
+  private async defaultRestore(
+    principal: Principal,
+    id: string,
+  ): Promise<{ mode: RestoreMode; input: RestoreRequest }> {
+    const snapshot = await snapshots.findAccountSnapshot(this.store.db, principal.accountId, id);
+    if (!snapshot) throw new NotFound('snapshot', id);
+    const sourceId = snapshot.source_instance_id;
+    if (sourceId === null) {
+      requirePermission(principal, RESTORE_PERMISSIONS['new-volume'], 'write');
+      return { mode: 'new-volume', input: {} };
+    }
+    const source = await findAccountInstance(this.store.db, principal.accountId, sourceId);
+    if (source?.status !== 'stopped') {
+      throw new InvalidRequest(
+        `Snapshot ${snapshot.id} is of the root disk of instance ${sourceId}, which is ${source ? `${source.status}: stop it, or` : 'gone:'} say what to restore into: ${RESTORE_CHOICES}`,
+        {
+          field: 'instance_id',
+          allowed_values: [...RESTORE_TARGETS],
+          source_instance_id: sourceId,
+          source_instance_status: source?.status ?? null,
+        },
+      );
+    }
+    requirePermission(principal, RESTORE_PERMISSIONS['instance-root'], 'write');
+    return { mode: 'instance-root', input: { instance_id: sourceId } };
   }
 
   /**
@@ -580,7 +620,7 @@ export class SnapshotService {
     const volume = await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', {
       id: newId('volume', now),
       account_id: accountId,
-      name: input.name ?? '',
+      name: input.name ?? snapshot.name,
       region: snapshot.region,
       size_gb: sizeGb,
       status: VOLUME_KIND.table.create.status,
@@ -693,8 +733,23 @@ export class SnapshotService {
 
 type RestoreMode = 'new-volume' | 'target-volume' | 'instance-root' | 'new-instance';
 
-/** Which restore a body asks for: exactly one of target_volume_id, instance_id, instance, or a new volume's name. */
-function restoreMode(input: RestoreRequest): RestoreMode {
+/** What a key needs (write) to restore, besides snapshots:write: the permission to write or create the target. */
+const RESTORE_PERMISSIONS: Record<RestoreMode, PermissionArea> = {
+  'new-volume': 'volumes',
+  'target-volume': 'volumes',
+  'instance-root': 'instances',
+  'new-instance': 'instances',
+};
+
+const RESTORE_TARGETS = ['name', 'target_volume_id', 'instance_id', 'instance'] as const;
+const RESTORE_CHOICES =
+  'a new volume (name, size_gb, region, tags), target_volume_id, instance_id, or instance';
+
+/**
+ * Which restore a body asks for: target_volume_id, instance_id, instance, or a new volume (any of name,
+ * size_gb, region, tags); null when it names none of them. Two of them is a 400.
+ */
+function restoreMode(input: RestoreRequest): RestoreMode | null {
   const newVolume = ['name', 'size_gb', 'region', 'tags'].filter(
     (field) => input[field as keyof RestoreRequest] !== undefined,
   );
@@ -704,18 +759,15 @@ function restoreMode(input: RestoreRequest): RestoreMode {
     ...(input.instance !== undefined ? ['instance'] : []),
     ...(newVolume.length > 0 ? ['name'] : []),
   ];
-  if (named.length !== 1) {
-    throw new InvalidRequest(
-      named.length === 0
-        ? 'Say what to restore into: a new volume (name, optional size_gb), target_volume_id, instance_id, or instance'
-        : `Restore into one thing: ${named.join(' and ')} were both given`,
-      { field: named[1] ?? 'name', allowed_values: ['name', 'target_volume_id', 'instance_id', 'instance'] },
-    );
-  }
-  if (named[0] === 'name' && input.name === undefined) {
-    throw new InvalidRequest('A new volume restored from a snapshot needs a name', { field: 'name' });
+  if (named.length > 1) {
+    throw new InvalidRequest(`Restore into one thing: ${named.join(' and ')} were both given`, {
+      field: named[1],
+      allowed_values: [...RESTORE_TARGETS],
+    });
   }
   switch (named[0]) {
+    case undefined:
+      return null;
     case 'target_volume_id':
       return 'target-volume';
     case 'instance_id':

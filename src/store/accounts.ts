@@ -17,8 +17,15 @@ export function findAccount(db: Executor, id: string): Promise<AccountRow | unde
   return accountById.executeTakeFirst(db, { id });
 }
 
-export function findAccountByEmail(db: Executor, email: string): Promise<AccountRow | undefined> {
-  return db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
+/** The ids of the accounts whose contact address is `email` (addresses are not unique). */
+export async function accountIdsByEmail(db: Executor, email: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('accounts')
+    .select('id')
+    .where('email', '=', email)
+    .orderBy('id')
+    .execute();
+  return rows.map((row) => row.id);
 }
 
 export function listAccounts(db: Executor): Promise<AccountRow[]> {

@@ -55,6 +55,9 @@ export interface Store {
 
 const PG_INT8 = 20;
 
+/** The group-commit driver of each SQLite store, for what only its connection can set (migrateToLatest). */
+const sqliteCommits = new WeakMap<Kysely<Database>, GroupCommitDriver>();
+
 export function openStore(options: StoreOptions): Store {
   const sqlite = options.databaseUrl ? null : openSqlite(options.dataDir, options.commitDelayMs ?? 0);
   const poolSize = options.poolSize ?? 10;
@@ -135,15 +138,46 @@ function openSqlite(
     database.pragma('busy_timeout = 5000');
   }
   const commits = new GroupCommitDriver(writer, reader, { commitDelayMs });
+  const db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(commits) });
+  sqliteCommits.set(db, commits);
   return {
-    db: new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(commits) }),
+    db,
     committedReads: new Kysely<Database>({ dialect: new CommittedReadsDialect(commits) }),
     commits,
   };
 }
 
-/** Brings the schema up to date; safe to run from several replicas at once (Kysely takes a lock). */
+/**
+ * Brings the schema up to date; safe to run from several replicas at once (Kysely takes a lock). On
+ * SQLite the migrations run with foreign keys off, as SQLite's way of changing a table's constraints
+ * (a rebuild: new table, copy, drop the old one) requires, and are checked once they are done.
+ */
 export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+  const commits = sqliteCommits.get(db);
+  if (!commits) return migrate(db);
+  const foreignKeys = (on: boolean) =>
+    commits.outsideTransaction((writer) => {
+      writer.pragma(`foreign_keys = ${on ? 'ON' : 'OFF'}`);
+      if (writer.pragma('foreign_keys', { simple: true }) !== (on ? 1 : 0)) {
+        throw new Error(`cannot turn foreign keys ${on ? 'on' : 'off'}`);
+      }
+    });
+  await foreignKeys(false);
+  try {
+    const applied = await migrate(db);
+    const broken = await commits.outsideTransaction(
+      (writer) => writer.pragma('foreign_key_check') as unknown[],
+    );
+    if (broken.length > 0) {
+      throw new Error(`the migrations left ${broken.length} row(s) referencing rows that are not there`);
+    }
+    return applied;
+  } finally {
+    await foreignKeys(true);
+  }
+}
+
+async function migrate(db: Kysely<Database>): Promise<string[]> {
   const migrator = new Migrator({ db, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error;

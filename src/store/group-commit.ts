@@ -287,6 +287,20 @@ export class GroupCommitDriver implements Driver {
     this.writerDb.close();
   }
 
+  /**
+   * Runs `work` on the writing connection with no transaction open, in its turn (the open batch is
+   * committed first): for what SQLite honours only outside a transaction (`pragma foreign_keys`).
+   */
+  async outsideTransaction<T>(work: (writer: SqliteDatabase.Database) => T): Promise<T> {
+    await this.lock.acquire();
+    try {
+      this.commitBatch();
+      return work(this.writerDb);
+    } finally {
+      this.lock.release();
+    }
+  }
+
   /** A query inside the member holding the lock. */
   runInMember<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
     try {

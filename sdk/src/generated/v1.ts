@@ -63,7 +63,7 @@ export interface paths {
         head?: never;
         /**
          * Update account (name, email, company, billing_email; the plan is changed by the operator)
-         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. An e-mail address another account uses is a 409.
+         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. The e-mail address is a contact, not an identity: accounts may share one, and whether another account uses it is never told.
          */
         patch: operations["patchAccount"];
         trace?: never;
@@ -735,7 +735,7 @@ export interface paths {
         put?: never;
         /**
          * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
-         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named after it, of its size and region; a root snapshot is written over its source instance's disk when that instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume (new or written over) and `instances:write` for an instance (new or its root disk), else 403. The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
          */
         post: operations["postSnapshotsByIdRestore"];
         delete?: never;
@@ -1353,7 +1353,7 @@ export interface paths {
         head?: never;
         /**
          * Update account (name, email, company, billing_email; the plan is changed by the operator)
-         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. An e-mail address another account uses is a 409.
+         * @description Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and status belong to the operator and are refused as unknown fields. The e-mail address is a contact, not an identity: accounts may share one, and whether another account uses it is never told.
          */
         patch: operations["patchV2Account"];
         trace?: never;
@@ -2025,7 +2025,7 @@ export interface paths {
         put?: never;
         /**
          * Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)
-         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
+         * @description The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; `size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a detached data volume of the same region and at least its size; attached is 409), or `instance_id` (root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a new instance, created `starting` with the instance quotas and rules, booting once its root disk is restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named after it, of its size and region; a root snapshot is written over its source instance's disk when that instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume (new or written over) and `instances:write` for an instance (new or its root disk), else 403. The volume written is `creating` or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account is 404 naming the field.
          */
         post: operations["postV2SnapshotsByIdRestore"];
         delete?: never;
@@ -3972,23 +3972,6 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description End of the current hour window, in Unix seconds */
                     "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
-                };
-            };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
-            409: {
-                headers: {
-                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
-                    "X-Request-Id": string;
-                    /** @description Requests per hour the account's plan (or its override) allows */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in the current hour window */
-                    "X-RateLimit-Remaining": number;
-                    /** @description End of the current hour window, in Unix seconds */
-                    "X-RateLimit-Reset": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15486,16 +15469,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-restored",
-                 *       "size_gb": 200
-                 *     }
-                 */
                 "application/json": {
-                    /** @description A new volume: its name */
+                    /** @description A new volume: its name (default: the snapshot's) */
                     name?: string;
                     /** @description A new volume: its size, at least the snapshot's (default: the snapshot's) */
                     size_gb?: number;
@@ -15544,7 +15521,7 @@ export interface operations {
                         /** @enum {string} */
                         image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
                     };
-                };
+                } | null;
             };
         };
         responses: {
@@ -24058,23 +24035,6 @@ export interface operations {
                     "X-RateLimit-Remaining"?: number;
                     /** @description End of the current hour window, in Unix seconds */
                     "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
-                };
-            };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
-            409: {
-                headers: {
-                    /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
-                    "X-Request-Id": string;
-                    /** @description Requests per hour the account's plan (or its override) allows */
-                    "X-RateLimit-Limit": number;
-                    /** @description Requests left in the current hour window */
-                    "X-RateLimit-Remaining": number;
-                    /** @description End of the current hour window, in Unix seconds */
-                    "X-RateLimit-Reset": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35572,16 +35532,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-restored",
-                 *       "size_gb": 200
-                 *     }
-                 */
                 "application/json": {
-                    /** @description A new volume: its name */
+                    /** @description A new volume: its name (default: the snapshot's) */
                     name?: string;
                     /** @description A new volume: its size, at least the snapshot's (default: the snapshot's) */
                     size_gb?: number;
@@ -35630,7 +35584,7 @@ export interface operations {
                         /** @enum {string} */
                         image?: "ubuntu-22.04" | "ubuntu-24.04" | "debian-12" | "rocky-9" | "ubuntu-22.04-cuda";
                     };
-                };
+                } | null;
             };
         };
         responses: {

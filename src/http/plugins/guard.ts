@@ -13,10 +13,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type Access, allows, type PermissionArea } from '../../domain/permissions.js';
+import type { Access, PermissionArea } from '../../domain/permissions.js';
 import { type ApiKeyService, UnverifiedKey } from '../../services/api-keys.js';
 import { AuthenticationFailed, Forbidden, RateLimitExceeded } from '../../services/errors.js';
-import type { Principal } from '../../services/principal.js';
+import { type Principal, requirePermission } from '../../services/principal.js';
 import type { RateLimitService, RateUse } from '../../services/rate-limits.js';
 import type { RateDecision } from '../../store/rate-counters.js';
 import { setRateHeaders } from '../rate-headers.js';
@@ -129,11 +129,7 @@ export const guardPlugin = fp<GuardOptions>(
       if (apiKeys.rotationDue(caller)) reply.header('warning', ROTATION_WARNING);
       request.principal = caller;
       const needed = request.routeOptions.config.permission;
-      if (needed && !allows(caller.permissions, needed[0], needed[1])) {
-        throw new Forbidden(`This API key lacks the permission ${needed[0]}:${needed[1]}`, {
-          required_permission: `${needed[0]}:${needed[1]}`,
-        });
-      }
+      if (needed) requirePermission(caller, needed[0], needed[1]);
     }
   },
   { name: 'nimbus-guard' },

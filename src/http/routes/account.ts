@@ -91,12 +91,12 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesDeps> = async
         summary: 'Update account (name, email, company, billing_email; the plan is changed by the operator)',
         description:
           'Changes any of `name`, `email`, `company` and `billing_email` (the last two accept null). Plan and ' +
-          'status belong to the operator and are refused as unknown fields. An e-mail address another account ' +
-          'uses is a 409.',
+          'status belong to the operator and are refused as unknown fields. The e-mail address is a contact, not ' +
+          'an identity: accounts may share one, and whether another account uses it is never told.',
         body: AccountPatch,
         response: {
           200: described(Envelope(AccountSchema), 'The account as changed'),
-          ...errorResponses(409),
+          ...errorResponses(),
         },
       },
       config: { permission: ['account', 'write'] },

@@ -66,7 +66,7 @@ const SnapshotUpdate = Type.Object(
 
 const RestoreRequest = Type.Object(
   {
-    name: Type.Optional({ ...Name, description: 'A new volume: its name' }),
+    name: Type.Optional({ ...Name, description: "A new volume: its name (default: the snapshot's)" }),
     size_gb: Type.Optional(
       Type.Integer({
         minimum: VOLUME_SIZE_GB.min,
@@ -246,16 +246,24 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
         tags,
         summary: 'Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)',
         description:
-          'The snapshot must be `available` (409). Say what to write: a new volume (`name`, `size_gb` at least the ' +
-          "snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
+          "The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; " +
+          "`size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
           'detached data volume of the same region and at least its size; attached is 409), or `instance_id` ' +
           '(root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a ' +
           'new instance, created `starting` with the instance quotas and rules, booting once its root disk is ' +
-          'restored). The volume written is `creating` ' +
+          "restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named " +
+          "after it, of its size and region; a root snapshot is written over its source instance's disk when that " +
+          'instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume ' +
+          '(new or written over) and `instances:write` for an instance (new or its root disk), else 403. ' +
+          'The volume written is `creating` ' +
           'or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account ' +
           'is 404 naming the field.',
         params: IdParams,
-        body: withExample(RestoreRequest, { name: 'data-1-restored', size_gb: 200 }),
+        // No body at all is a request too: the restore the snapshot is for.
+        body: Type.Union([
+          withExample(RestoreRequest, { name: 'data-1-restored', size_gb: 200 }),
+          Type.Null(),
+        ]),
         response: {
           202: described(Envelope(Restore), 'Accepted: the snapshot and the volume being written'),
           ...errorResponses(402, 404, 409),
@@ -272,6 +280,8 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
     async (request, reply) =>
       reply
         .code(202)
-        .send(ok(request, await snapshots.restore(principalOf(request), request.params.id, request.body))),
+        .send(
+          ok(request, await snapshots.restore(principalOf(request), request.params.id, request.body ?? {})),
+        ),
   );
 };

@@ -16,6 +16,7 @@ import * as alertPolicyDeleted from './0014_alert_policy_deleted.js';
 import * as instancesMonitored from './0015_instances_monitored.js';
 import * as idempotencyCommits from './0016_idempotency_commits.js';
 import * as eventActor from './0017_event_actor.js';
+import * as accountEmailNotUnique from './0018_account_email_not_unique.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -36,6 +37,7 @@ const migrations: Record<string, Migration> = {
   '0015_instances_monitored': instancesMonitored,
   '0016_idempotency_commits': idempotencyCommits,
   '0017_event_actor': eventActor,
+  '0018_account_email_not_unique': accountEmailNotUnique,
 };
 
 export const migrationProvider: MigrationProvider = {

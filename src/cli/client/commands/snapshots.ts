@@ -150,10 +150,10 @@ export function snapshotsCommand(): Command {
 
   const restore = new Command('restore')
     .description(
-      'restore: a volume snapshot into a new volume (or over a detached one), an instance snapshot onto its stopped instance or into a new instance',
+      'restore: a volume snapshot into a new volume (or over a detached one), an instance snapshot onto its stopped instance or into a new instance; with no option, a new volume named after a volume snapshot, or an instance snapshot onto its own stopped instance',
     )
     .argument('<id>', 'snapshot id')
-    .option('--name <name>', 'name of the new volume')
+    .option('--name <name>', 'name of the new volume (default: the snapshot’s)')
     .option('--size <gb>', 'size of the new volume (at least the snapshot’s)', integer)
     .option('--region <region>', 'region of the new volume')
     .option('--tag <key=value>', 'tags of the new volume (repeatable)', collect)
