@@ -138,4 +138,21 @@ describe.each(STORES)('Snapshot restore permissions (%s)', (store) => {
     const allowed = await restore(server, await keyWith(['snapshots:write', needed]), snapshot.id, body);
     expect(allowed.status, allowed.text).toBe(202);
   });
+  it('replays a restore only to a key that could have made it (Idempotency-Key)', async () => {
+    const path = `/v1/snapshots/${fixtures.volumeSnapshot.id}/restore`;
+    const headers = { 'idempotency-key': `restore-replay-${store}` };
+    const body = { name: 'replayed' };
+    const made = await server.request('POST', path, { key: owner, body, headers });
+    expect(made.status, made.text).toBe(202);
+
+    const short = await keyWith(['snapshots:write']);
+    const refused = await server.request('POST', path, { key: short, body, headers });
+    expect(expectError(refused, 403, 'forbidden').details).toEqual({ required_permission: 'volumes:write' });
+    expect(refused.headers['idempotent-replayed']).toBeUndefined();
+
+    const replayed = await server.request('POST', path, { key: owner, body, headers });
+    expect(replayed.status, replayed.text).toBe(202);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect(replayed.body.data.volume.id).toBe(made.body.data.volume.id);
+  });
 });

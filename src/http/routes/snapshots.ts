@@ -7,6 +7,7 @@ import { SNAPSHOT_KINDS, SNAPSHOT_SORTS } from '../../domain/snapshots.js';
 import { VOLUME_SIZE_GB } from '../../domain/volumes.js';
 import type { SnapshotService } from '../../services/snapshots.js';
 import { ok, okList } from '../envelope.js';
+import { requirePermission } from '../../services/principal.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
@@ -275,6 +276,10 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
           status: 202,
           view: (accountId, made, params) => snapshots.restoredView(accountId, params.id ?? '', made),
         },
+        // A replay answers only a key that could have made the restore: what it wrote names an instance
+        // (a new one, or a root disk written back) or only a volume (RESTORE_PERMISSIONS).
+        idempotentReplayCheck: (principal, data) =>
+          requirePermission(principal, data.instance_id ? 'instances' : 'volumes', 'write'),
       },
     },
     async (request, reply) =>
