@@ -42,6 +42,8 @@ const EnvSchema = Type.Object({
   NIMBUS_QEMU_SSH_PORTS: Type.String({ default: '22000-22999', pattern: '^\\d{1,5}-\\d{1,5}$' }),
   NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
   NIMBUS_METRICS_PORT: Type.Optional(Port),
+  /** When set, the metrics port answers only `Authorization: Bearer <this>` (16+ printable characters). */
+  NIMBUS_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[\\x21-\\x7e]{16,1024}$' })),
   NIMBUS_METADATA_PORT: Type.Optional(Port),
   NIMBUS_LOG_LEVEL: Type.Union(
     LOG_LEVELS.map((l) => Type.Literal(l)),
@@ -113,6 +115,8 @@ export interface Config {
   publicDomain: string;
   /** 0 disables the Prometheus listener. */
   metricsPort: number;
+  /** NIMBUS_METRICS_TOKEN: the bearer token the metrics port asks for; null: none asked. */
+  metricsToken: string | null;
   metadataPort: number;
   logLevel: LogLevel;
   v1EndOfLife: Date | null;
@@ -194,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicDomain: raw.NIMBUS_PUBLIC_DOMAIN,
     metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
+    metricsToken: raw.NIMBUS_METRICS_TOKEN ?? null,
     metadataPort: raw.NIMBUS_METADATA_PORT ?? 8169,
     logLevel: raw.NIMBUS_LOG_LEVEL,
     v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
