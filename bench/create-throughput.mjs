@@ -23,6 +23,7 @@
  *     [--redis-url redis://127.0.0.1:6379] [--cpu-prof] [--no-build] [--no-write] [--keep]
  */
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
@@ -143,6 +144,8 @@ async function measure(autocannon, name) {
     psql(`create database "${database}"`);
     atCleanUp(() => psql(`drop database if exists "${database}" with (force)`));
     env.NIMBUS_DATABASE_URL = databaseUrl(database);
+    // PostgreSQL requires a configured master key, the same for both servers and the admin commands.
+    env.NIMBUS_SECRET_KEY = randomBytes(32).toString('base64');
     env.NIMBUS_REDIS_URL = values['redis-url'];
     const [settings] = psql(
       "select current_setting('server_version') as v, current_setting('fsync') as f, current_setting('synchronous_commit') as s",
@@ -155,7 +158,9 @@ async function measure(autocannon, name) {
   const auth = bootstrapAuth(dataDir);
   const accountId = await accountIdOf(first.port, auth);
   await stopChild(first.child);
-  const adminEnv = env.NIMBUS_DATABASE_URL ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL } : {};
+  const adminEnv = env.NIMBUS_DATABASE_URL
+    ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL, NIMBUS_SECRET_KEY: env.NIMBUS_SECRET_KEY }
+    : {};
   raiseLimits(dataDir, accountId, QUOTAS, adminEnv);
   const profileDir = values['cpu-prof'] && name === 'sqlite' ? path.join(dataDir, 'profile') : null;
   const nodeArgs = profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];

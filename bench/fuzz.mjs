@@ -15,6 +15,7 @@
  * Writes its section of docs/benchmarks.md; exits 1 when any answer was a problem.
  */
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
@@ -128,7 +129,11 @@ async function main() {
   const document = JSON.parse(readFileSync(path.join(ROOT, 'openapi', 'v1.json'), 'utf8'));
   const dataDir = tempDir('nimbus-fuzz-');
   const env = { ...SERVER_ENV };
-  if (args['pg-url']) env.NIMBUS_DATABASE_URL = await freshDatabase(args['pg-url']);
+  if (args['pg-url']) {
+    env.NIMBUS_DATABASE_URL = await freshDatabase(args['pg-url']);
+    // PostgreSQL requires a configured master key.
+    env.NIMBUS_SECRET_KEY = randomBytes(32).toString('base64');
+  }
   const store = args['pg-url'] ? 'PostgreSQL' : 'SQLite';
   step(`starting Nimbus on ${store}`);
   const { child, port } = await startNimbus(dataDir, path.join(dataDir, 'server.log'), env);

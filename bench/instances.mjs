@@ -39,6 +39,7 @@
  * temporary dirs removed on every exit, failures and Ctrl-C included.
  */
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -154,6 +155,8 @@ async function createBenchmark(autocannon, settings, store) {
     const name = `nimbus_bench_${process.pid}_${Date.now().toString(36)}`;
     await createDatabase(store.url, name);
     env.NIMBUS_DATABASE_URL = databaseUrl(store.url, name);
+    // PostgreSQL requires a configured master key, the same for the server and the admin commands.
+    env.NIMBUS_SECRET_KEY = randomBytes(32).toString('base64');
     const pgSettings = await pgQuery(env.NIMBUS_DATABASE_URL, [
       'show server_version',
       'show fsync',
@@ -169,7 +172,10 @@ async function createBenchmark(autocannon, settings, store) {
   let nimbus = await startNimbus(dataDir, logFile, env);
   const auth = bootstrapAuth(dataDir);
   const accountId = await accountIdOf(nimbus.port, auth);
-  const adminEnv = store.kind === 'postgres' ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL } : {};
+  const adminEnv =
+    store.kind === 'postgres'
+      ? { NIMBUS_DATABASE_URL: env.NIMBUS_DATABASE_URL, NIMBUS_SECRET_KEY: env.NIMBUS_SECRET_KEY }
+      : {};
   raiseLimits(dataDir, accountId, QUOTAS, adminEnv);
   // Restarted, so no key cached before the limits were raised is still served.
   await stopChild(nimbus.child);

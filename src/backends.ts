@@ -12,9 +12,9 @@ import { QemuDriver, QemuDriverError } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
 import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './events/broadcast.js';
 import { JobRunner } from './jobs/runner.js';
+import { checkMasterKey, resolveMasterKey } from './master-key.js';
 import { createServices, type Services } from './services/index.js';
 import { hostnames } from './services/instance-view.js';
-import { SecretBox } from './services/secret-box.js';
 import { migrateToLatest, openStore, type Store } from './store/db.js';
 import { findInstance } from './store/instances.js';
 import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
@@ -56,12 +56,20 @@ const scheduledSlot = (sourceId: string) => ({
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
   const clock = options.clock ?? (config.testClockFile ? new FileClock(config.testClockFile) : systemClock);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // Before the store is opened: on PostgreSQL without a configured key, nothing is touched.
+  const masterKey = resolveMasterKey(config);
   const store = openStore({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     commitDelayMs: config.testCommitDelayMs,
   });
-  await migrateToLatest(store.db);
+  try {
+    await migrateToLatest(store.db);
+    await checkMasterKey(store.db, masterKey);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 })
     : null;
@@ -94,7 +102,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
       gpuCapacity: config.gpuCapacity,
       publicIpPools: config.publicIpPools,
     },
-    secretBox: SecretBox.open(config.dataDir, config.masterKey),
+    secretBox: masterKey.box,
     metrics: {
       intervalMs: config.metrics.intervalSeconds * 1000,
       maxStreamsPerAccount: config.metrics.maxStreamsPerAccount,

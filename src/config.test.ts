@@ -1,3 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.js';
 
@@ -69,5 +73,42 @@ describe('loadConfig', () => {
 
   it('refuses a TLS certificate without its key', () => {
     expect(() => loadConfig({ NIMBUS_TLS_CERT: '/etc/nimbus/cert.pem' })).toThrow(/set together/);
+  });
+
+  describe('the master key', () => {
+    const key = randomBytes(32).toString('base64');
+
+    it('comes from NIMBUS_SECRET_KEY, or from the file NIMBUS_SECRET_KEY_FILE names, which says where', () => {
+      expect(loadConfig({ NIMBUS_SECRET_KEY: key })).toMatchObject({
+        masterKey: Buffer.from(key, 'base64'),
+        masterKeySource: 'NIMBUS_SECRET_KEY',
+      });
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-config-'));
+      try {
+        const file = path.join(dir, 'key');
+        writeFileSync(file, `${key}\n`);
+        expect(loadConfig({ NIMBUS_SECRET_KEY_FILE: file })).toMatchObject({
+          masterKey: Buffer.from(key, 'base64'),
+          masterKeySource: `NIMBUS_SECRET_KEY_FILE (${file})`,
+        });
+        expect(() => loadConfig({ NIMBUS_SECRET_KEY_FILE: file, NIMBUS_SECRET_KEY: key })).toThrow(
+          /not both/,
+        );
+        const short = randomBytes(16).toString('base64');
+        writeFileSync(file, short);
+        expect(() => loadConfig({ NIMBUS_SECRET_KEY_FILE: file })).toThrow(/base64 of 32 random bytes/);
+        expect(() => loadConfig({ NIMBUS_SECRET_KEY_FILE: file })).not.toThrow(short);
+        expect(() => loadConfig({ NIMBUS_SECRET_KEY_FILE: path.join(dir, 'missing') })).toThrow(/ENOENT/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+      expect(loadConfig({})).toMatchObject({ masterKey: null, masterKeySource: null });
+    });
+
+    it('a malformed key is refused without being repeated', () => {
+      const almost = `${key.slice(0, -1)}!`;
+      expect(() => loadConfig({ NIMBUS_SECRET_KEY: almost })).toThrow(/NIMBUS_SECRET_KEY.*value not shown/);
+      expect(() => loadConfig({ NIMBUS_SECRET_KEY: almost })).not.toThrow(almost.slice(0, 20));
+    });
   });
 });

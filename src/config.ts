@@ -2,6 +2,7 @@
  * Configuration: the environment is read here once, checked against a schema, and passed down as a
  * typed object. Nothing else in Nimbus reads process.env.
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { FormatRegistry, type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -10,6 +11,10 @@ import { REGION_NAMES, REGIONS } from './domain/catalog.js';
 
 FormatRegistry.Set('date', (value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)));
 
+/** Settings whose values are secrets: never repeated in a message. */
+const SECRET_SETTINGS = new Set(['NIMBUS_SECRET_KEY', 'NIMBUS_METRICS_TOKEN']);
+/** Base64 of exactly 32 bytes. */
+const MASTER_KEY_PATTERN = '^[A-Za-z0-9+/]{43}=$';
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -37,6 +42,8 @@ const EnvSchema = Type.Object({
   NIMBUS_QEMU_SSH_PORTS: Type.String({ default: '22000-22999', pattern: '^\\d{1,5}-\\d{1,5}$' }),
   NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
   NIMBUS_METRICS_PORT: Type.Optional(Port),
+  /** When set, the metrics port answers only `Authorization: Bearer <this>` (16+ printable characters). */
+  NIMBUS_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[\\x21-\\x7e]{16,1024}$' })),
   NIMBUS_METADATA_PORT: Type.Optional(Port),
   NIMBUS_LOG_LEVEL: Type.Union(
     LOG_LEVELS.map((l) => Type.Literal(l)),
@@ -57,7 +64,9 @@ const EnvSchema = Type.Object({
   /** First webhook retry delay in seconds; it doubles with each retry. */
   NIMBUS_WEBHOOK_RETRY_BASE_SECONDS: Type.Number({ default: 60, exclusiveMinimum: 0, maximum: 86_400 }),
   /** Base64 of 32 bytes sealing secrets at rest; replicas sharing a database must share it. */
-  NIMBUS_SECRET_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  NIMBUS_SECRET_KEY: Type.Optional(Type.String({ pattern: MASTER_KEY_PATTERN })),
+  /** A file holding NIMBUS_SECRET_KEY's value (base64 of 32 bytes), e.g. a mounted secret. */
+  NIMBUS_SECRET_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
   /** Seconds between two samples of each monitored instance (10 s blocks; tests and demos use 1). */
   NIMBUS_METRICS_INTERVAL_SECONDS: Type.Integer({ default: 10, minimum: 1, maximum: 10 }),
   /** Live metric streams an account may hold open at once (per server process). */
@@ -116,6 +125,8 @@ export interface Config {
   publicDomain: string;
   /** 0 disables the Prometheus listener. */
   metricsPort: number;
+  /** NIMBUS_METRICS_TOKEN: the bearer token the metrics port asks for; null: none asked. */
+  metricsToken: string | null;
   metadataPort: number;
   logLevel: LogLevel;
   v1EndOfLife: Date | null;
@@ -125,8 +136,12 @@ export interface Config {
   /** Public IPv4 pool (CIDR) per region. */
   publicIpPools: Record<string, string>;
   webhooks: { allowPrivate: boolean; caFile: string | null; retryBaseSeconds: number };
-  /** The master key from the environment; null: the data dir's key file. */
+  /**
+   * The master key from NIMBUS_SECRET_KEY or NIMBUS_SECRET_KEY_FILE, and which of them (the file's path
+   * included) for messages; null: none configured, the data dir's key file (SQLite only).
+   */
   masterKey: Buffer | null;
+  masterKeySource: string | null;
   metrics: { intervalSeconds: number; maxStreamsPerAccount: number };
   invoiceDueDays: number;
   /** Alert notifications: the SMTP relay (null: e-mail channels are refused), sender, console links. */
@@ -152,10 +167,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const converted = Value.Default(EnvSchema, Value.Convert(EnvSchema, relevant));
   const errors = [...Value.Errors(EnvSchema, converted)];
   if (errors.length > 0) {
-    const lines = errors.map((e) => `${e.path.slice(1)}: ${e.message} (got ${JSON.stringify(e.value)})`);
+    const lines = errors.map((e) => {
+      const name = e.path.slice(1);
+      // A secret's wrong value may be the right one with a typo: it never reaches a terminal or a log.
+      const got = SECRET_SETTINGS.has(name) ? 'value not shown' : `got ${JSON.stringify(e.value)}`;
+      return `${name}: ${e.message} (${got})`;
+    });
     throw new ConfigError(`Invalid configuration:\n  ${lines.join('\n  ')}`);
   }
   const raw = converted as Static<typeof EnvSchema>;
+  const masterKey = configuredMasterKey(raw.NIMBUS_SECRET_KEY, raw.NIMBUS_SECRET_KEY_FILE);
   if (Boolean(raw.NIMBUS_TLS_CERT) !== Boolean(raw.NIMBUS_TLS_KEY)) {
     throw new ConfigError('Invalid configuration: NIMBUS_TLS_CERT and NIMBUS_TLS_KEY must be set together');
   }
@@ -197,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicDomain: raw.NIMBUS_PUBLIC_DOMAIN,
     metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
+    metricsToken: raw.NIMBUS_METRICS_TOKEN ?? null,
     metadataPort: raw.NIMBUS_METADATA_PORT ?? 8169,
     logLevel: raw.NIMBUS_LOG_LEVEL,
     v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
@@ -208,7 +230,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       caFile: raw.NIMBUS_WEBHOOK_CA_FILE ? path.resolve(raw.NIMBUS_WEBHOOK_CA_FILE) : null,
       retryBaseSeconds: raw.NIMBUS_WEBHOOK_RETRY_BASE_SECONDS,
     },
-    masterKey: raw.NIMBUS_SECRET_KEY ? Buffer.from(raw.NIMBUS_SECRET_KEY, 'base64') : null,
+    masterKey: masterKey?.key ?? null,
+    masterKeySource: masterKey?.source ?? null,
     metrics: {
       intervalSeconds: raw.NIMBUS_METRICS_INTERVAL_SECONDS,
       maxStreamsPerAccount: raw.NIMBUS_METRICS_MAX_STREAMS,
@@ -230,6 +253,34 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     testCommitDelayMs: raw.NIMBUS_TEST_COMMIT_DELAY_MS,
     testCrashAfterCommit: raw.NIMBUS_TEST_CRASH_AFTER_COMMIT === '1',
   };
+}
+
+/** The key from the variable or the file named (never both); null when neither is set. */
+function configuredMasterKey(
+  value: string | undefined,
+  file: string | undefined,
+): { key: Buffer; source: string } | null {
+  if (value && file) {
+    throw new ConfigError('Invalid configuration: set NIMBUS_SECRET_KEY or NIMBUS_SECRET_KEY_FILE, not both');
+  }
+  if (value) return { key: Buffer.from(value, 'base64'), source: 'NIMBUS_SECRET_KEY' };
+  if (!file) return null;
+  const source = `NIMBUS_SECRET_KEY_FILE (${path.resolve(file)})`;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    throw new ConfigError(
+      `Invalid configuration: ${source} cannot be read: ${(error as NodeJS.ErrnoException).code ?? error}`,
+    );
+  }
+  // The message never shows the file's content: it is the key, or close to it.
+  if (!new RegExp(MASTER_KEY_PATTERN).test(text)) {
+    throw new ConfigError(
+      `Invalid configuration: ${source} must hold the base64 of 32 random bytes (e.g. from "openssl rand -base64 32") and nothing else`,
+    );
+  }
+  return { key: Buffer.from(text, 'base64'), source };
 }
 
 /** "1"/"true" trusts any proxy; anything else is a comma-separated list of proxy addresses or CIDRs. */

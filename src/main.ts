@@ -18,7 +18,8 @@ import { buildApp } from './http/app.js';
 import { clientErrorHandler, connectRefusalHandler } from './http/early-errors.js';
 import { instanceMetricsExposition } from './http/instance-metrics.js';
 import { limitListener, parserOptions } from './http/listener-limits.js';
-import { buildMetadataApp } from './http/metadata.js';
+import { buildMetadataApp, metadataHost } from './http/metadata.js';
+import { metricsHandler } from './http/metrics-endpoint.js';
 import { RequestMetrics } from './http/request-metrics.js';
 import { storeMetricsExposition } from './http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './http/tls.js';
@@ -158,18 +159,16 @@ export async function startServer(
 
     let metricsPort: number | null = null;
     if (config.metricsPort > 0) {
-      const metricsServer = http.createServer(async (req, res) => {
-        if (req.url !== '/metrics') {
-          res.writeHead(404).end();
-          return;
-        }
-        const text =
-          (await registry.metrics()) +
-          requestMetrics.exposition() +
-          storeMetricsExposition(store.commitStats()) +
-          instanceMetricsExposition(services.metricsCollector.latestSamples());
-        res.writeHead(200, { 'Content-Type': registry.contentType }).end(text);
-      });
+      const metricsServer = http.createServer(
+        metricsHandler(config.metricsToken, async () => ({
+          contentType: registry.contentType,
+          text:
+            (await registry.metrics()) +
+            requestMetrics.exposition() +
+            storeMetricsExposition(store.commitStats()) +
+            instanceMetricsExposition(services.metricsCollector.latestSamples()),
+        })),
+      );
       closers.push(() => closeServer(metricsServer));
       metricsPort = await listen(metricsServer, config.metricsPort, '127.0.0.1');
     }
@@ -179,7 +178,7 @@ export async function startServer(
       const metadata = await buildMetadataApp(services.instances, logger);
       closers.push(() => metadata.close());
       if (config.metadataPort > 0) {
-        await metadata.listen({ port: config.metadataPort, host: config.host });
+        await metadata.listen({ port: config.metadataPort, host: metadataHost(config.host) });
         metadataPort = (metadata.server.address() as AddressInfo).port;
       } else await metadata.ready();
       // Real VMs reach the same app through their own sockets (drivers/qemu/metadata-sockets.ts).

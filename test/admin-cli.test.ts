@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { STORES, storeForSuite } from './helpers/backends.js';
+import { databaseEnv, STORES, storeForSuite } from './helpers/backends.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -91,7 +91,7 @@ describe.each(STORES)('bin/nimbus admin (%s)', (store) => {
   const email = `ops-${Date.now()}@example.net`;
 
   beforeAll(() => {
-    if (suite.databaseUrl) env.NIMBUS_DATABASE_URL = suite.databaseUrl;
+    Object.assign(env, databaseEnv(suite.databaseUrl));
   });
 
   it('migrate --json applies the schema to an empty store, then finds nothing to do', async () => {

@@ -156,14 +156,16 @@ describe.each(STORES)('Metric history (%s)', (store) => {
     expect(firstMax.some(([, max], i) => max > (firstMin[i]?.[1] as number))).toBe(true);
   });
 
-  it('the operator port shows the latest samples as nimbus_instance_* gauges', async () => {
+  it('the operator port shows the latest samples per region, naming no account or instance', async () => {
     const text = await scrape(server.running.metricsPort as number);
-    const labels = `account="${owner.id}",instance="${compute}",region="us-east-1"`;
-    expect(text).toContain('# TYPE nimbus_instance_cpu_percent gauge');
-    expect(text).toMatch(new RegExp(`nimbus_instance_cpu_percent\\{${labels}\\} [0-9.]+\\n`));
-    expect(text).toMatch(new RegExp(`nimbus_instance_memory_total_bytes\\{${labels}\\} 2147483648\\n`));
-    expect(text).toMatch(new RegExp(`nimbus_instance_gpu_percent\\{account="${owner.id}",instance="${gpu}"`));
-    expect(text).not.toMatch(new RegExp(`nimbus_instance_gpu_percent\\{${labels}`));
+    expect(text).toContain('# TYPE nimbus_instances_cpu_percent_sum gauge');
+    expect(text).toMatch(/nimbus_instances_sampled\{region="us-east-1"\} [1-9]\d*\n/);
+    expect(text).toMatch(/nimbus_instances_cpu_percent_max\{region="us-east-1"\} [0-9.]+\n/);
+    const memory = /nimbus_instances_memory_total_bytes_max\{region="us-east-1"\} (\d+)\n/.exec(text);
+    expect(Number(memory?.[1])).toBeGreaterThanOrEqual(2147483648);
+    expect(text).toMatch(/nimbus_instances_gpu_percent_count\{region="[a-z0-9-]+"\} [1-9]\d*\n/);
+    for (const id of [owner.id, compute, gpu]) expect(text).not.toContain(id);
+    expect(text).not.toMatch(/\b(ins|acct|key)_[0-9a-z]{10,}/);
   });
 
   it.each([

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STORES, storeForSuite } from './helpers/backends.js';
+import { databaseEnv, STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, ROOT, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
@@ -44,7 +44,7 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
       env: {
         ...process.env,
         NIMBUS_DATA_DIR: dataDir,
-        ...(suite.databaseUrl ? { NIMBUS_DATABASE_URL: suite.databaseUrl } : {}),
+        ...databaseEnv(suite.databaseUrl),
       },
       encoding: 'utf8',
     });

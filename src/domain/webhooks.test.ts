@@ -115,17 +115,45 @@ describe('receiver addresses', () => {
     '::ffff:127.0.0.1',
     '::ffff:10.0.0.1',
     '64:ff9b::a00:1',
+    // IPv4 loopback and private space in every IPv6 form a host, translator or relay maps back to IPv4
+    '::7f00:1',
+    '::127.0.0.1',
+    '::ffff:7f00:1',
+    '::ffff:0:7f00:1',
+    '::ffff:0:127.0.0.1',
+    '64:ff9b::7f00:1',
+    '64:ff9b::127.0.0.1',
+    '64:ff9b::a9fe:a9fe',
+    '2002:7f00:1::',
+    '2002:a00:1::1',
+    '2002:c0a8:101:1::1',
+    // NAT64 local use and Teredo: refused whatever they carry
+    '64:ff9b:1::808:808',
+    '64:ff9b:1:7f00:1::',
+    '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+    '2001:0:808:808:0:0:f7f7:f7f7',
+    'fe80::1%eth0',
+    'fec0::1',
     'not-an-address',
   ])('refuses %s', (address) => {
     expect(isForbiddenAddress(address)).toBe(true);
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '192.169.0.1', '2606:4700:4700::1111', '::ffff:8.8.4.4'])(
-    'allows %s',
-    (address) => {
-      expect(isForbiddenAddress(address)).toBe(false);
-    },
-  );
+  it.each([
+    '8.8.8.8',
+    '1.1.1.1',
+    '172.32.0.1',
+    '192.169.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.4.4',
+    '::ffff:808:404',
+    '::808:808',
+    '::ffff:0:808:808',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ])('allows %s', (address) => {
+    expect(isForbiddenAddress(address)).toBe(false);
+  });
 
   it('every IPv4 address in 10/8, 127/8 and 192.168/16 is refused', () => {
     const octet = fc.integer({ min: 0, max: 255 });
@@ -137,6 +165,67 @@ describe('receiver addresses', () => {
     fc.assert(
       fc.property(octet, octet, (c, d) => {
         expect(isForbiddenAddress(`192.168.${c}.${d}`)).toBe(true);
+      }),
+    );
+  });
+
+  /** Every way of writing an IPv4 address inside an IPv6 one that leads back to the IPv4 address. */
+  const EMBEDDINGS: readonly [string, (octets: number[]) => string][] = [
+    ['IPv4-compatible, dotted', (o) => `::${o.join('.')}`],
+    ['IPv4-compatible, hex', (o) => `::${hex(o)}`],
+    ['IPv4-mapped, dotted', (o) => `::ffff:${o.join('.')}`],
+    ['IPv4-mapped, hex', (o) => `::ffff:${hex(o)}`],
+    ['IPv4-translated', (o) => `::ffff:0:${hex(o)}`],
+    ['IPv4-translated, dotted, uncompressed', (o) => `0:0:0:0:ffff:0:${o.join('.')}`],
+    ['NAT64 well-known prefix', (o) => `64:ff9b::${hex(o)}`],
+    ['NAT64 well-known prefix, dotted', (o) => `64:ff9b::${o.join('.')}`],
+    ['6to4', (o) => `2002:${hex(o)}::1`],
+    ['6to4, with a subnet and host', (o) => `2002:${hex(o)}:ab:cd:ef:12:34`],
+  ];
+  function hex([a = 0, b = 0, c = 0, d = 0]: number[]): string {
+    return `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const octet = fc.integer({ min: 0, max: 255 });
+  /** Loopback, private, link-local, CGNAT and "this network" IPv4 addresses. */
+  const nonPublicIpv4 = fc.oneof(
+    fc.tuple(fc.constant(127), octet, octet, octet),
+    fc.tuple(fc.constant(10), octet, octet, octet),
+    fc.tuple(fc.constant(0), octet, octet, octet),
+    fc.tuple(fc.constant(172), fc.integer({ min: 16, max: 31 }), octet, octet),
+    fc.tuple(fc.constant(192), fc.constant(168), octet, octet),
+    fc.tuple(fc.constant(169), fc.constant(254), octet, octet),
+    fc.tuple(fc.constant(100), fc.integer({ min: 64, max: 127 }), octet, octet),
+  );
+
+  it('refuses every loopback, private and link-local IPv4 address in every IPv6 embedding', () => {
+    fc.assert(
+      fc.property(nonPublicIpv4, fc.constantFrom(...EMBEDDINGS), (octets, [, embed]) => {
+        expect(isForbiddenAddress(octets.join('.'))).toBe(true);
+        expect(isForbiddenAddress(embed(octets))).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('judges any IPv4 address embedded in IPv6 as it judges the address itself', () => {
+    fc.assert(
+      fc.property(
+        fc.tuple(octet, octet, octet, octet),
+        fc.constantFrom(...EMBEDDINGS),
+        (octets, [, embed]) => {
+          expect(isForbiddenAddress(embed(octets))).toBe(isForbiddenAddress(octets.join('.')));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('refuses NAT64 local-use and Teredo addresses whatever they carry', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 5, maxLength: 6 }), (rest) => {
+        const tail = rest.map((word) => word.toString(16));
+        expect(isForbiddenAddress(['64', 'ff9b', '1', ...tail.slice(0, 5)].join(':'))).toBe(true);
+        expect(isForbiddenAddress(['2001', '0', ...tail, '0'].slice(0, 8).join(':'))).toBe(true);
       }),
     );
   });

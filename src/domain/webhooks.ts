@@ -118,24 +118,74 @@ for (const [network, prefix] of [
 ] as const) {
   FORBIDDEN.addSubnet(network, prefix, 'ipv4');
 }
+/**
+ * IPv6 ranges refused whatever follows the prefix. The forms that carry an IPv4 address a translator or
+ * relay would reach (embeddedIpv4) are judged by that address instead, before these.
+ */
 for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
   ['fc00::', 7], // unique local
   ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated, still routed by some stacks)
   ['ff00::', 8], // multicast
-  ['64:ff9b::', 96], // NAT64 can reach IPv4 private space
+  ['100::', 64], // discard-only
+  // NAT64 local use (RFC 8215): a site's own translator, not globally reachable, and where in the address
+  // it carries the IPv4 one is the site's choice (RFC 6052 allows six layouts), so it cannot be judged.
+  ['64:ff9b:1::', 48],
+  // Teredo: the client's IPv4 address is carried bit-inverted and the relay is the client's choice; a
+  // receiver behind Teredo in 2020s practice does not exist, so the whole prefix is refused.
+  ['2001::', 32],
 ] as const) {
   FORBIDDEN.addSubnet(network, prefix, 'ipv6');
 }
 
-/** Whether a receiver may be at this address: public unicast only (IPv4-mapped IPv6 judged as IPv4). */
+/** The eight 16-bit words of an IPv6 address (null: not one), read from its canonical form. */
+function ipv6Words(address: string): number[] | null {
+  let canonical: string;
+  try {
+    // The URL parser validates and writes the address compressed, in hex only (no dotted tail, no zone).
+    canonical = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  } catch {
+    return null;
+  }
+  const [head = '', tail] = canonical.split('::');
+  const words = (part: string) =>
+    part === '' ? [] : part.split(':').map((word) => Number.parseInt(word, 16));
+  if (tail === undefined) return words(head);
+  const [before, after] = [words(head), words(tail)];
+  return [...before, ...new Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+const dotted = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+
+/**
+ * The IPv4 address an IPv6 one stands for, where a host, translator or relay would take it to that
+ * address: IPv4-compatible `::a.b.c.d` (with `::` and `::1`), IPv4-mapped `::ffff:a.b.c.d`,
+ * IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765), NAT64's well-known prefix `64:ff9b::/96` (RFC 6052)
+ * and 6to4 `2002:AABB:CCDD::/48` (RFC 3056). Null for any other address.
+ */
+export function embeddedIpv4(words: readonly number[]): string | null {
+  const [w0, w1, w2, w3, w4, w5, w6 = 0, w7 = 0] = words;
+  const zeroUpTo = (end: number) => words.slice(0, end).every((word) => word === 0);
+  if (zeroUpTo(5) && (w5 === 0 || w5 === 0xffff)) return dotted(w6, w7);
+  if (zeroUpTo(4) && w4 === 0xffff && w5 === 0) return dotted(w6, w7);
+  if (w0 === 0x64 && w1 === 0xff9b && w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0) return dotted(w6, w7);
+  if (w0 === 0x2002) return dotted(w1 ?? 0, w2 ?? 0);
+  return null;
+}
+
+/**
+ * Whether a receiver may be at this address: public unicast only. An IPv6 address that carries an IPv4
+ * one (embeddedIpv4) gets the IPv4 address's verdict; anything that is not an address is refused.
+ */
 export function isForbiddenAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped?.[1]) return FORBIDDEN.check(mapped[1], 'ipv4');
   const family = isIP(address);
+  if (family === 4) return FORBIDDEN.check(address, 'ipv4');
   if (family === 0) return true;
-  return FORBIDDEN.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  const words = ipv6Words(address);
+  if (words === null || words.length !== 8) return true;
+  const ipv4 = embeddedIpv4(words);
+  if (ipv4 !== null) return FORBIDDEN.check(ipv4, 'ipv4');
+  return FORBIDDEN.check(address, 'ipv6');
 }
 
 /** Why a receiver URL is refused before any lookup (null: its form is acceptable). */

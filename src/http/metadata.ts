@@ -4,7 +4,12 @@
  * `/latest/user-data`, answered as text/plain. A real guest is known by the address it calls from; the
  * simulator's guests do not exist, so the caller names its instance in `X-Nimbus-Instance-Id`.
  * Served on its own port (NIMBUS_METADATA_PORT), never on the API's.
+ *
+ * Whoever can reach that port and knows an instance id reads the instance's user data, so until the
+ * network itself names the caller (the OVN issue), the port is on loopback only (metadataHost) and each
+ * source address has a budget of requests (a guest's socket under qemu: each instance its own).
  */
+import { isIP } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -12,7 +17,9 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
+import type { RateLimitPolicy } from '../domain/plans.js';
 import type { InstanceMetadata, InstanceService } from '../services/instances.js';
+import { MemoryRateCounters } from '../store/rate-counters.js';
 
 export const INSTANCE_HEADER = 'x-nimbus-instance-id';
 const ITEMS = [
@@ -24,8 +31,23 @@ const ITEMS = [
   'block-devices',
 ] as const;
 
+/**
+ * Requests per source address: a guest's boot (cloud-init reads a few dozen items) fits in the burst
+ * many times over; a loop naming ids one after another gets 429s after it.
+ */
+export const METADATA_RATE_LIMIT: RateLimitPolicy = { perHour: 36_000, burst: 100 };
+
 function text(reply: FastifyReply, status: number, body: string) {
   return reply.code(status).type('text/plain; charset=utf-8').send(body);
+}
+
+/**
+ * Where the metadata port listens: NIMBUS_HOST when that is a loopback address, else 127.0.0.1. The
+ * port answers whoever names an instance, so it is never bound to an address other hosts reach.
+ */
+export function metadataHost(host: string): string {
+  const loopback = host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+  return loopback ? host : '127.0.0.1';
 }
 
 export async function buildMetadataApp(instances: InstanceService, logger: Logger): Promise<FastifyInstance> {
@@ -33,6 +55,27 @@ export async function buildMetadataApp(instances: InstanceService, logger: Logge
   const app = Fastify({
     loggerInstance: logger.child({ component: 'metadata' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+  });
+
+  const counters = new MemoryRateCounters();
+  app.addHook('onClose', async () => counters.close());
+  app.addHook('onRequest', (request, reply, done) => {
+    // A guest's own socket (qemu) has no address: its instance, which the socket names, is the subject.
+    const subject = request.socket.remoteAddress ?? `instance:${request.headers[INSTANCE_HEADER]}`;
+    const decision = counters.decideNow(subject, METADATA_RATE_LIMIT, Date.now(), 1);
+    if (decision.allowed) return done();
+    reply.header('Retry-After', String(decision.retryAfter));
+    void text(reply, 429, `Too many requests from this address: retry in ${decision.retryAfter} seconds\n`);
+  });
+
+  // Whatever a caller sends is its own fault, answered in the service's text: never a 5xx for input.
+  app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
+    const status = error.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      return text(reply, status, `${error.message}\n`);
+    }
+    reply.log.error({ err: error }, 'metadata request failed');
+    return text(reply, 500, 'Internal error\n');
   });
 
   /** The calling instance's metadata, or the reply already sent when there is none. */
@@ -56,7 +99,10 @@ export async function buildMetadataApp(instances: InstanceService, logger: Logge
     if (!metadata) return reply;
     const item = request.params.item as (typeof ITEMS)[number];
     if (!ITEMS.includes(item)) return text(reply, 404, `No metadata item ${request.params.item}\n`);
-    return text(reply, 200, metadata[item]);
+    const value = metadata[item];
+    // An instance created without a public address has no public-ipv4 to tell.
+    if (value === null) return text(reply, 404, `This instance has no ${item}\n`);
+    return text(reply, 200, value);
   });
 
   app.get('/latest/user-data', async (request, reply) => {

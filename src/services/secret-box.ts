@@ -3,15 +3,28 @@
  * master key, each bound to the record it belongs to (additional data), so a ciphertext copied onto
  * another record does not decrypt. Stored as `v1:` + base64(iv ‖ tag ‖ ciphertext).
  *
- * The master key is 32 random bytes: `NIMBUS_SECRET_KEY` (base64) when set — replicas sharing a
- * database must share it — or else `<data dir>/master.key`, made on first start with mode 0600.
+ * The master key is 32 random bytes: `NIMBUS_SECRET_KEY` (base64) or the file `NIMBUS_SECRET_KEY_FILE`
+ * names when set — replicas sharing a database must share it — or else `<data dir>/master.key`, made on
+ * first start with mode 0600 (services/master-key.ts decides which, and checks it against the store).
  */
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export const MASTER_KEY_FILE = 'master.key';
 const VERSION = 'v1:';
+/** What the fingerprint is an HMAC of: fixed, so every holder of the key computes the same one. */
+const FINGERPRINT_LABEL = 'nimbus:master-key-fingerprint:v1';
+
+/** A sealed value this key cannot open: sealed under another key, bound to another record, or altered. */
+export class SealedSecretUnreadable extends Error {
+  constructor(readonly boundTo: string) {
+    super(
+      `The secret sealed for ${boundTo} cannot be opened with this process's master key: it was sealed under ` +
+        'another key (replicas must share NIMBUS_SECRET_KEY, docs/operations.md) or it was altered',
+    );
+  }
+}
 
 export class SecretBox {
   private constructor(private readonly key: Buffer) {}
@@ -37,6 +50,14 @@ export class SecretBox {
   }
 
   /**
+   * Names the key without revealing it: an HMAC of a fixed label under the key (not a hash of the key,
+   * which would let a copy of the store test guesses of the key offline without a keyed step).
+   */
+  fingerprint(): string {
+    return `v1:${createHmac('sha256', this.key).update(FINGERPRINT_LABEL).digest('base64url')}`;
+  }
+
+  /**
    * A key for one other purpose (e.g. signing list cursors), derived with HKDF-SHA256 so that it is the
    * same on every replica sharing the master key and reveals nothing about it.
    */
@@ -52,12 +73,17 @@ export class SecretBox {
     return VERSION + Buffer.concat([iv, cipher.getAuthTag(), encrypted]).toString('base64');
   }
 
+  /** The plaintext; throws SealedSecretUnreadable when this key cannot open it for this record. */
   open(sealed: string, boundTo: string): string {
-    if (!sealed.startsWith(VERSION)) throw new Error('Unknown secret format');
-    const raw = Buffer.from(sealed.slice(VERSION.length), 'base64');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-    decipher.setAAD(Buffer.from(boundTo, 'utf8'));
-    decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+    const raw = sealed.startsWith(VERSION) ? Buffer.from(sealed.slice(VERSION.length), 'base64') : null;
+    if (raw === null || raw.length < 28) throw new SealedSecretUnreadable(boundTo);
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+      decipher.setAAD(Buffer.from(boundTo, 'utf8'));
+      decipher.setAuthTag(raw.subarray(12, 28));
+      return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+    } catch {
+      throw new SealedSecretUnreadable(boundTo);
+    }
   }
 }

@@ -43,6 +43,13 @@ import type { Store } from '../store/db.js';
 import { findEventById, type StoredEvent } from '../store/events.js';
 import type { Executor } from '../store/schema.js';
 import * as webhooks from '../store/webhooks.js';
+import { SealedSecretUnreadable } from './secret-box.js';
+
+/** Why a delivery failed unsent when its subscription's secret cannot be opened (the log says it). */
+export const SECRET_UNREADABLE_REASON =
+  "The subscription's signing secret cannot be opened with this server's master key (it was sealed " +
+  'under another key): the operator must start every replica with the same NIMBUS_SECRET_KEY, or rotate ' +
+  'the secret (POST /v1/webhooks/{id}/rotate-secret)';
 
 export interface DeliveryWorkerOptions {
   /** false: stepped mode (tests with a manual clock); nothing runs until `runDue()`. */
@@ -57,8 +64,11 @@ export interface DeliveryWorkerOptions {
 
 /** What the attempts of one claimed batch share: read once for the batch. */
 interface Batch {
-  /** Per subscription id: the subscription and its live secrets (current first); null when gone. */
-  subscriptions: Map<string, { webhook: webhooks.Webhook; secrets: string[] } | null>;
+  /**
+   * Per subscription id: the subscription and its live secrets (current first), null for secrets when
+   * the current one cannot be opened; null when gone.
+   */
+  subscriptions: Map<string, { webhook: webhooks.Webhook; secrets: string[] | null } | null>;
   events: Map<string, StoredEvent | null>;
 }
 
@@ -247,16 +257,19 @@ export class WebhookDeliveryWorker {
     for (const id of ids) subscriptions.set(id, null);
     for (const webhook of await webhooks.findWebhooksByIds(db, ids)) {
       const live = webhook.enabled && webhook.status === 'active';
-      const secrets = live ? [this.openSecret(webhook.secret, webhook.id)] : [];
+      const current = live ? this.openable(webhook.secret, webhook.id) : null;
+      const secrets = current === null ? null : [current];
       if (
-        live &&
+        secrets &&
         webhook.previous_secret &&
         webhook.previous_secret_until &&
         Date.parse(webhook.previous_secret_until) > now
       ) {
-        secrets.push(this.openSecret(webhook.previous_secret, webhook.id));
+        // A previous secret that cannot be opened only loses its signature: the current one still signs.
+        const previous = this.openable(webhook.previous_secret, webhook.id);
+        if (previous !== null) secrets.push(previous);
       }
-      subscriptions.set(webhook.id, { webhook, secrets });
+      subscriptions.set(webhook.id, { webhook, secrets: live ? secrets : [] });
     }
     const events: Batch['events'] = new Map();
     for (const delivery of claimed) {
@@ -265,6 +278,17 @@ export class WebhookDeliveryWorker {
       }
     }
     return { subscriptions, events };
+  }
+
+  /** The opened secret, or null when this process's master key cannot open it. */
+  private openable(sealed: string, webhookId: string): string | null {
+    try {
+      return this.openSecret(sealed, webhookId);
+    } catch (error) {
+      if (!(error instanceof SealedSecretUnreadable)) throw error;
+      this.options.onError?.(error);
+      return null;
+    }
   }
 
   /** One attempt of a claimed delivery: send it and have its outcome recorded (resolves once committed). */
@@ -278,6 +302,8 @@ export class WebhookDeliveryWorker {
     if (!webhook.enabled || webhook.status !== 'active') {
       return this.record(delivery, null, 'The subscription is disabled');
     }
+    // Sent unsigned it would be worthless to the receiver; retrying cannot open the secret either.
+    if (secrets === null) return this.record(delivery, null, SECRET_UNREADABLE_REASON);
     const now = this.clock.now();
     const delivered = {
       id: event.id,

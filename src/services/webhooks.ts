@@ -24,11 +24,11 @@ import { recordEvent } from '../events/outbox.js';
 import { lockAccount } from '../store/accounts.js';
 import type { Store } from '../store/db.js';
 import * as webhooks from '../store/webhooks.js';
-import { InvalidRequest, NotFound } from './errors.js';
+import { Conflict, InvalidRequest, NotFound } from './errors.js';
 import { recordCreated } from './idempotency-context.js';
 import type { QuotaService } from './quotas.js';
 import type { SecretBox } from './secret-box.js';
-import type { WebhookDeliveryWorker } from './webhook-delivery.js';
+import { SECRET_UNREADABLE_REASON, type WebhookDeliveryWorker } from './webhook-delivery.js';
 
 export interface WebhookView {
   id: string;
@@ -227,7 +227,15 @@ export class WebhookService {
       });
       return this.worker.claimEventDelivery(trx, webhook.id, eventId);
     });
-    return deliveryView(await this.worker.sendClaimed(claimed));
+    const delivery = await this.worker.sendClaimed(claimed);
+    if (delivery.status === 'failed' && delivery.last_error === SECRET_UNREADABLE_REASON) {
+      // Nothing was sent: the caller learns why, and what clears it, instead of a delivery to puzzle over.
+      throw new Conflict(SECRET_UNREADABLE_REASON.replace('{id}', webhook.id), {
+        reason: 'secret_unreadable',
+        delivery_id: delivery.id,
+      });
+    }
+    return deliveryView(delivery);
   }
 
   async deliveries(

@@ -161,3 +161,10 @@ export async function listPeers(
   const page = await fetchPage(db.selectFrom('vpn_peers').selectAll().where('vpn_id', '=', vpnId), request);
   return { items: page.items.map(peerFromRow), pagination: page.pagination };
 }
+
+/** One VPN's sealed private key, for checking a master key against the store; none: undefined. */
+export async function anySealedKey(
+  db: Executor,
+): Promise<{ id: string; server_private_key_sealed: string } | undefined> {
+  return db.selectFrom('vpns').select(['id', 'server_private_key_sealed']).limit(1).executeTakeFirst();
+}

@@ -385,3 +385,8 @@ export async function failPendingDeliveries(
     .where(sql<boolean>`lease_owner is null`)
     .execute();
 }
+
+/** One subscription's sealed secret, for checking a master key against the store; none: undefined. */
+export async function anySealedSecret(db: Executor): Promise<{ id: string; secret: string } | undefined> {
+  return db.selectFrom('webhooks').select(['id', 'secret']).limit(1).executeTakeFirst();
+}

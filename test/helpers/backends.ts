@@ -3,7 +3,7 @@
  * machine) whenever they answer; under CI=true they must answer, so a missing service fails the run
  * instead of silently skipping its suites.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -96,6 +96,30 @@ export function storeForSuite(
     get databaseUrl() {
       return database?.url;
     },
+  };
+}
+
+/**
+ * The master key of every process on one test database (NIMBUS_SECRET_KEY): PostgreSQL requires one,
+ * and replicas of a database must share it, so it is derived from the database's URL.
+ */
+export function secretKeyFor(databaseUrl: string): string {
+  return createHash('sha256').update(`nimbus-test-master-key:${databaseUrl}`).digest('base64');
+}
+
+/**
+ * The settings a process on `databaseUrl` needs: the URL and, unless `env` names a key of its own,
+ * the database's test master key.
+ */
+export function databaseEnv(
+  databaseUrl: string | undefined,
+  env: Record<string, string | undefined> = {},
+): Record<string, string> {
+  if (!databaseUrl) return {};
+  const ownKey = env.NIMBUS_SECRET_KEY !== undefined || env.NIMBUS_SECRET_KEY_FILE !== undefined;
+  return {
+    NIMBUS_DATABASE_URL: databaseUrl,
+    ...(ownKey ? {} : { NIMBUS_SECRET_KEY: secretKeyFor(databaseUrl) }),
   };
 }
 

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { databaseEnv } from './backends.js';
 import { sleep } from './common.js';
 import { freePort, type Reply, type RequestOptions, sendRequest } from './server.js';
 
@@ -90,7 +91,7 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
     NIMBUS_METRICS_PORT: String(await freePort()),
     NIMBUS_METADATA_PORT: String(await freePort()),
     NIMBUS_LOG_LEVEL: 'info',
-    ...(options.databaseUrl ? { NIMBUS_DATABASE_URL: options.databaseUrl } : {}),
+    ...databaseEnv(options.databaseUrl, options.env),
     ...options.env,
   });
   const child = spawn(process.execPath, [BIN, 'serve'], {

@@ -16,7 +16,7 @@ import { type Config, loadConfig } from '../../src/config.js';
 import type { Clock } from '../../src/domain/clock.js';
 import { createLogger } from '../../src/logger.js';
 import { BOOTSTRAP_KEY_FILE, type RunningServer, startServer } from '../../src/main.js';
-import { createPostgresDatabase, type StoreKind } from './backends.js';
+import { createPostgresDatabase, databaseEnv, type StoreKind } from './backends.js';
 import { qemuProcessesOf, UNDER_QEMU } from './driver.js';
 import { assertMatchesContract } from './openapi-contract.js';
 
@@ -198,7 +198,7 @@ export async function startTestServer(options: StartOptions = {}): Promise<TestS
       // Simulated boots take 8 ms instead of 8 s; suites that step time themselves use a manual clock.
       NIMBUS_SIM_SPEEDUP: '1000',
       NIMBUS_LOG_LEVEL: 'info',
-      ...(databaseUrl ? { NIMBUS_DATABASE_URL: databaseUrl } : {}),
+      ...databaseEnv(databaseUrl, options.env),
       ...options.env,
     };
     config = loadConfig(env);

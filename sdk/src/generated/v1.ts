@@ -935,7 +935,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test delivery
-         * @description Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the delivery after that attempt. A failed test is retried like any delivery.
+         * @description Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the delivery after that attempt. A failed test is retried like any delivery. `409` (`details.reason: "secret_unreadable"`) when the signing secret cannot be opened with the server's master key: nothing was sent; rotate the secret or ask the operator.
          */
         post: operations["postWebhooksByIdTest"];
         delete?: never;
@@ -2225,7 +2225,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test delivery
-         * @description Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the delivery after that attempt. A failed test is retried like any delivery.
+         * @description Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the delivery after that attempt. A failed test is retried like any delivery. `409` (`details.reason: "secret_unreadable"`) when the signing secret cannot be opened with the server's master key: nothing was sent; rotate the secret or ask the operator.
          */
         post: operations["postV2WebhooksByIdTest"];
         delete?: never;

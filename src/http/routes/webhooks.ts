@@ -313,11 +313,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
         summary: 'Send a test delivery',
         description:
           'Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the ' +
-          'delivery after that attempt. A failed test is retried like any delivery.',
+          'delivery after that attempt. A failed test is retried like any delivery. `409` ' +
+          '(`details.reason: "secret_unreadable"`) when the signing secret cannot be opened with the ' +
+          "server's master key: nothing was sent; rotate the secret or ask the operator.",
         params: IdParams,
         response: {
           200: described(Envelope(Delivery), 'The test delivery after its first attempt'),
-          ...errorResponses(404),
+          ...errorResponses(404, 409),
         },
       },
       config: write,
