@@ -5,9 +5,9 @@ import { INSTANCE_NAME_PATTERN, MAX_TAGS, TAG_VALUE_MAX_LENGTH } from '../../dom
 import { SNAPSHOT_STATUSES } from '../../domain/snapshot-states.js';
 import { SNAPSHOT_KINDS, SNAPSHOT_SORTS } from '../../domain/snapshots.js';
 import { VOLUME_SIZE_GB } from '../../domain/volumes.js';
+import { requirePermission } from '../../services/principal.js';
 import type { SnapshotService } from '../../services/snapshots.js';
 import { ok, okList } from '../envelope.js';
-import { requirePermission } from '../../services/principal.js';
 import { principalOf } from '../plugins/guard.js';
 import { described, errorResponses, withExample } from '../responses.js';
 import { Envelope, IdParams, ListEnvelope, ListQuery, StringEnum, Timestamp } from '../schemas.js';
