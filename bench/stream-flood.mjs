@@ -22,15 +22,15 @@
  * answered, its connections and their close codes; A's hourly budget left afterwards.
  */
 import { fork, spawnSync } from 'node:child_process';
-import { readFileSync, symlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   accountIdOf,
   admin,
-  atCleanUp,
   bootstrapAuth,
+  checkOutAndBuild,
   cleanUpOnExit,
   cpuSeconds,
   fail,
@@ -66,20 +66,9 @@ const SOCKETS = positiveInt(args.sockets, 'sockets');
 const CONNECTIONS = positiveInt(args.connections, 'connections');
 const RECONNECT_MS = Number(args['reconnect-ms']);
 
-/** A worktree of `revision` in a temporary directory, with this checkout's node_modules, built. */
-function checkOutAndBuild(revision) {
-  const dir = tempDir('nimbus-flood-base-');
-  step(`checking out ${revision} into ${dir}`);
-  const added = spawnSync('git', ['worktree', 'add', '--detach', dir, revision], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  if (added.status !== 0) fail(`git worktree add ${revision} failed: ${added.stderr}`);
-  atCleanUp(() => spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT }));
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
-  step(`building ${revision}`);
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: dir, stdio: 'inherit' });
-  if (build.status !== 0) fail(`npm run build failed for ${revision}`);
+/** The base build (lib.mjs's worktree of `revision`) and its short commit, for the table's label. */
+function baseBuild(revision) {
+  const dir = checkOutAndBuild(revision);
   const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: dir, encoding: 'utf8' });
   return { dir, commit: commit.stdout.trim() };
 }
@@ -230,7 +219,7 @@ function report(builds, { command, loadAverage }) {
 
 cleanUpOnExit();
 const run = await prepareRun(SCRIPT, { build: !args['no-build'] });
-const base = checkOutAndBuild(args.base);
+const base = baseBuild(args.base);
 const builds = [];
 builds.push({ label: `base (${args.base}, ${base.commit})`, result: await runBuild('base', base.dir) });
 const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], {
