@@ -8,6 +8,17 @@
  * (served from an index that ends in the id) and `load` fetches the rows for those ids, so skipped rows
  * are never read from the table.
  *
+ * What a numbered page promises while rows are being written (events ordering): the count and the page
+ * are two statements, and on PostgreSQL (READ COMMITTED) each sees what had committed when it began, so
+ * a commit can land between them (SQLite's group commit too: the page may wait for a batch the count did
+ * not). The count therefore never cuts a page read from the front: it reads `limit` rows, so a page is
+ * always a contiguous run of the list as its own statement saw it, never one with a counted row missing
+ * (a count of 1 taken before `instance.started` committed, then `limit 1` newest first, showed
+ * `instance.started` without the `instance.created` that preceded it). `total_items` is then made to
+ * agree with the page: at least the rows up to the page's end, and exactly that when a page read from
+ * the front came back short. A deep page read from the far end is placed by the count, so a commit in
+ * between moves it as a commit between two requests moves any offset page; it too is contiguous.
+ *
  * Keyset pages (`request.keyset`, the /v2 cursors): the rows strictly beyond a (sort value, id) position,
  * `sort >= v and (sort > v or id > id0)` (mirrored when walking back), which both stores serve as a range
  * scan of the same indexes; `limit + 1` rows are read so the page knows whether more follow, and nothing
@@ -56,10 +67,13 @@ export async function fetchPage<DB, TB extends keyof DB, O>(
   const ordered = query
     .orderBy(sortTerm(request.sort, order, nullable))
     .orderBy(sql.ref(idColumn), order)
-    .limit(wanted)
+    // From the front, `limit` and not `wanted`: the count may predate rows this read sees (see above).
+    .limit(reversed ? wanted : request.limit)
     .offset(reversed ? fromEnd : offset);
 
   let items: O[];
+  /** Rows the page statement returned (with `load`, a row deleted before it was loaded is not shown). */
+  let read: number;
   if (options.load) {
     const ids = (
       await ordered
@@ -67,14 +81,34 @@ export async function fetchPage<DB, TB extends keyof DB, O>(
         .select(sql<string>`${sql.ref(idColumn)}`.as('page_id'))
         .execute()
     ).map((row) => (row as unknown as { page_id: string }).page_id);
+    read = ids.length;
     const rows = await options.load(ids);
     const byId = new Map(rows.map((row) => [(row as Record<string, unknown>)[idColumn] as string, row]));
     items = ids.flatMap((id) => byId.get(id) ?? []);
   } else {
     items = await ordered.execute();
+    read = items.length;
   }
   if (reversed) items.reverse();
-  return { items, pagination: pagination(request.page, request.limit, total) };
+  return {
+    items,
+    pagination: pagination(
+      request.page,
+      request.limit,
+      pageTotal(total, offset, read, request.limit, reversed),
+    ),
+  };
+}
+
+/**
+ * `total_items` as the page itself shows it: the count, unless the page proves it stale. A page read from
+ * the front that came back short reached the end of the list, so the list held exactly the rows up to
+ * it; one that came back full shows the list holds at least that many.
+ */
+function pageTotal(counted: number, offset: number, shown: number, limit: number, reversed: boolean): number {
+  // Nothing at all where the count saw rows: they were deleted since, and how many is not known.
+  if (reversed || shown === 0) return counted;
+  return shown < limit ? offset + shown : Math.max(counted, offset + shown);
 }
 
 /** ORDER BY term of the sort column; a nullable one places its nulls as the smallest values. */
