@@ -5,7 +5,7 @@
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
+import { Kysely, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { isPostgres } from './dialect.js';
 import {
@@ -152,9 +152,21 @@ function openSqlite(
  * SQLite the migrations run with foreign keys off, as SQLite's way of changing a table's constraints
  * (a rebuild: new table, copy, drop the old one) requires, and are checked once they are done.
  */
-export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+export function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+  return withForeignKeysDeferred(db, () => migrate(db, (migrator) => migrator.migrateToLatest()));
+}
+
+/** Migrates up or down to `name`, as migrateToLatest does (tests of a migration's way back use it). */
+export function migrateTo(db: Kysely<Database>, name: string): Promise<string[]> {
+  return withForeignKeysDeferred(db, () => migrate(db, (migrator) => migrator.migrateTo(name)));
+}
+
+async function withForeignKeysDeferred(
+  db: Kysely<Database>,
+  run: () => Promise<string[]>,
+): Promise<string[]> {
   const commits = sqliteCommits.get(db);
-  if (!commits) return migrate(db);
+  if (!commits) return run();
   const foreignKeys = (on: boolean) =>
     commits.outsideTransaction((writer) => {
       writer.pragma(`foreign_keys = ${on ? 'ON' : 'OFF'}`);
@@ -164,7 +176,7 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
     });
   await foreignKeys(false);
   try {
-    const applied = await migrate(db);
+    const applied = await run();
     const broken = await commits.outsideTransaction(
       (writer) => writer.pragma('foreign_key_check') as unknown[],
     );
@@ -177,9 +189,11 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
   }
 }
 
-async function migrate(db: Kysely<Database>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: migrationProvider });
-  const { error, results } = await migrator.migrateToLatest();
+async function migrate(
+  db: Kysely<Database>,
+  move: (migrator: Migrator) => Promise<MigrationResultSet>,
+): Promise<string[]> {
+  const { error, results } = await move(new Migrator({ db, provider: migrationProvider }));
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

@@ -105,12 +105,10 @@ describe.each(STORES)('migration 0018_account_email_not_unique (%s)', (kind) => 
     expect(await db.selectFrom('api_keys').select('id').execute()).toEqual([]);
   });
 
-  it.runIf(kind === 'sqlite')(
-    'refuses to rebuild the table with foreign keys on (a bare migrator)',
-    async () => {
-      const { error } = await migrator.migrateToLatest();
-      expect(String(error)).toMatch(/foreign keys off/);
-      expect(await db.selectFrom('api_keys').select('id').execute()).toEqual([{ id: 'key_a' }]);
-    },
-  );
+  it('with a bare migrator: SQLite refuses to rebuild the table with foreign keys on, PostgreSQL needs no rebuild', async () => {
+    const { error } = await migrator.migrateToLatest();
+    if (kind === 'sqlite') expect(String(error)).toMatch(/foreign keys off/);
+    else expect(error).toBeUndefined();
+    expect(await db.selectFrom('api_keys').select('id').execute()).toEqual([{ id: 'key_a' }]);
+  });
 });

@@ -33,7 +33,7 @@ async function rebuildAccounts(db: AnyDb, uniqueEmail: boolean): Promise<void> {
   const enforced = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(db);
   if (enforced.rows[0]?.foreign_keys !== 0) {
     throw new Error(
-      '0016_account_email_not_unique rebuilds accounts: run it with foreign keys off (migrateToLatest)',
+      '0018_account_email_not_unique rebuilds accounts: run it with foreign keys off (migrateToLatest)',
     );
   }
   await db.schema
