@@ -296,7 +296,8 @@ const BELOW_HTTP: Record<string, string> = {
   'test/hardening.test.ts': 'malformed request lines and oversized headers over a bare TLS socket',
   'test/helpers/raw-tls.ts': 'the bare TLS socket the hardening suite uses',
   'test/operations.test.ts': 'keep-alive, idle timeouts and draining, seen on the connection',
-  'test/operator-ports.test.ts': 'the metrics and metadata ports, which are not the API the document describes',
+  'test/operator-ports.test.ts':
+    'the metrics and metadata ports, which are not the API the document describes',
   'test/tls.test.ts': 'the TLS handshake itself',
 };
 
