@@ -80,20 +80,20 @@ const ms = (n) => `${n.toFixed(1)} ms`;
 // ------------------------------------------------------------------------------------------------
 // Part 1: evaluator CPU per collection
 // ------------------------------------------------------------------------------------------------
-const { openStore, migrateToLatest } = await dist('store/db.js');
-const { ManualClock } = await dist('domain/clock.js');
-const { JobRunner } = await dist('jobs/runner.js');
+const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+const { ManualClock } = await dist('platform/domain/clock.js');
+const { JobRunner } = await dist('platform/jobs/runner.js');
 const { SimulatedDriver } = await dist('drivers/simulator/simulator.js');
 const { simulatedSample } = await dist('drivers/simulator/metrics.js');
-const { MetricsCollector } = await dist('services/metrics-collector.js');
-const { AlertEvaluator } = await dist('services/alert-evaluator.js');
-const { IncidentWriter } = await dist('services/alert-incidents.js');
-const { insertPolicy } = await dist('store/alerts.js');
-const { instanceTypeNamed } = await dist('domain/catalog.js');
-const { metricsOf, toQuanta } = await dist('domain/metric-catalog.js');
-const { emptyBlock, encodeBlock, putRow } = await dist('domain/metric-blocks.js');
-const { RAW, blockStartOf, rawColumnId, slotsOf } = await dist('domain/metric-rollups.js');
-const { upsertBlocks } = await dist('store/metrics.js');
+const { MetricsCollector } = await dist('resources/metrics/collector.js');
+const { AlertEvaluator } = await dist('resources/alerts/evaluator.js');
+const { IncidentWriter } = await dist('resources/alerts/incidents.js');
+const { insertPolicy } = await dist('resources/alerts/store.js');
+const { instanceTypeNamed } = await dist('resources/catalog/catalog.js');
+const { metricsOf, toQuanta } = await dist('resources/metrics/catalog.js');
+const { emptyBlock, encodeBlock, putRow } = await dist('resources/metrics/blocks.js');
+const { RAW, blockStartOf, rawColumnId, slotsOf } = await dist('resources/metrics/rollups.js');
+const { upsertBlocks } = await dist('resources/metrics/store.js');
 
 const START = Date.parse('2026-03-02T12:30:00Z');
 const ACCOUNT = 'acct_benchalerts';

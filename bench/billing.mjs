@@ -15,7 +15,7 @@
  * Seeding is setup, not measured: the instances of the large account by bench/seed-instances.mjs, the
  * accounts and every metered interval straight into the SQLite file with better-sqlite3 (prepared
  * statements, one transaction per 50,000 rows), in the columns the lifecycle core writes them with
- * (store/billing-meters.ts switchMeter: the interval, and the closed ones' seconds added to the month
+ * (resources/billing/meter-store.ts switchMeter: the interval, and the closed ones' seconds added to the month
  * totals), at the catalogue's prices. Nothing else of those accounts exists (billing reads only the
  * intervals, the totals, the accounts and their invoices).
  *
@@ -93,7 +93,7 @@ function generator(seed) {
   };
 }
 
-/** The whole seconds of [startS, endS) in each UTC month it touches (as store/billing-meters.ts adds them). */
+/** The whole seconds of [startS, endS) in each UTC month it touches (as resources/billing/meter-store.ts adds them). */
 function monthSpans(startS, endS) {
   const spans = [];
   const first = new Date(startS * 1000);
@@ -196,8 +196,8 @@ function instanceHistory({
 
 async function seed(dataDir, bigAccount) {
   const { seedInstances } = await import(pathToFileURL(path.join(ROOT, 'bench', 'seed-instances.mjs')).href);
-  const { newId } = await dist('domain/ids.js');
-  const { INSTANCE_TYPES } = await dist('domain/catalog.js');
+  const { newId } = await dist('platform/domain/ids.js');
+  const { INSTANCE_TYPES } = await dist('resources/catalog/catalog.js');
   const types = new Map(INSTANCE_TYPES.map((type) => [type.name, type]));
   const started = performance.now();
   await seedInstances({ dataDir, accountId: bigAccount, count: INSTANCES, log: step, monitoringShare: 0 });

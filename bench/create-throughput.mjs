@@ -311,7 +311,7 @@ function summarizeProfile(dir) {
 
 /** Which part of the server a function belongs to, for the profile's summary. */
 function partOf(functionName, url) {
-  if (url.endsWith('dist/store/group-commit.js')) {
+  if (url.endsWith('dist/platform/store/group-commit.js')) {
     if (functionName === 'run') return 'SQLite statements (better-sqlite3, run by store/group-commit)';
     if (functionName === 'commitNow') return "a batch's COMMIT (waits for the fsync)";
     if (functionName === 'exec') return 'BEGIN / SAVEPOINT / RELEASE (and ROLLBACK)';

@@ -9,11 +9,11 @@
  * name asc, status=running), and one walking back (prev) from the middle. Reaching row 500,000 by
  * following next_cursor would take 25,000 requests, so the cursors for deep pages are sealed here, as
  * the server seals them: the key is derived from the data dir's master key with the server's own code
- * (dist/services/secret-box.js, dist/domain/cursors.js), and the filter digest is taken from a cursor the
+ * (dist/platform/secret-box.js, dist/platform/domain/cursors.js), and the filter digest is taken from a cursor the
  * server answered. Before the load, every case's page is checked against the same rows found with plain
  * SQL (`ORDER BY … LIMIT 20 OFFSET depth`), so a sealed cursor that landed elsewhere fails the run.
  *
- * Then, with the server stopped, each case runs once more through dist/store/instances.js listInstances
+ * Then, with the server stopped, each case runs once more through dist/resources/instances/store.js listInstances
  * on a logging Kysely: every SQL statement of a cursor page, timed alone (median of 25) and explained.
  *
  * Usage (from the repository root):
@@ -102,8 +102,8 @@ async function main() {
   const dbFile = path.join(dataDir, 'nimbus.db');
   const { default: Database } = await import('better-sqlite3');
   const sqlite = new Database(dbFile, { readonly: true });
-  const { SecretBox } = await dist('services/secret-box.js');
-  const { CursorSigner } = await dist('domain/cursors.js');
+  const { SecretBox } = await dist('platform/secret-box.js');
+  const { CursorSigner } = await dist('platform/domain/cursors.js');
   const signer = new CursorSigner(SecretBox.open(dataDir, null).deriveKey('list-cursors'));
 
   const cases = [];
@@ -235,10 +235,10 @@ function expectedIds(sqlite, accountId, c) {
 
 /** Each case once more through the store's own code on a logging Kysely: its statements, timed and explained. */
 async function analyse(dbFile, accountId, cases) {
-  step('store analysis: the SQL of each case through dist/store/instances.js, timed and explained');
+  step('store analysis: the SQL of each case through dist/resources/instances/store.js, timed and explained');
   const { Kysely, SqliteDialect } = await import('kysely');
   const { default: Database } = await import('better-sqlite3');
-  const { listInstances } = await dist('store/instances.js');
+  const { listInstances } = await dist('resources/instances/store.js');
   const database = new Database(dbFile, { readonly: true });
   let captured = [];
   const db = new Kysely({
@@ -331,7 +331,7 @@ function writeResults({ command, loadAverage, settings, seed, cases }) {
     '',
     `Verdict: p99 ≤ ${TARGET_P99_MS} ms at any depth: **${worst <= TARGET_P99_MS ? 'met' : 'not met'}** (worst p99 ${worst} ms).`,
     '',
-    'The statements of each case, run once more through `listInstances` (dist/store/instances.js) on a logging Kysely over the same file with the server stopped, each timed alone with better-sqlite3 (median of 25, warm cache) and explained:',
+    'The statements of each case, run once more through `listInstances` (dist/resources/instances/store.js) on a logging Kysely over the same file with the server stopped, each timed alone with better-sqlite3 (median of 25, warm cache) and explained:',
     '',
     ...cases.flatMap((c) => [`- ${c.label}:`, ...statements(c).map((s) => `  - ${s}`)]),
   ]);

@@ -21,7 +21,7 @@
  *    instances in the store, one at a time: one by the seeded account (409 once its private network in
  *    the region is full) and 20 by a second account in us-east-1.
  * 3. Store analysis, with the server stopped: each case is run once more in this process through the
- *    repository's own store code (dist/store/instances.js listInstances) on a logging Kysely, which shows
+ *    repository's own store code (dist/resources/instances/store.js listInstances) on a logging Kysely, which shows
  *    every SQL statement a list request runs; each is timed alone with better-sqlite3 and its EXPLAIN
  *    QUERY PLAN recorded.
  *
@@ -442,7 +442,7 @@ function processMemory(pid) {
 // 3. What each list request runs in the store, and how SQLite plans it
 // ---------------------------------------------------------------------------------------------------
 async function analyse(dbFile, accountId, cases) {
-  step('store analysis: the SQL of each case through dist/store/instances.js, timed and explained');
+  step('store analysis: the SQL of each case through dist/resources/instances/store.js, timed and explained');
   const { Kysely, SqliteDialect } = await import('kysely');
   const { default: Database } = await import('better-sqlite3');
   const { listInstances } = await import(
@@ -711,7 +711,7 @@ function writeResults({ command, settings, results, loadAverage }) {
       '',
       '#### What each request runs in the store',
       '',
-      'Each case run once more through `listInstances` (dist/store/instances.js) on a logging Kysely over the same ' +
+      'Each case run once more through `listInstances` (dist/resources/instances/store.js) on a logging Kysely over the same ' +
         'file, with the server stopped; each statement then timed alone with better-sqlite3 (median of 25, warm ' +
         'cache, default page cache) and explained (`EXPLAIN QUERY PLAN`). Every case runs exactly three statements, ' +
         'and none of them counts instances:',

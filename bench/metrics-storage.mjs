@@ -18,7 +18,7 @@
  *   then the stored bytes of their 24 sealed hour blocks and their day's rollup block.
  * - Query latency: one instance with 30 days of rollups and 24 h of 10 s samples; `--queries` times
  *   each of `GET …/metrics` over 24 h at 10 s and over 30 days at 5 min, in this process as the route
- *   does it (MetricsService.history, then the body written by http/metrics-history-body.ts), CPU and wall.
+ *   does it (MetricsService.history, then the body written by resources/metrics/history-body.ts), CPU and wall.
  * - The same two queries end to end (`https`): a `nimbus serve` of this checkout on its own data dir,
  *   one instance created through the API (monitoring off, so the collector leaves it alone) whose blocks
  *   this process writes into the server's database, then `--queries` requests of each over HTTPS on a
@@ -74,20 +74,20 @@ const dist = (file) => import(path.join(ROOT, 'dist', file));
 
 cleanUpOnExit();
 const { command, loadAverage } = await prepareRun('bench/metrics-storage.mjs', { build: false });
-const { openStore, migrateToLatest } = await dist('store/db.js');
-const { ManualClock } = await dist('domain/clock.js');
-const { JobRunner } = await dist('jobs/runner.js');
+const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+const { ManualClock } = await dist('platform/domain/clock.js');
+const { JobRunner } = await dist('platform/jobs/runner.js');
 const { SimulatedDriver } = await dist('drivers/simulator/simulator.js');
 const { simulatedSample } = await dist('drivers/simulator/metrics.js');
-const { MetricsCollector } = await dist('services/metrics-collector.js');
-const { MetricsService } = await dist('services/metrics.js');
-const { instanceTypeNamed } = await dist('domain/catalog.js');
-const { metricsOf, toQuanta } = await dist('domain/metric-catalog.js');
-const { metricsHistoryBody } = await dist('http/metrics-history-body.js');
-const { emptyBlock, encodeBlock, putRow } = await dist('domain/metric-blocks.js');
+const { MetricsCollector } = await dist('resources/metrics/collector.js');
+const { MetricsService } = await dist('resources/metrics/service.js');
+const { instanceTypeNamed } = await dist('resources/catalog/catalog.js');
+const { metricsOf, toQuanta } = await dist('resources/metrics/catalog.js');
+const { metricsHistoryBody } = await dist('resources/metrics/history-body.js');
+const { emptyBlock, encodeBlock, putRow } = await dist('resources/metrics/blocks.js');
 const { RAW, ROLLUP, blockStartOf, mergeRollups, rawColumnId, rollupRows, slotsOf } =
-  await dist('domain/metric-rollups.js');
-const { upsertBlocks } = await dist('store/metrics.js');
+  await dist('resources/metrics/rollups.js');
+const { upsertBlocks } = await dist('resources/metrics/store.js');
 
 const START = Date.parse('2026-03-02T00:00:05Z');
 
@@ -409,7 +409,7 @@ if (ONLY.has('queries')) {
   const row = (label, q) =>
     `| ${label} | ${fmt(q.points)} (${fmt(q.bytes / 1024)} KB of JSON) | **${ms(q.cpuMs)} ms** | ${ms(q.p50)} ms | **${ms(q.p99)} ms** | ${ms(q.serviceP50)} ms |`;
   lines.push(
-    `History queries for one instance, in this process as the route answers them (MetricsService.history, then the body written by http/metrics-history-body.ts), ${QUERIES} each, SQLite:`,
+    `History queries for one instance, in this process as the route answers them (MetricsService.history, then the body written by resources/metrics/history-body.ts), ${QUERIES} each, SQLite:`,
     '',
     '| query | points | CPU per query (mean) | wall p50 | wall p99 (target ≤ 20 ms) | wall p50, history alone |',
     '|---|---|---|---|---|---|',

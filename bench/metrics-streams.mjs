@@ -118,7 +118,7 @@ const agent = new https.Agent({ keepAlive: true, maxSockets: 16 });
 step(`creating ${ACCOUNTS} professional accounts`);
 const accounts = [];
 {
-  const { loadConfig } = await dist('config.js');
+  const { loadConfig } = await dist('platform/config.js');
   const { openBackends } = await dist('backends.js');
   const env = { NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'warn' };
   const backends = await openBackends(loadConfig(env), { steppedJobs: true });

@@ -5,14 +5,14 @@
  *   node bench/seed-instances.mjs --data-dir DIR --account ACCOUNT_ID [--count 1000000]
  *
  * The data dir must hold a Nimbus database with that account in it (start the server on it once). The
- * schema is brought up to date through the repository's own store code (dist/store/db.js: openStore,
+ * schema is brought up to date through the repository's own store code (dist/platform/store/db.js: openStore,
  * migrateToLatest; run `npm run build` first); the rows are then written with better-sqlite3 directly,
  * prepared statements, one transaction per 50,000 instances, with the secondary indexes built after the
  * rows (from the SQL the migration created them with), which is what makes a million rows take well
  * under two minutes.
  *
- * Rows are what the server writes itself (store/instances.ts insertInstance, services/instances.ts
- * create): ids and MAC addresses from the same functions (dist/domain/ids.js, addresses.js), JSON text
+ * Rows are what the server writes itself (resources/instances/store.ts insertInstance, resources/instances/service.ts
+ * create): ids and MAC addresses from the same functions (dist/platform/domain/ids.js, addresses.js), JSON text
  * for tags and ssh_key_ids, tags mirrored into instance_tags, and instance_counts kept exactly (it is
  * what total_items comes from), checked against a real count at the end. Creation times spread over
  * three years in id order; regions, statuses, types, images and names are drawn from a fixed-seed
@@ -148,9 +148,9 @@ function sumBy(rows, column) {
  */
 export async function seedInstances({ dataDir, accountId, count, log = () => {}, monitoringShare = 0.9 }) {
   const started = performance.now();
-  const { openStore, migrateToLatest } = await dist('store/db.js');
-  const { newId } = await dist('domain/ids.js');
-  const { ipToInt, intToIp } = await dist('domain/addresses.js');
+  const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+  const { newId } = await dist('platform/domain/ids.js');
+  const { ipToInt, intToIp } = await dist('resources/networking/addresses.js');
 
   // The schema, by the server's own migrations (a no-op when the server already ran them).
   const store = openStore({ dataDir });

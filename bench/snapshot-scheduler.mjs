@@ -6,7 +6,7 @@
  *
  * It builds Nimbus (npm run build) and drives the scheduler of dist/ in this process: the store, the job
  * runner (stepped: nothing runs by itself), the lifecycle core, the snapshot service and the scheduler,
- * as services/index.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
+ * as services.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
  * statements, one transaction): an account, `--schedules` data volumes with a daily schedule each, and
  * their `backup_schedules` rows, next slots spread over the coming day; then, per round, `--due-share`
  * of them are moved into the past.
@@ -44,14 +44,14 @@ const dist = (file) => import(path.join(ROOT, 'dist', file));
 
 cleanUpOnExit();
 const { command, loadAverage } = await prepareRun('bench/snapshot-scheduler.mjs');
-const { openStore, migrateToLatest } = await dist('store/db.js');
-const { newId } = await dist('domain/ids.js');
-const { systemClock } = await dist('domain/clock.js');
-const { JobRunner } = await dist('jobs/runner.js');
-const { Lifecycle } = await dist('services/lifecycle.js');
-const { QuotaService } = await dist('services/quotas.js');
-const { SnapshotService } = await dist('services/snapshots.js');
-const { SnapshotScheduler } = await dist('services/snapshot-scheduler.js');
+const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+const { newId } = await dist('platform/domain/ids.js');
+const { systemClock } = await dist('platform/domain/clock.js');
+const { JobRunner } = await dist('platform/jobs/runner.js');
+const { Lifecycle } = await dist('platform/lifecycle/lifecycle.js');
+const { QuotaService } = await dist('platform/quotas/quotas.js');
+const { SnapshotService } = await dist('resources/snapshots/service.js');
+const { SnapshotScheduler } = await dist('resources/snapshots/scheduler.js');
 
 /** A store with `total` scheduled volumes of one account; returns the scheduler and a handle on the rows. */
 async function seededStore(total) {

@@ -1,5 +1,5 @@
 /**
- * Builds the web console into dist/console, served by the API server under /console/ (src/http/routes/console.ts).
+ * Builds the web console into dist/console, served by the API server under /console/ (src/platform/http/console-routes.ts).
  * Asset names carry a content hash, so the server can cache them for a year; index.html is never cached.
  */
 import preact from '@preact/preset-vite';

@@ -33,10 +33,10 @@ async function importDist(module) {
 /** Builds the app as main.ts does, minus listeners, TLS and running jobs, and returns its generated document. */
 async function generateDocument() {
   const { openBackends } = await importDist('backends.js');
-  const { loadConfig } = await importDist('config.js');
-  const { RequestMetrics } = await importDist('http/request-metrics.js');
-  const { createLogger } = await importDist('logger.js');
-  const { buildApp } = await importDist('http/app.js');
+  const { loadConfig } = await importDist('platform/config.js');
+  const { RequestMetrics } = await importDist('platform/http/request-metrics.js');
+  const { createLogger } = await importDist('platform/logger.js');
+  const { buildApp } = await importDist('platform/http/app.js');
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-openapi-'));
   let backends = null;

@@ -5,21 +5,25 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
-import { type Config, ConfigError } from './config.js';
-import { type Clock, systemClock } from './domain/clock.js';
 import type { ComputeDriver } from './drivers/driver.js';
 import { QemuDriver, QemuDriverError } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
-import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './events/broadcast.js';
-import { JobRunner } from './jobs/runner.js';
-import { checkMasterKey, resolveMasterKey } from './master-key.js';
-import { createServices, type Services } from './services/index.js';
-import { hostnames } from './services/instance-view.js';
-import { migrateToLatest, openStore, type Store } from './store/db.js';
-import { findInstance } from './store/instances.js';
-import { MemoryRateCounters, type RateCounters, RedisRateCounters } from './store/rate-counters.js';
-import { findSshKey } from './store/ssh-keys.js';
-import { FileClock } from './test-clock.js';
+import { type Config, ConfigError } from './platform/config.js';
+import { type Clock, systemClock } from './platform/domain/clock.js';
+import { type Broadcaster, LocalBroadcaster, RedisBroadcaster } from './platform/events/broadcast.js';
+import { JobRunner } from './platform/jobs/runner.js';
+import { checkMasterKey, resolveMasterKey } from './platform/master-key.js';
+import {
+  MemoryRateCounters,
+  type RateCounters,
+  RedisRateCounters,
+} from './platform/rate-limits/rate-counters.js';
+import { migrateToLatest, openStore, type Store } from './platform/store/db.js';
+import { FileClock } from './platform/test-clock.js';
+import { findInstance } from './resources/instances/store.js';
+import { hostnames } from './resources/instances/view.js';
+import { findSshKey } from './resources/ssh-keys/store.js';
+import { createServices, type Services } from './services.js';
 
 export interface Backends {
   store: Store;

@@ -13,7 +13,7 @@ import {
   ALERT_STATES,
   ALERT_WINDOWS,
   CHAT_FORMATS,
-} from '../src/domain/alerts.js';
+} from '../src/resources/alerts/rules.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';

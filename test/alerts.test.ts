@@ -9,7 +9,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectInvalid } from './helpers/common.js';
 import { createInstance, fault } from './helpers/instances.js';

@@ -7,8 +7,8 @@
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PermissionArea } from '../src/domain/permissions.js';
-import { formatSshPublicKey } from '../src/domain/ssh-keys.js';
+import type { PermissionArea } from '../src/platform/domain/permissions.js';
+import { formatSshPublicKey } from '../src/resources/ssh-keys/rules.js';
 import { STORES } from './helpers/backends.js';
 import { waitFor as poll } from './helpers/common.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';

@@ -12,7 +12,7 @@ import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 
-/** The requests' pool of a server started without a pool size (store/db.ts). */
+/** The requests' pool of a server started without a pool size (platform/store/db.ts). */
 const REQUEST_POOL = 10;
 
 describe.skipIf(!HAVE_POSTGRES)('Background work with connections of its own (postgres)', () => {

@@ -1,6 +1,6 @@
 /**
  * Billing survives kill -9 (issue 16), on both stores: the real server as a child process (`bin/nimbus
- * serve`), killed with SIGKILL, on a clock the test sets (NIMBUS_TEST_CLOCK_FILE, src/test-clock.ts: the
+ * serve`), killed with SIGKILL, on a clock the test sets (NIMBUS_TEST_CLOCK_FILE, src/platform/test-clock.ts: the
  * child reads its time from a file the test writes). The seconds billed come from the metered intervals
  * each state change commits, so a process that dies without any shutdown code — and stays dead for hours
  * while its instance keeps running — bills exactly what a process that never died would have.

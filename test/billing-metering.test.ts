@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { account, expectError } from './helpers/common.js';
 import { startTestServer, type TestServer } from './helpers/server.js';

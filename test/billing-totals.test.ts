@@ -14,16 +14,16 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Meter, monthOf } from '../src/domain/billing.js';
+import { migrateToLatest, openStore, type Store } from '../src/platform/store/db.js';
+import { up as totalsMigration } from '../src/platform/store/migrations/0012_billing_totals.js';
 import {
   switchMeter,
   usagePieces,
   usagePiecesFromIntervals,
   usagePiecesOfAll,
   type Window,
-} from '../src/store/billing-meters.js';
-import { migrateToLatest, openStore, type Store } from '../src/store/db.js';
-import { up as totalsMigration } from '../src/store/migrations/0012_billing_totals.js';
+} from '../src/resources/billing/meter-store.js';
+import { type Meter, monthOf } from '../src/resources/billing/rules.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 
 const T0 = Date.parse('2026-01-20T00:00:00Z');

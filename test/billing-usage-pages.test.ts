@@ -1,14 +1,14 @@
 /**
  * Usage lines a page at a time (`page`, `limit`), on both stores: the pages put together are the whole
  * answer, in the same order, and every page carries the whole window's subtotal and total. By resource
- * over whole months the database groups, orders and sums (store/billing-meters.ts usageLinesPage); other
+ * over whole months the database groups, orders and sums (resources/billing/meter-store.ts usageLinesPage); other
  * windows and groupings are cut into pages in the service — both are checked against the unpaged CSV.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { account, expectInvalid } from './helpers/common.js';
 import { startTestServer, type TestServer } from './helpers/server.js';

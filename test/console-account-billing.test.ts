@@ -15,7 +15,7 @@
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import {
   type ConsoleBrowser,
   checkAccessibility as checkPage,

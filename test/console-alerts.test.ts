@@ -12,7 +12,7 @@
  */
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { waitFor } from './helpers/common.js';
 import {
   type ConsoleBrowser,

@@ -1,5 +1,5 @@
 /**
- * How the API server serves the web console (src/http/routes/console.ts), over real HTTPS: GET / redirects,
+ * How the API server serves the web console (src/platform/http/console-routes.ts), over real HTTPS: GET / redirects,
  * deep links answer index.html uncached, hashed assets are cached for a year, every answer carries the
  * strict CSP, nothing needs a key, plain HTTP is still refused, /v1 keeps its 404 envelope and the
  * OpenAPI document does not list these routes. Needs `npm run build` (dist/console).
@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { CONSOLE_CSP, consoleRoutes } from '../src/http/routes/console.js';
+import { CONSOLE_CSP, consoleRoutes } from '../src/platform/http/console-routes.js';
 import { sendRequest, serverForSuite } from './helpers/server.js';
 
 describe('web console serving', () => {

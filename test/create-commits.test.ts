@@ -5,8 +5,8 @@
  * a regression that adds a commit (or many statements) to the write path fails here.
  */
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
-import type { GroupCommitStats } from '../src/store/group-commit.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import type { GroupCommitStats } from '../src/platform/store/group-commit.js';
 import { COMPUTE } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 

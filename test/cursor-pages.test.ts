@@ -6,7 +6,7 @@
  * another sort, order, filter or list, or sent with `page` — is 400 invalid_request naming the field.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { INSTANCE_SORTS } from '../src/domain/instance-rules.js';
+import { INSTANCE_SORTS } from '../src/resources/instances/rules.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid, sleep } from './helpers/common.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_HEADER_COUNT } from '../src/http/plugins/transport.js';
+import { MAX_HEADER_COUNT } from '../src/platform/http/plugins/transport.js';
 import { waitFor } from './helpers/common.js';
 import { parseAnswer, type RawAnswer, rawExchange } from './helpers/raw-tls.js';
 import { sendRequest, startTestServer, type TestServer } from './helpers/server.js';

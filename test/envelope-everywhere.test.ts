@@ -9,8 +9,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../src/domain/catalog.js';
-import { BACKUP_FREQUENCIES, FIREWALL_PRESETS } from '../src/domain/instance-rules.js';
+import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../src/resources/catalog/catalog.js';
+import { BACKUP_FREQUENCIES, FIREWALL_PRESETS } from '../src/resources/instances/rules.js';
 import { account, expectError } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
 import { type RawAnswer, rawExchange } from './helpers/raw-tls.js';

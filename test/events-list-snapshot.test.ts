@@ -2,7 +2,7 @@
  * Events ordering, through HTTPS on both stores: a page of GET /v1/events never shows an event without
  * the earlier ones of its resource that committed before it. The list's count and its page are two
  * statements, and a boot's `instance.started` can commit between them; when the count cut the page,
- * `?resource_id=` newest first showed `instance.started` alone with `total_items: 1` (store/lists.ts).
+ * `?resource_id=` newest first showed `instance.started` alone with `total_items: 1` (platform/store/lists.ts).
  * The window is a few hundred microseconds, so the test reads each new instance's events, several at a
  * time, while its boot commits; on PostgreSQL it failed within a few dozen instances before the fix.
  */

@@ -6,11 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
-import { newId } from '../src/domain/ids.js';
-import type { CreatedApiKey } from '../src/services/api-keys.js';
-import type { EventView } from '../src/services/events.js';
-import { insertEvent } from '../src/store/events.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import { newId } from '../src/platform/domain/ids.js';
+import { insertEvent } from '../src/platform/events/store.js';
+import type { CreatedApiKey } from '../src/resources/api-keys/service.js';
+import type { EventView } from '../src/resources/events/service.js';
 import { STORES } from './helpers/backends.js';
 import { expectInvalid } from './helpers/common.js';
 import { serverForSuite, type TestServer } from './helpers/server.js';

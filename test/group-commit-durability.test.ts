@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/platform/config.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH } from '../src/http/json-body.js';
+import { MAX_JSON_DEPTH } from '../src/platform/http/json-body.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid, waitFor } from './helpers/common.js';
 import { inPieces, type RawAnswer, rawExchange } from './helpers/raw-tls.js';

@@ -12,11 +12,11 @@
  */
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
 import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
-import { openStore } from '../src/store/db.js';
-import type { Database } from '../src/store/schema.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import { openStore } from '../src/platform/store/db.js';
+import type { Database } from '../src/platform/store/schema.js';
 import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
@@ -28,7 +28,7 @@ const SPEEDUP = 4;
 const BOOT_MS = SIM_TIMINGS_MS.boot / SPEEDUP;
 const STOP_MS = SIM_TIMINGS_MS.stop / SPEEDUP;
 const RESIZE_MS = SIM_TIMINGS_MS.resize / SPEEDUP;
-/** The runner's default lease (src/jobs/runner.ts). */
+/** The runner's default lease (src/platform/jobs/runner.ts). */
 const LEASE_MS = 30_000;
 /** Per step: its restarts and waits, plus a lease to wait out should a kill land inside one (rare). */
 const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;

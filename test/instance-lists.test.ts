@@ -5,10 +5,10 @@
  * the end, counts that follow transitions, account isolation, and 400s with allowed_values.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { REGION_NAMES } from '../src/domain/catalog.js';
-import { INSTANCE_SORTS } from '../src/domain/instance-rules.js';
-import { INSTANCE_STATUSES } from '../src/domain/instance-states.js';
 import { FAULT_TAG } from '../src/drivers/simulator/simulator.js';
+import { REGION_NAMES } from '../src/resources/catalog/catalog.js';
+import { INSTANCE_SORTS } from '../src/resources/instances/rules.js';
+import { INSTANCE_STATUSES } from '../src/resources/instances/states.js';
 import { STORES } from './helpers/backends.js';
 import { account, sleep } from './helpers/common.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';

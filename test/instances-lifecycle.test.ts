@@ -4,8 +4,8 @@
  * a request racing the reconciler, and idempotent create.
  */
 import { describe, expect, it } from 'vitest';
-import { INSTANCE_TYPES } from '../src/domain/catalog.js';
-import { findInstance, updateInstance } from '../src/store/instances.js';
+import { INSTANCE_TYPES } from '../src/resources/catalog/catalog.js';
+import { findInstance, updateInstance } from '../src/resources/instances/store.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, sleep } from './helpers/common.js';
 import { storesFor, UNDER_QEMU } from './helpers/driver.js';
@@ -348,7 +348,7 @@ describe.each(storesFor(STORES))('Instances: lifecycle (%s)', (store) => {
   });
 
   describe('a request racing the reconciler', () => {
-    // The reconciler writes an instance's status guarded by the version it read (store/instances.ts
+    // The reconciler writes an instance's status guarded by the version it read (resources/instances/store.ts
     // updateInstance). Here that write is made by the test, in a transaction that commits while the
     // user's request is in flight, exactly as when a boot completes during the request. The action is
     // allowed from both the old and the new status, so it must apply, not answer 409.

@@ -7,13 +7,13 @@
  * not yet booted (a forced stop or a delete mid-boot).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
+import { FAULT_TAG } from '../src/drivers/simulator/simulator.js';
 import {
   ALLOWED_FROM,
   type InstanceAction,
   type InstanceStatus,
   isAllowed,
-} from '../src/domain/instance-states.js';
-import { FAULT_TAG } from '../src/drivers/simulator/simulator.js';
+} from '../src/resources/instances/states.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, sleep } from './helpers/common.js';
 import { QEMU_SKIP, qemuSkipName, storesFor, UNDER_QEMU } from './helpers/driver.js';

@@ -3,8 +3,8 @@
  * boot, stop, restart and resize, a stuck boot an hour on, and a deleting instance.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
-import { ALLOWED_FROM, type InstanceAction } from '../src/domain/instance-states.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import { ALLOWED_FROM, type InstanceAction } from '../src/resources/instances/states.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError } from './helpers/common.js';
 import { act, createInstance, eventsOf, fault, getInstance } from './helpers/instances.js';

@@ -4,9 +4,9 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../src/domain/catalog.js';
-import { formatSshPublicKey } from '../src/domain/ssh-keys.js';
 import { FAULT_TAG, FAULTS } from '../src/drivers/simulator/simulator.js';
+import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../src/resources/catalog/catalog.js';
+import { formatSshPublicKey } from '../src/resources/ssh-keys/rules.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError } from './helpers/common.js';
 import { act, COMPUTE, createInstance, createRunning, getInstance, listTotal } from './helpers/instances.js';

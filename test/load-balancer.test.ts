@@ -43,7 +43,7 @@ if (process.env.CI === 'true' && HAPROXY === null) {
 const CREATES = 200;
 /** Boots take 8 s / SPEEDUP = 1 s: long enough for a kill to land while instances boot. */
 const SPEEDUP = 8;
-/** The runner's job lease (jobs/runner.ts): how long a dead replica's jobs wait before another takes them. */
+/** The runner's job lease (platform/jobs/runner.ts): how long a dead replica's jobs wait before another takes them. */
 const JOB_LEASE_MS = 30_000;
 
 describe.runIf(HAVE_POSTGRES && HAVE_REDIS && HAPROXY !== null)(
@@ -95,7 +95,7 @@ describe.runIf(HAVE_POSTGRES && HAVE_REDIS && HAPROXY !== null)(
     }
     /**
      * How many of these answers each replica gave: found by the answer's request id in the replica's access
-     * log, which reaches its output within 100 ms (log-destination.ts), hence the wait.
+     * log, which reaches its output within 100 ms (platform/log-destination.ts), hence the wait.
      */
     async function whoAnswered(replies: Reply[]): Promise<Record<string, number>> {
       return waitFor(

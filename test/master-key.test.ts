@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SecretBox } from '../src/services/secret-box.js';
+import { SecretBox } from '../src/platform/secret-box.js';
 import { createPostgresDatabase, HAVE_POSTGRES, STORES } from './helpers/backends.js';
 import { assertBuilt, spawnServer } from './helpers/child-server.js';
 import { expectError, expectInvalid } from './helpers/common.js';

@@ -7,7 +7,7 @@
  */
 import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid } from './helpers/common.js';
 import { act, createInstance, getInstance } from './helpers/instances.js';

@@ -8,7 +8,7 @@
  * poll (which ran beside the evaluation in the same batch of due jobs, and is a second of clock away).
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';

@@ -6,7 +6,7 @@
  * with 1009 and are logged once, as a client fault.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_PENDING_MESSAGES, RECHECK_MS } from '../src/services/metrics-streams.js';
+import { MAX_PENDING_MESSAGES, RECHECK_MS } from '../src/resources/metrics/streams.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, waitFor } from './helpers/common.js';
 import { createRunning } from './helpers/instances.js';

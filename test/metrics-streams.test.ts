@@ -4,7 +4,7 @@
  * account-wide stream, the plain GET answer, and cross-account 4404.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PHASE_MS, phaseOf } from '../src/services/metrics-streams.js';
+import { PHASE_MS, phaseOf } from '../src/resources/metrics/streams.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError } from './helpers/common.js';
 import { act, createRunning, waitForStatus } from './helpers/instances.js';

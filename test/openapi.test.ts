@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TAGS } from '../src/http/openapi.js';
+import { TAGS } from '../src/platform/http/openapi.js';
 import { STORES } from './helpers/backends.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { contractProblems } from './helpers/openapi-contract.js';

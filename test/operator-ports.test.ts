@@ -2,12 +2,12 @@
  * The two keyless ports beside the API (issue 29, item 6): the Prometheus port names no tenant and, with
  * NIMBUS_METRICS_TOKEN, answers only its scraper; the metadata port rate-limits each source address and
  * answers no input with a 5xx. Over real sockets. (That the metadata port binds loopback only is
- * metadataHost's rule: src/http/metrics-endpoint.test.ts.)
+ * metadataHost's rule: src/platform/http/metrics-endpoint.test.ts.)
  */
 import http from 'node:http';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { METADATA_RATE_LIMIT } from '../src/http/metadata.js';
+import { METADATA_RATE_LIMIT } from '../src/resources/instances/metadata-server.js';
 import { account, waitFor } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';

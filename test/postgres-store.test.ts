@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../src/store/db.js';
+import { openStore, type Store } from '../src/platform/store/db.js';
 import { createPostgresDatabase, HAVE_POSTGRES, POSTGRES_ADMIN_URL } from './helpers/backends.js';
 import { waitFor } from './helpers/common.js';
 

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAdmin } from '../src/cli/admin.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/platform/config.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable } from './helpers/qemu.js';
 import { startTestServer } from './helpers/server.js';
 

@@ -1,5 +1,5 @@
 /**
- * The maintained quota counters (store/usage.ts), on both stores: after 1,000 random creates, deletes and
+ * The maintained quota counters (platform/quotas/usage-store.ts), on both stores: after 1,000 random creates, deletes and
  * resizes of instances, volumes and snapshots through HTTPS — many refused (a status that does not allow
  * the action, a quota reached), jobs run at random moments — every counter equals a full recount
  * (`admin recount` finds nothing to repair) and `GET /v1/account/quota` shows the counts. A counter
@@ -7,7 +7,7 @@
  */
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { serverForSuite } from './helpers/server.js';

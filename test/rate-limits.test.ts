@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL } from './helpers/backends.js';
 import { expectError } from './helpers/common.js';
 import { type Reply, startTestServer, type TestServer } from './helpers/server.js';

@@ -5,9 +5,9 @@
  * `snapshot.failed` event — never stuck in `creating`. Once the backend is back, new snapshots complete.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
 import type { SnapshotSpec } from '../src/drivers/driver.js';
-import { MAX_ATTEMPTS } from '../src/jobs/runner.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import { MAX_ATTEMPTS } from '../src/platform/jobs/runner.js';
 import { STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { serverForSuite } from './helpers/server.js';

@@ -7,8 +7,8 @@
  * restoring states and the simulated timings.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
 import { SIM_SNAPSHOT_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid, waitFor } from './helpers/common.js';
 import { act, createRunning, createStopped, eventsOf, waitForStatus } from './helpers/instances.js';

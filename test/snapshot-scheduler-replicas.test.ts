@@ -5,8 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
-import { SCHEDULER_JOB } from '../src/services/backup-schedules.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
+import { SCHEDULER_JOB } from '../src/resources/snapshots/schedule-book.js';
 import { createPostgresDatabase, HAVE_POSTGRES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { startTestServer, type TestServer } from './helpers/server.js';

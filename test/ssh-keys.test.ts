@@ -11,9 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { formatSshPublicKey, SSH_KEY_TYPES } from '../src/domain/ssh-keys.js';
-import { InvalidRequest } from '../src/services/errors.js';
-import type { SshKeyView } from '../src/services/ssh-keys.js';
+import { InvalidRequest } from '../src/platform/errors.js';
+import { formatSshPublicKey, SSH_KEY_TYPES } from '../src/resources/ssh-keys/rules.js';
+import type { SshKeyView } from '../src/resources/ssh-keys/service.js';
 import { STORES } from './helpers/backends.js';
 import { serverForSuite, type TestServer } from './helpers/server.js';
 

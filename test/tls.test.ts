@@ -1,5 +1,5 @@
 /**
- * The TLS policy of the API listener (src/http/tls.ts): TLS 1.2 with forward-secret AEAD suites and
+ * The TLS policy of the API listener (src/platform/http/tls.ts): TLS 1.2 with forward-secret AEAD suites and
  * TLS 1.3, nothing else. Each refusal is a real handshake a client offering only that suite attempts.
  */
 import { readFileSync } from 'node:fs';

@@ -11,8 +11,8 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_DISK_TIMINGS_MS, SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
-import { openStore } from '../src/store/db.js';
-import type { Database } from '../src/store/schema.js';
+import { openStore } from '../src/platform/store/db.js';
+import type { Database } from '../src/platform/store/schema.js';
 import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
@@ -24,7 +24,7 @@ const BOOT_MS = SIM_TIMINGS_MS.boot / SPEEDUP;
 const CREATE_MS = SIM_DISK_TIMINGS_MS.create / SPEEDUP;
 const ATTACH_MS = SIM_DISK_TIMINGS_MS.attach / SPEEDUP;
 const RESIZE_MS = SIM_DISK_TIMINGS_MS.resize / SPEEDUP;
-/** The runner's default lease (src/jobs/runner.ts), should a kill land inside one. */
+/** The runner's default lease (src/platform/jobs/runner.ts), should a kill land inside one. */
 const LEASE_MS = 30_000;
 const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;
 

@@ -4,8 +4,8 @@
  * its change settles.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
 import { SIM_DISK_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';

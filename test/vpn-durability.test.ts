@@ -7,8 +7,8 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIM_GATEWAY_TIMINGS_MS, type SimGatewaysTable } from '../src/drivers/simulator/gateways.js';
-import { openStore } from '../src/store/db.js';
-import type { Database } from '../src/store/schema.js';
+import { openStore } from '../src/platform/store/db.js';
+import type { Database } from '../src/platform/store/schema.js';
 import { STORES, storeForSuite } from './helpers/backends.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
@@ -17,7 +17,7 @@ import { waitFor as poll, sleep } from './helpers/common.js';
 const SPEEDUP = 2;
 const PROVISION_MS = SIM_GATEWAY_TIMINGS_MS.provision / SPEEDUP;
 const DESTROY_MS = SIM_GATEWAY_TIMINGS_MS.destroy / SPEEDUP;
-/** The runner's default lease (src/jobs/runner.ts), should a kill land inside one. */
+/** The runner's default lease (src/platform/jobs/runner.ts), should a kill land inside one. */
 const LEASE_MS = 30_000;
 const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;
 

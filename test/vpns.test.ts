@@ -6,10 +6,10 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { configDigest, generateKeyPair, PRIVATE_KEY_PLACEHOLDER } from '../src/domain/wireguard.js';
-import { SecretBox } from '../src/services/secret-box.js';
-import { gatewaySpecOf } from '../src/services/vpn-kind.js';
-import { findVpn } from '../src/store/vpns.js';
+import { SecretBox } from '../src/platform/secret-box.js';
+import { gatewaySpecOf } from '../src/resources/vpns/kind.js';
+import { findVpn } from '../src/resources/vpns/store.js';
+import { configDigest, generateKeyPair, PRIVATE_KEY_PLACEHOLDER } from '../src/resources/vpns/wireguard.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError, expectInvalid, waitFor } from './helpers/common.js';
 import { createInstance } from './helpers/instances.js';

@@ -5,7 +5,7 @@
  * all failed for 3 days disabled with its event.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.js';
+import { ManualClock } from '../src/platform/domain/clock.js';
 import { STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { serverForSuite, type TestServer } from './helpers/server.js';

@@ -5,10 +5,10 @@
  */
 import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../backends.js';
-import type { Config } from '../config.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
-import { actingAs, OPERATOR } from '../events/actor.js';
-import { migrateToLatest, openStore } from '../store/db.js';
+import type { Config } from '../platform/config.js';
+import { actingAs, OPERATOR } from '../platform/events/actor.js';
+import { migrateToLatest, openStore } from '../platform/store/db.js';
 
 export class UsageError extends Error {}
 

@@ -7,8 +7,8 @@
  * The build prints one line per step on stderr (stdout keeps the result, JSON with --json).
  */
 import { parseArgs } from 'node:util';
-import type { Config } from '../config.js';
 import { buildGuestImage, listImages } from '../drivers/qemu/images.js';
+import type { Config } from '../platform/config.js';
 import { UsageError } from './admin.js';
 
 export const IMAGES_USAGE = `Usage: nimbus admin images <command> [--json]

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 
 async function serve(): Promise<void> {
   // Loaded here so that operator commands do not pay for the HTTP stack.
-  const { loadConfig } = await import('../config.js');
+  const { loadConfig } = await import('../platform/config.js');
   const { startServer } = await import('../main.js');
   const server = await startServer(loadConfig());
   let stopping = false;
@@ -31,8 +31,8 @@ async function serve(): Promise<void> {
 
 /** The operator commands, with their failures as usage (2) or the domain error's JSON (1). */
 async function admin(args: string[]): Promise<number> {
-  const { ConfigError, loadConfig } = await import('../config.js');
-  const { DomainError } = await import('../services/errors.js');
+  const { ConfigError, loadConfig } = await import('../platform/config.js');
+  const { DomainError } = await import('../platform/errors.js');
   const { runAdmin, UsageError } = await import('./admin.js');
   try {
     await runAdmin(args, loadConfig(), {
@@ -70,7 +70,7 @@ export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve': {
-      const { ConfigError } = await import('../config.js');
+      const { ConfigError } = await import('../platform/config.js');
       try {
         await serve();
       } catch (error) {

@@ -3,10 +3,10 @@
  *
  * Every call is idempotent and returns quickly: a call starts a change on the machine, and `inspect`
  * reports where the machine is, with the time the current change is expected to settle. The reconciler
- * (services/instance-reconciler.ts) drives a machine by calling, persisting, and coming back at that
+ * (resources/instances/reconciler.ts) drives a machine by calling, persisting, and coming back at that
  * time, so nothing is lost when the server dies mid-change. A driver keeps its own durable state.
  */
-import type { InstanceType } from '../domain/catalog.js';
+import type { InstanceType } from '../resources/catalog/catalog.js';
 
 /** What the driver needs to know about the machine it runs for an instance. */
 export interface MachineSpec {
@@ -165,7 +165,7 @@ export interface GatewaySpec {
   /** The public address and UDP port it listens on. */
   endpoint: { ip: string; port: number };
   /**
-   * The gateway's wg-quick file (domain/wireguard.ts renderGatewayConfig): its private key, tunnel address,
+   * The gateway's wg-quick file (resources/vpns/wireguard.ts renderGatewayConfig): its private key, tunnel address,
    * port and one [Peer] per client. Secret: a driver must not log or store it in clear.
    */
   config: string;
@@ -211,7 +211,7 @@ export interface ComputeDriver {
    * What sampleMetrics answers for each of many machines at one moment, in one go (one query, one call
    * to a host): the metrics collector and the live streams sample every watched machine each round, and
    * a round trip per machine costs more than the sample. A machine whose sample failed maps to its error.
-   * Optional: without it, callers ask sampleMetrics machine by machine (services/metric-sampling.ts).
+   * Optional: without it, callers ask sampleMetrics machine by machine (resources/metrics/sampling.ts).
    */
   sampleMetricsMany?(specs: readonly MachineSpec[], at: Date): Promise<Map<string, MetricSample | Error>>;
 

@@ -8,7 +8,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { formatSshPublicKey } from '../../src/domain/ssh-keys.js';
+import { formatSshPublicKey } from '../../src/resources/ssh-keys/rules.js';
 import { type Cli, cliFor, ensureBuilt, expectErrorLine } from '../helpers/cli.js';
 import { account } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';

@@ -19,7 +19,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { formatSshPublicKey } from '../../src/domain/ssh-keys.js';
+import { formatSshPublicKey } from '../../src/resources/ssh-keys/rules.js';
 import { BIN, baseEnv, ensureBuilt, ROOT } from '../helpers/cli.js';
 import { serverForSuite } from '../helpers/server.js';
 

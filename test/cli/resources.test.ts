@@ -7,7 +7,7 @@ import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { formatSshPublicKey } from '../../src/domain/ssh-keys.js';
+import { formatSshPublicKey } from '../../src/resources/ssh-keys/rules.js';
 import { type Cli, cliFor, ensureBuilt, expectErrorLine } from '../helpers/cli.js';
 import { account, waitFor } from '../helpers/common.js';
 import { serverForSuite } from '../helpers/server.js';

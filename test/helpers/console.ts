@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { type Browser, type BrowserContextOptions, chromium, type Locator, type Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { CONSOLE_DIR } from '../../src/http/routes/console.js';
+import { CONSOLE_DIR } from '../../src/platform/http/console-routes.js';
 
 /** The console's navigation links, by their exact accessible names (issue 23 makes them a contract). */
 export const NAV_LABELS = [

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
-import { loadOrCreateTls } from '../../src/http/tls.js';
+import { loadOrCreateTls } from '../../src/platform/http/tls.js';
 
 export interface AcceptedMail {
   mail: ParsedMail;

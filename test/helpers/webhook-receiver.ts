@@ -8,7 +8,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { loadOrCreateTls } from '../../src/http/tls.js';
+import { loadOrCreateTls } from '../../src/platform/http/tls.js';
 
 export interface Received {
   path: string;

@@ -4,7 +4,7 @@
  * `run/<instance id>.meta`; Nimbus serves HTTP there and knows the instance by the socket the connection
  * came in on. The guest never names itself: whatever `X-Nimbus-Instance-Id` it sends is replaced.
  *
- * The requests go to the same metadata app as the simulator's TCP port (http/metadata.ts), handed over
+ * The requests go to the same metadata app as the simulator's TCP port (resources/instances/metadata-server.ts), handed over
  * by the composition root; until then, answers are 503.
  */
 

@@ -14,7 +14,7 @@
  *
  * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
  */
-import type { Clock } from '../../domain/clock.js';
+import type { Clock } from '../../platform/domain/clock.js';
 import type {
   ComputeDriver,
   GatewaySpec,

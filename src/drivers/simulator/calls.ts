@@ -9,7 +9,7 @@
  */
 import type { Migration } from 'kysely';
 import { sql } from 'kysely';
-import { compiledOnce } from '../../store/compiled-query.js';
+import { compiledOnce } from '../../platform/store/compiled-query.js';
 import type { AnyDb } from './machines.js';
 
 export const MACHINE_CALLS = ['provision', 'start', 'stop', 'reboot', 'resize', 'destroy'] as const;

@@ -5,8 +5,8 @@
  * is down. Only a digest of the configuration is kept: the private key inside it never reaches this table.
  */
 import type { Kysely, Migration } from 'kysely';
-import type { Clock } from '../../domain/clock.js';
-import { configDigest } from '../../domain/wireguard.js';
+import type { Clock } from '../../platform/domain/clock.js';
+import { configDigest } from '../../resources/vpns/wireguard.js';
 import type { GatewayPhase, GatewaySpec, GatewayState } from '../driver.js';
 import type { AnyDb } from './machines.js';
 

@@ -1,10 +1,10 @@
 /**
  * The simulator's own table of machines (sim_machines), and the migration history that creates it and
- * the table of disks (disks.ts). The driver owns them: the shared schema (store/schema.ts,
- * store/migrations/) knows nothing of them, and a store used with another driver never gets them.
+ * the table of disks (disks.ts). The driver owns them: the shared schema (platform/store/schema.ts,
+ * platform/store/migrations/) knows nothing of them, and a store used with another driver never gets them.
  */
 import { type Kysely, type Migration, Migrator, type Selectable } from 'kysely';
-import { columnsShape, compiledOnce, compiledPerShape } from '../../store/compiled-query.js';
+import { columnsShape, compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
 import { type SimCallsTable, simCallsMigration } from './calls.js';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
 import { simGatewaysMigration } from './gateways.js';

@@ -1,6 +1,6 @@
 /** The simulator's samples: deterministic per instance and second, with a daily rhythm, spikes and GPU load. */
 import { describe, expect, it } from 'vitest';
-import { instanceTypeNamed } from '../../domain/catalog.js';
+import { instanceTypeNamed } from '../../resources/catalog/catalog.js';
 import type { MachineSpec } from '../driver.js';
 import { simulatedSample } from './metrics.js';
 

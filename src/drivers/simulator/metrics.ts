@@ -8,7 +8,7 @@
  * one quarter-hour of sixteen, 1–3 minutes of up to 45 extra points). Memory follows load slowly; disk
  * and network rates follow it with wander of their own. GPU types run their GPUs harder than their
  * CPUs. A machine that is not running reports zero (the collector then stops asking once it is stopped).
- * Values carry the precision the store keeps (domain/metric-catalog.ts): 0.1 %, 1 MiB, 1 kB/s.
+ * Values carry the precision the store keeps (resources/metrics/catalog.ts): 0.1 %, 1 MiB, 1 kB/s.
  */
 import { createHash } from 'node:crypto';
 import type { MachineSpec, MetricSample } from '../driver.js';

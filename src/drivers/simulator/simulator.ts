@@ -13,7 +13,7 @@
  * volume (or on an instance, for its root volume) makes snapshots of it fail; that one is read when the
  * copy begins, as a real copy fails or not once started.
  */
-import type { Clock } from '../../domain/clock.js';
+import type { Clock } from '../../platform/domain/clock.js';
 import type {
   ComputeDriver,
   DiskState,

@@ -1,0 +1,127 @@
+/**
+ * PostgreSQL named prepared statements for the queries compiled once (platform/store/compiled-query.ts). Kysely's
+ * PostgresDialect sends every query unnamed (Parse, Bind, Describe, Execute), so PostgreSQL parses, analyses
+ * and plans each statement on every call and node-postgres serialises its text every time; on the write
+ * path that is a large part of a create's CPU on both sides (issue 18). A SQL text registered here runs as
+ * a named statement instead: node-postgres sends its Parse once per connection and then only Bind, Describe
+ * and Execute. node-postgres remembers per connection which names it prepared, so a connection opened after
+ * a lost one prepares them again.
+ *
+ * Bounded: only the texts compiled-query registers (a fixed set of queries, and a bounded number of shapes
+ * per `compiledPerShape`), and at most MAX_PREPARED texts in all, so no connection ever holds more
+ * statements than that. Everything else (migrations, BEGIN and COMMIT, advisory locks, queries built per
+ * call) runs unnamed as before.
+ *
+ * A prepared statement keeps the row type it was prepared with: once an ALTER TABLE changes what its
+ * `select *` or `returning *` gives, PostgreSQL refuses it ("cached plan must not change result type")
+ * until it is prepared again. Compiled queries first run after this process's migrations, but another
+ * replica may migrate under a running one (a rolling upgrade). That error therefore closes its connection
+ * instead of returning it to the pool, and every connection opened before it is closed at its next
+ * checkout, so each process fails at most the queries in flight at that moment; the failed query is run
+ * again unnamed on the spot when it was not inside a transaction (inside one, the transaction is lost
+ * anyway, as it would be on any error).
+ */
+import { createHash } from 'node:crypto';
+import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+import type pg from 'pg';
+
+/** Far above the compiled queries Nimbus has (about a hundred texts); a cap, not a working size. */
+const MAX_PREPARED = 512;
+
+/** SQL text -> statement name, for the texts that run prepared. */
+const names = new Map<string, string>();
+
+/**
+ * Marks `sql` to run as a named prepared statement on PostgreSQL. For SQL texts fixed at build time only
+ * (platform/store/compiled-query.ts): its values must all be parameters. Past MAX_PREPARED texts it does nothing.
+ */
+export function prepareOnPostgres(sql: string): void {
+  if (names.has(sql) || names.size >= MAX_PREPARED) return;
+  // Named by the text itself, so every process and connection agrees and two texts never share a name.
+  names.set(sql, `nimbus_${createHash('sha256').update(sql).digest('hex').slice(0, 32)}`);
+}
+
+/** The statement name `sql` runs under, if it runs prepared. */
+export function preparedName(sql: string): string | undefined {
+  return names.get(sql);
+}
+
+/** SQLSTATE 0A000 with this message: the statement's result type changed since it was prepared. */
+function isStaleResultType(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return code === '0A000' && typeof message === 'string' && message.includes('must not change result type');
+}
+
+/**
+ * A pool for Kysely's PostgresDialect over `pool`: its connections run the registered SQL texts as named
+ * prepared statements.
+ */
+export function preparingPool(pool: pg.Pool): PostgresPool {
+  /** Bumped when a prepared statement went stale: connections of an older generation are closed. */
+  let generation = 0;
+  // Kysely keeps its connection objects per client it is given, so each pg client keeps one wrapper.
+  const wrappers = new WeakMap<pg.PoolClient, PreparingClient>();
+  const staleSchema = () => {
+    generation++;
+  };
+  return {
+    async connect() {
+      for (;;) {
+        const client = await pool.connect();
+        let wrapper = wrappers.get(client);
+        if (wrapper === undefined) {
+          wrapper = new PreparingClient(client, generation, staleSchema);
+          wrappers.set(client, wrapper);
+        }
+        if (wrapper.generation >= generation) return wrapper;
+        // Prepared before a schema change: its statements may be stale, and a fresh connection is cheap.
+        wrappers.delete(client);
+        client.release(true);
+      }
+    },
+    end: () => pool.end(),
+  };
+}
+
+class PreparingClient implements PostgresPoolClient {
+  /** Set when one of this connection's statements went stale: it is closed on release. */
+  private stale = false;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    readonly generation: number,
+    private readonly staleSchema: () => void,
+  ) {}
+
+  query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
+  query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
+  query<R>(
+    sqlOrCursor: string | PostgresCursor<R>,
+    parameters?: ReadonlyArray<unknown>,
+  ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    if (typeof sqlOrCursor !== 'string') {
+      return this.client.query(sqlOrCursor as unknown as pg.Submittable) as unknown as PostgresCursor<R>;
+    }
+    const values = parameters as unknown[];
+    const name = this.stale ? undefined : names.get(sqlOrCursor);
+    if (name === undefined)
+      return this.client.query(sqlOrCursor, values) as unknown as Promise<PostgresQueryResult<R>>;
+    return this.prepared<R>(name, sqlOrCursor, values);
+  }
+
+  private async prepared<R>(name: string, text: string, values: unknown[]): Promise<PostgresQueryResult<R>> {
+    try {
+      return (await this.client.query({ name, text, values })) as unknown as PostgresQueryResult<R>;
+    } catch (error) {
+      if (!isStaleResultType(error)) throw error;
+      this.stale = true;
+      this.staleSchema();
+      if (this.client.getTransactionStatus() !== 'I') throw error;
+      return (await this.client.query(text, values)) as unknown as PostgresQueryResult<R>;
+    }
+  }
+
+  release(): void {
+    this.client.release(this.stale ? true : undefined);
+  }
+}

@@ -1,0 +1,595 @@
+/**
+ * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are ISO 8601 UTC strings with
+ * millisecond precision (they sort as text on both engines); booleans are 0/1 integers; JSON is text.
+ */
+import type { Generated, Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
+import type { AccountStatus, Plan } from '../domain/plans.js';
+
+export interface AccountsTable {
+  id: string;
+  name: string;
+  email: string;
+  company: string | null;
+  billing_email: string | null;
+  plan: Plan;
+  status: AccountStatus;
+  rate_limit_per_hour: number | null;
+  rate_limit_burst: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AccountQuotasTable {
+  account_id: string;
+  name: string;
+  limit: number;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  /** The first characters of the key, shown so users can tell keys apart. */
+  prefix: string;
+  /** Lowercase hex SHA-256 of the whole key; the key itself is never stored. */
+  key_hash: string;
+  /** JSON array of permission strings. */
+  permissions: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  created_at: string;
+}
+
+export interface IdempotencyKeysTable {
+  account_id: string;
+  key: string;
+  fingerprint: string;
+  /**
+   * in_progress: claimed, nothing committed yet; committed: the create committed what it made (the
+   * resource_* columns) but its answer is not saved yet; completed: the answer is saved.
+   */
+  state: 'in_progress' | 'committed' | 'completed';
+  response_status: number | null;
+  response_body: string | null;
+  locked_until: string;
+  created_at: string;
+  expires_at: string;
+  /** The claim holding the key (a random id per claim); null on rows older than 0016. */
+  claimed_by: string | null;
+  resource_kind: string | null;
+  resource_id: string | null;
+}
+
+export interface EventsTable {
+  seq: Generated<number>;
+  id: string;
+  account_id: string;
+  type: string;
+  resource_id: string;
+  /** JSON object. */
+  data: string;
+  created_at: string;
+  /** Who it was written for (platform/events/actor.ts): `api_key`, `operator` or `system`. */
+  actor_type: string;
+  /** The API key's id, for `api_key`. */
+  actor_id: string | null;
+  /** The client's address, for `api_key`. */
+  actor_ip: string | null;
+}
+
+export interface SettingsTable {
+  key: string;
+  value: string;
+}
+
+export interface SshKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  /** The key as uploaded, normalised to `type base64 [comment]`. */
+  public_key: string;
+  /** `SHA256:` + unpadded base64 of the SHA-256 of the key blob, as `ssh-keygen -l` prints it. */
+  fingerprint: string;
+  created_at: string;
+}
+
+export interface InstancesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  status: string;
+  /** The user action in progress (create, start, stop, restart, resize, delete), null when settled. */
+  operation: string | null;
+  /** When that action was asked for. */
+  operation_at: string | null;
+  instance_type: string;
+  region: string;
+  image: string;
+  /** JSON array of SSH key ids. */
+  ssh_key_ids: string;
+  public_ip: string;
+  private_ip: string;
+  /** JSON object string → string; mirrored into instance_tags for filtering. */
+  tags: string;
+  user_data: string | null;
+  encryption_key_id: string | null;
+  firewall_preset: string;
+  monitoring: number;
+  /** JSON {frequency, retention} or null. */
+  backup_schedule: string | null;
+  root_volume_id: string;
+  /** Bumped by every write; writers guard on it so two of them cannot both win. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InstanceTagsTable {
+  instance_id: string;
+  account_id: string;
+  key: string;
+  value: string;
+}
+
+/** Maintained counts of instances per account, region and status, so lists never count rows. */
+export interface InstanceCountsTable {
+  account_id: string;
+  region: string;
+  status: string;
+  count: number;
+}
+
+/** Maintained quota usage per account (platform/quotas/usage-store.ts); a missing row is zero. */
+export interface AccountUsageTable {
+  account_id: string;
+  name: string;
+  used: number;
+}
+
+/** An address scope's pool and the first address of it never handed out (resources/networking/address-store.ts). */
+export interface AddressPoolsTable {
+  scope: string;
+  cidr: string;
+  next_ip: number;
+}
+
+/** Addresses below their scope's `next_ip` that nobody holds. */
+export interface FreeAddressesTable {
+  scope: string;
+  ip: number;
+}
+
+/** GPUs held per region by instances of every account, checked against the region's capacity. */
+export interface RegionGpuUsageTable {
+  region: string;
+  gpus: number;
+}
+
+export interface VolumesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  region: string;
+  size_gb: number;
+  status: string;
+  /** 'root' (an instance's OS disk, lives and dies with it) or 'data'. */
+  kind: string;
+  instance_id: string | null;
+  created_at: string;
+  updated_at: string;
+  /** Bumped by every write; writers guard on it. */
+  version: number;
+  /** JSON object of tags, mirrored into volume_tags for filtering. */
+  tags: string;
+  /** `/dev/vda` for a root volume, `/dev/vdb`… for data volumes, held while attached or attaching. */
+  device_name: string | null;
+  attached_at: string | null;
+  /** 'ext4' or 'xfs' when formatted on create; null for a raw volume. */
+  filesystem: string | null;
+  /** A change queued behind the current one: 'attach' once created, 'detach' once resized. */
+  pending_action: string | null;
+  /** JSON {frequency, retention} or null (data volumes; an instance's schedule covers its root volume). */
+  backup_schedule: string | null;
+  /** The snapshot being written into the volume (restoring, or creating from a snapshot). */
+  restore_snapshot_id: string | null;
+  /** When that restore was asked for: the driver tells one restore of a volume from the next by it. */
+  restore_started_at: string | null;
+}
+
+export interface SnapshotsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  source_volume_id: string;
+  source_instance_id: string | null;
+  size_gb: number;
+  region: string;
+  status: string;
+  /** 'manual' or 'scheduled'. */
+  kind: string;
+  error: string | null;
+  /** JSON object string → string. */
+  tags: string;
+  version: number;
+  created_at: string;
+  completed_at: string | null;
+  updated_at: string;
+}
+
+/** One row per volume or instance with a backup schedule; the scheduler reads the due ones by next_due_at. */
+export interface BackupSchedulesTable {
+  /** The volume or instance id. */
+  source_id: string;
+  account_id: string;
+  /** 'volume' or 'instance'. */
+  source_kind: string;
+  frequency: string;
+  retention: number;
+  next_due_at: string;
+  created_at: string;
+}
+
+export interface VolumeTagsTable {
+  volume_id: string;
+  account_id: string;
+  key: string;
+  value: string;
+}
+
+export interface JobsTable {
+  id: string;
+  /** One job per key (e.g. `instance:<id>`): enqueueing an existing key moves its run_at instead. */
+  key: string;
+  kind: string;
+  subject_id: string;
+  run_at: string;
+  attempts: number;
+  /** Bumped on every enqueue, so a runner finishing an older run does not delete a newer request. */
+  version: number;
+  lease_owner: string | null;
+  lease_until: string | null;
+  last_error: string | null;
+  created_at: string;
+}
+
+export interface WebhooksTable {
+  id: string;
+  account_id: string;
+  url: string;
+  /** JSON array of event types and patterns (`*`, `instance.*`). */
+  events: string;
+  /** The signing secret, encrypted (platform/secret-box.ts); never stored in clear. */
+  secret: string;
+  /** The secret before the last rotation, encrypted, still signing until previous_secret_until. */
+  previous_secret: string | null;
+  previous_secret_until: string | null;
+  description: string | null;
+  enabled: number;
+  /** 'active' or 'disabled' (by the platform: the receiver answered 410, or failed for 3 days). */
+  status: string;
+  disabled_reason: string | null;
+  /** When deliveries began failing without a success since; null while they succeed. */
+  failing_since: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  account_id: string;
+  event_id: string;
+  event_type: string;
+  /** pending, succeeded or failed. */
+  status: string;
+  attempts: number;
+  /** When a pending delivery is next tried; null once it is settled. */
+  next_attempt_at: string | null;
+  lease_owner: string | null;
+  lease_until: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  response_excerpt: string | null;
+  duration_ms: number | null;
+  /** The delivery this one repeats, when a user asked for a redelivery. */
+  redelivery_of: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface VpnsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  region: string;
+  status: string;
+  /** The gateway's public IPv4: unique in the region, and never an instance's (resources/networking/public-ip-store.ts). */
+  endpoint_ip: string;
+  endpoint_port: number;
+  server_public_key: string;
+  /** The gateway's private key sealed under the master key, bound to the VPN id (platform/secret-box.ts). */
+  server_private_key_sealed: string;
+  tunnel_cidr: string;
+  /** JSON array of CIDR blocks routed to clients besides the region's private network. */
+  allowed_cidrs: string;
+  /** Bumped by every write; writers guard on it. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface VpnPeersTable {
+  id: string;
+  vpn_id: string;
+  account_id: string;
+  name: string;
+  public_key: string;
+  /** Its tunnel address, unique within the VPN while the peer exists. */
+  address: string;
+  /** 1 when the server generated the key pair (its private key was shown once, never stored). */
+  key_generated: number;
+  created_at: string;
+}
+
+export interface FirewallRulesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  description: string;
+  direction: string;
+  action: string;
+  protocol: string;
+  ports: string | null;
+  /** JSON array of CIDR blocks. */
+  sources: string;
+  /** JSON array of CIDR blocks. */
+  destinations: string;
+  priority: number;
+  /** JSON array of instance ids. */
+  target_instance_ids: string;
+  /** JSON object of tags. */
+  target_tags: string;
+  region: string;
+  /** 0/1. */
+  enabled: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Metric samples as compact blocks (resources/metrics/blocks.ts); see migration 0008. */
+export interface MetricBlocksTable {
+  instance_id: string;
+  /** `raw` (10 s, hour blocks) or `rollup` (5 min, day blocks). */
+  resolution: string;
+  /** ISO 8601 UTC start of the block's window. */
+  block_start: string;
+  account_id: string;
+  /** 1 once a raw block's hour is over and its rollups are written. */
+  sealed: number;
+  /** Slots holding a sample. */
+  points: number;
+  data: Uint8Array;
+  updated_at: string;
+}
+
+export interface Database extends BillingTables, AlertTables {
+  accounts: AccountsTable;
+  account_quotas: AccountQuotasTable;
+  api_keys: ApiKeysTable;
+  idempotency_keys: IdempotencyKeysTable;
+  events: EventsTable;
+  settings: SettingsTable;
+  ssh_keys: SshKeysTable;
+  instances: InstancesTable;
+  instance_tags: InstanceTagsTable;
+  instance_counts: InstanceCountsTable;
+  region_gpu_usage: RegionGpuUsageTable;
+  account_usage: AccountUsageTable;
+  address_pools: AddressPoolsTable;
+  free_addresses: FreeAddressesTable;
+  volumes: VolumesTable;
+  volume_tags: VolumeTagsTable;
+  snapshots: SnapshotsTable;
+  backup_schedules: BackupSchedulesTable;
+  jobs: JobsTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  vpns: VpnsTable;
+  vpn_peers: VpnPeersTable;
+  firewall_rules: FirewallRulesTable;
+  metric_blocks: MetricBlocksTable;
+}
+
+/** Anything queries run on: the database itself or a transaction. */
+export type Executor = Kysely<Database> | Transaction<Database>;
+
+export type AccountRow = Selectable<AccountsTable>;
+export type NewAccountRow = Insertable<AccountsTable>;
+export type AccountUpdate = Updateable<AccountsTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type EventRow = Selectable<EventsTable>;
+export type SshKeyRow = Selectable<SshKeysTable>;
+export type InstanceRow = Selectable<InstancesTable>;
+export type NewInstanceRow = Insertable<InstancesTable>;
+export type JobRow = Selectable<JobsTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type VpnRow = Selectable<VpnsTable>;
+export type VpnPeerRow = Selectable<VpnPeersTable>;
+export type FirewallRuleRow = Selectable<FirewallRulesTable>;
+export type VolumeRow = Selectable<VolumesTable>;
+export type SnapshotRow = Selectable<SnapshotsTable>;
+export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
+
+/** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */
+export interface BillingTables {
+  meter_segments: MeterSegmentsTable;
+  meter_month_totals: MeterMonthTotalsTable;
+  invoices: InvoicesTable;
+  invoice_lines: InvoiceLinesTable;
+  billing_counters: BillingCountersTable;
+}
+
+/** One interval in which a resource paid one price; open while `end_s` is null. */
+export interface MeterSegmentsTable {
+  seq: Generated<number>;
+  account_id: string;
+  resource_id: string;
+  resource_type: string;
+  resource_name: string;
+  meter: string;
+  region: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit: string;
+  unit_price_micros: number;
+  started_at: string;
+  /** Epoch second of started_at (taken down): what billing counts from. */
+  start_s: number;
+  ended_at: string | null;
+  end_s: number | null;
+}
+
+/** Seconds of closed intervals per account, UTC month, resource and price (resources/billing/meter-store.ts). */
+export interface MeterMonthTotalsTable {
+  /** Epoch second at which the month starts. */
+  month_s: number;
+  account_id: string;
+  resource_id: string;
+  /** meter|instance_type|size_gb|unit_price_micros: the price, in a column that is never null. */
+  price_key: string;
+  resource_type: string;
+  resource_name: string;
+  meter: string;
+  instance_type: string | null;
+  size_gb: number | null;
+  unit: string;
+  unit_price_micros: number;
+  seconds: number;
+  /** The `seq` of the first interval counted: lines keep the order resources began in. */
+  first_seq: number;
+}
+
+export interface InvoicesTable {
+  id: string;
+  account_id: string;
+  /** Given when the invoice opens; never reused. Null while draft. */
+  number: number | null;
+  status: string;
+  period_start: string;
+  period_end: string;
+  /** Exact amount in 1/2,628,000 micro-USD, as decimal text (resources/billing/rules.ts). */
+  subtotal: string;
+  total_cents: number;
+  issued_at: string | null;
+  due_at: string | null;
+  past_due_at: string | null;
+  paid_at: string | null;
+  voided_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface InvoiceLinesTable {
+  invoice_id: string;
+  position: number;
+  resource_id: string | null;
+  resource_type: string;
+  meter: string;
+  description: string;
+  instance_type: string | null;
+  unit: string;
+  /** Seconds (hours) or GB-seconds (GB-months), decimal text. */
+  quantity_numerator: string;
+  unit_price_micros: number | null;
+  /** Exact amount, decimal text. */
+  amount: string;
+}
+
+export interface BillingCountersTable {
+  name: string;
+  value: number;
+}
+
+/** Alerts' tables (migration 0011): policies, incidents, notifications, the policy generation. */
+export interface AlertTables {
+  alert_policies: AlertPoliciesTable;
+  alert_incidents: AlertIncidentsTable;
+  alert_notifications: AlertNotificationsTable;
+  alert_counters: AlertCountersTable;
+}
+
+export interface AlertPoliciesTable {
+  id: string;
+  account_id: string;
+  name: string;
+  description: string | null;
+  metric: string | null;
+  compare: string | null;
+  threshold: number | null;
+  /** `1m` … `1h`; null for an `error` state policy. */
+  time_window: string | null;
+  state: string | null;
+  /** JSON array of instance ids. */
+  target_instance_ids: string;
+  /** JSON object of tags. */
+  target_tags: string;
+  /** JSON {email, webhook_ids, chat}. */
+  channels: string;
+  enabled: number;
+  created_at: string;
+  updated_at: string;
+  /** Set when deleted while its incidents' resolved messages are still to be sent (then purged). */
+  deleted_at: string | null;
+}
+
+export interface AlertIncidentsTable {
+  id: string;
+  account_id: string;
+  policy_id: string;
+  instance_id: string;
+  /** The instance's name when the incident opened (it may be gone by the time it resolves). */
+  instance_name: string;
+  /** firing or resolved; at most one firing row per policy and instance (a partial unique index). */
+  status: string;
+  value: number | null;
+  threshold: number | null;
+  resolved_value: number | null;
+  resolution: string | null;
+  started_at: string;
+  resolved_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertNotificationsTable {
+  id: string;
+  incident_id: string;
+  account_id: string;
+  /** firing or resolved. */
+  transition: string;
+  /** The alert.firing or alert.resolved event of the transition: what the message says. */
+  event_id: string;
+  /** email, webhook or chat. */
+  channel: string;
+  /** The address, the webhook id, or the chat URL. */
+  target: string;
+  /** The chat format (slack, discord, generic); null for the other channels. */
+  format: string | null;
+  /** The webhook delivery that carries a webhook notification; null for the other channels. */
+  delivery_id: string | null;
+  /** pending, succeeded or failed (webhook notifications: read from their delivery). */
+  status: string;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_error: string | null;
+  sent_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AlertCountersTable {
+  name: string;
+  value: number;
+}

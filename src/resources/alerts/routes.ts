@@ -1,0 +1,433 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { MAX_EMAIL_LENGTH } from '../../platform/domain/validation.js';
+import { ok, okList } from '../../platform/http/envelope.js';
+import { principalOf } from '../../platform/http/plugins/guard.js';
+import { described, errorResponses, withExample } from '../../platform/http/responses.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  StringEnum,
+  Timestamp,
+} from '../../platform/http/schemas.js';
+import { TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
+import {
+  ALERT_COMPARES,
+  ALERT_METRICS,
+  ALERT_STATES,
+  ALERT_WINDOWS,
+  CHANNEL_KINDS,
+  CHAT_FORMATS,
+  INCIDENT_STATUSES,
+  MAX_CHAT_CHANNELS,
+  MAX_DESCRIPTION_LENGTH,
+  MAX_EMAILS,
+  MAX_TARGET_INSTANCES,
+  MAX_TARGET_TAGS,
+  MAX_WEBHOOK_CHANNELS,
+  NOTIFICATION_STATUSES,
+  RESOLUTIONS,
+} from './rules.js';
+import type { AlertService } from './service.js';
+
+const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof StringEnum>>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
+
+const Metric = StringEnum(ALERT_METRICS, {
+  description: 'The metric whose window average is compared: memory_percent is used over total memory',
+});
+const Compare = StringEnum(ALERT_COMPARES, {
+  description: 'Fire when the average is above or below the threshold',
+});
+const Threshold = Type.Number({
+  description: 'In the metric’s unit: percentages 0–100, rates (bytes per second) 0 or more',
+});
+const Window = StringEnum(ALERT_WINDOWS, {
+  description:
+    'Metric policies: the window averaged over (and the whole window that must be back on the good side to ' +
+    'resolve). `stuck`: how long in starting or stopping counts as stuck',
+});
+const State = StringEnum(ALERT_STATES, {
+  description: '`error`: the instance is in error; `stuck`: in starting or stopping longer than `window`',
+});
+
+const Targets = Type.Object(
+  {
+    instance_ids: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: MAX_TARGET_INSTANCES,
+        description: 'Instances of the account, by id',
+      }),
+    ),
+    tags: Type.Optional(
+      Type.Record(
+        Type.String({ minLength: 1, maxLength: 128 }),
+        Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }),
+        {
+          maxProperties: MAX_TARGET_TAGS,
+          description: 'Instances carrying every one of these tags',
+        },
+      ),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Listed instances, and those with every tag given; neither given: every instance of the account',
+  },
+);
+
+const ChatChannel = Type.Object(
+  {
+    url: Type.String({
+      minLength: 1,
+      maxLength: 2048,
+      description:
+        'An https:// URL (a Slack or Discord incoming webhook, or any receiver of JSON) whose host is not on a ' +
+        'loopback, private, link-local or metadata address',
+    }),
+    format: StringEnum(CHAT_FORMATS, {
+      description: 'slack: text plus blocks; discord: content plus embeds; generic: the alert event as JSON',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const Channels = Type.Object(
+  {
+    email: Type.Optional(
+      Type.Array(Type.String({ minLength: 3, maxLength: MAX_EMAIL_LENGTH }), {
+        maxItems: MAX_EMAILS,
+        description: 'Addresses sent a message each way (needs NIMBUS_SMTP_URL on the server)',
+      }),
+    ),
+    webhook_ids: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: MAX_WEBHOOK_CHANNELS,
+        description:
+          'Webhook subscriptions of the account that get the alert.firing and alert.resolved events',
+      }),
+    ),
+    chat: Type.Optional(Type.Array(ChatChannel, { maxItems: MAX_CHAT_CHANNELS })),
+  },
+  {
+    additionalProperties: false,
+    description: 'At least one e-mail address, webhook subscription or chat URL',
+  },
+);
+
+const Name = Type.String({ minLength: 1, maxLength: 100, description: 'What the policy is called' });
+const Description = Type.String({ maxLength: MAX_DESCRIPTION_LENGTH });
+
+const Policy = Type.Object(
+  {
+    id: Type.String({ description: '`alr_…`' }),
+    name: Type.String(),
+    description: Type.Union([Type.String(), Type.Null()]),
+    metric: Type.Union([Metric, Type.Null()]),
+    compare: Type.Union([Compare, Type.Null()]),
+    threshold: Type.Union([Type.Number(), Type.Null()]),
+    window: Type.Union([Window, Type.Null()]),
+    state: Type.Union([State, Type.Null()]),
+    targets: Type.Object({
+      instance_ids: Type.Array(Type.String()),
+      tags: Type.Record(Type.String(), Type.String()),
+    }),
+    channels: Type.Object({
+      email: Type.Array(Type.String()),
+      webhook_ids: Type.Array(Type.String()),
+      chat: Type.Array(Type.Object({ url: Type.String(), format: StringEnum(CHAT_FORMATS) })),
+    }),
+    enabled: Type.Boolean(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'AlertPolicy', title: 'AlertPolicy' },
+);
+
+const Notification = Type.Object(
+  {
+    id: Type.String({
+      description: 'The delivery id (`dlv_…`), sent with every attempt so repeats can be dropped',
+    }),
+    transition: StringEnum(['firing', 'resolved'] as const),
+    channel: StringEnum(CHANNEL_KINDS),
+    target: Type.String({ description: 'The address, the webhook id or the chat URL' }),
+    status: StringEnum(NOTIFICATION_STATUSES),
+    attempts: Type.Integer(),
+    last_error: Type.Union([Type.String(), Type.Null()]),
+    created_at: Timestamp,
+  },
+  { $id: 'AlertNotification', title: 'AlertNotification' },
+);
+
+const Incident = Type.Object(
+  {
+    id: Type.String({ description: '`inc_…`' }),
+    policy_id: Type.String(),
+    instance_id: Type.String(),
+    instance_name: Type.String({ description: 'The instance’s name when the incident opened' }),
+    status: StringEnum(INCIDENT_STATUSES),
+    value: Type.Union([Type.Number(), Type.Null()], {
+      description: 'The window average that fired (a stuck instance: seconds in the state; error: null)',
+    }),
+    threshold: Type.Union([Type.Number(), Type.Null()], {
+      description: 'The threshold (a stuck policy: the window in seconds; error: null)',
+    }),
+    resolved_value: Type.Union([Type.Number(), Type.Null()], {
+      description: 'The window average when it resolved by recovering',
+    }),
+    resolution: Type.Union([StringEnum(RESOLUTIONS), Type.Null()]),
+    started_at: Timestamp,
+    resolved_at: Type.Union([Timestamp, Type.Null()]),
+    notifications: Type.Array(Notification, {
+      description: 'One per channel target per transition (firing, then resolved), oldest first',
+    }),
+  },
+  { $id: 'AlertIncident', title: 'AlertIncident' },
+);
+
+const TestResult = Type.Object(
+  {
+    alert_id: Type.String(),
+    results: Type.Array(
+      Type.Object({
+        channel: StringEnum(CHANNEL_KINDS),
+        target: Type.String(),
+        status: StringEnum(['succeeded', 'failed'] as const),
+        error: Type.Union([Type.String(), Type.Null()]),
+        duration_ms: Type.Integer(),
+        delivery_id: Type.String(),
+      }),
+    ),
+  },
+  { $id: 'AlertTestResult', title: 'AlertTestResult' },
+);
+
+const NewPolicy = Type.Object(
+  {
+    name: Name,
+    description: Type.Optional(Description),
+    metric: Type.Optional(Metric),
+    compare: Type.Optional(Compare),
+    threshold: Type.Optional(Threshold),
+    window: Type.Optional(Window),
+    state: Type.Optional(State),
+    targets: Type.Optional(Targets),
+    channels: Channels,
+    enabled: Type.Optional(Type.Boolean({ default: true })),
+  },
+  { additionalProperties: false },
+);
+
+const PolicyChanges = Type.Object(
+  {
+    name: Type.Optional(Name),
+    description: Type.Optional(nullable(Description)),
+    metric: Type.Optional(nullable(Metric)),
+    compare: Type.Optional(nullable(Compare)),
+    threshold: Type.Optional(Type.Union([Threshold, Type.Null()])),
+    window: Type.Optional(nullable(Window)),
+    state: Type.Optional(nullable(State)),
+    targets: Type.Optional(Targets),
+    channels: Type.Optional(Channels),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const IncidentFilters = {
+  status: Type.Optional(StringEnum(INCIDENT_STATUSES)),
+  instance_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+};
+const IncidentQuery = ListQuery(['started_at'] as const, { sort: 'started_at' }, IncidentFilters);
+
+export const alertRoutes: FastifyPluginAsyncTypebox<{ alerts: AlertService }> = async (app, { alerts }) => {
+  const read = { permission: ['monitoring', 'read'] as const };
+  const write = { permission: ['monitoring', 'write'] as const };
+  const tags = ['monitoring'];
+
+  app.post(
+    '/alerts',
+    {
+      schema: {
+        tags,
+        summary: 'Create alert policy',
+        description:
+          'A metric threshold (`metric`, `compare`, `threshold`, `window`: the window average past the threshold ' +
+          'fires; a whole window back on the good side resolves) or a state (`error`, or `stuck` with a `window`), ' +
+          'for the instances of `targets`, notifying `channels` when an incident opens and when it resolves ' +
+          '(docs/api.md, "Alerts"). Another account’s instance or webhook id is a 404 naming the field; an ' +
+          'e-mail channel on a server without NIMBUS_SMTP_URL is a 400.',
+        body: withExample(NewPolicy, {
+          name: 'High CPU on prod',
+          metric: 'cpu_percent',
+          compare: 'above',
+          threshold: 80,
+          window: '5m',
+          targets: { tags: { env: 'prod' } },
+          // E-mail only: a chat URL in the example would have to resolve wherever the example is tried.
+          channels: { email: ['oncall@example.com'] },
+        }),
+        response: { 201: described(Envelope(Policy), 'The policy'), ...errorResponses(404) },
+      },
+      config: {
+        ...write,
+        idempotentCreate: { status: 201, view: (accountId, made) => alerts.get(accountId, made.id) },
+      },
+    },
+    async (request, reply) => {
+      const created = await alerts.create(principalOf(request).accountId, request.body);
+      return reply.code(201).send(ok(request, created));
+    },
+  );
+
+  app.get(
+    '/alerts',
+    {
+      schema: {
+        tags,
+        summary: 'List alert policies',
+        description: "The account's alert policies, newest first.",
+        querystring: ListQuery(
+          ['created_at', 'name'] as const,
+          { sort: 'created_at' },
+          {
+            enabled: Type.Optional(Type.Boolean()),
+          },
+        ),
+        response: { 200: described(ListEnvelope(Policy), 'One page of policies') },
+      },
+      config: read,
+    },
+    async (request) => {
+      const { enabled, ...page } = request.query;
+      return okList(request, await alerts.list(principalOf(request).accountId, { enabled }, page));
+    },
+  );
+
+  app.get(
+    '/alerts/incidents',
+    {
+      schema: {
+        tags,
+        summary: 'List incidents',
+        description:
+          "The account's incidents across its policies, newest first, each with its notifications; `status` " +
+          'picks the firing or the resolved ones.',
+        querystring: IncidentQuery,
+        response: { 200: described(ListEnvelope(Incident), 'One page of incidents') },
+      },
+      config: read,
+    },
+    async (request) => {
+      const { status, instance_id, ...page } = request.query;
+      return okList(
+        request,
+        await alerts.listIncidents(principalOf(request).accountId, { status, instanceId: instance_id }, page),
+      );
+    },
+  );
+
+  app.get(
+    '/alerts/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get alert policy',
+        description: 'One alert policy of the account.',
+        params: IdParams,
+        response: { 200: described(Envelope(Policy), 'The policy'), ...errorResponses(404) },
+      },
+      config: read,
+    },
+    async (request) => ok(request, await alerts.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.patch(
+    '/alerts/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update alert policy',
+        description:
+          'Changes any field; the result must be a whole policy (switch a metric policy to a state one with ' +
+          '`{"metric": null, "compare": null, "threshold": null, "window": null, "state": "error"}`). Disabling ' +
+          'a policy, or changing what it watches, resolves its open incidents (`policy_disabled`, ' +
+          '`policy_changed`) with their notifications; a new threshold, compare or window applies to open ' +
+          'incidents from the next collection.',
+        params: IdParams,
+        body: PolicyChanges,
+        response: { 200: described(Envelope(Policy), 'The policy as changed'), ...errorResponses(404) },
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(request, await alerts.update(principalOf(request).accountId, request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/alerts/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete alert policy',
+        description: 'The policy, its incidents and their notifications are removed; nothing more is sent.',
+        params: IdParams,
+        response: { 200: described(Envelope(Policy), 'The policy as it was'), ...errorResponses(404) },
+      },
+      config: write,
+    },
+    async (request) => ok(request, await alerts.delete(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.get(
+    '/alerts/:id/incidents',
+    {
+      schema: {
+        tags,
+        summary: 'List incidents of a policy',
+        description: "The policy's incidents, newest first, each with its notifications.",
+        params: IdParams,
+        querystring: IncidentQuery,
+        response: { 200: described(ListEnvelope(Incident), 'One page of incidents'), ...errorResponses(404) },
+      },
+      config: read,
+    },
+    async (request) => {
+      const { status, instance_id, ...page } = request.query;
+      return okList(
+        request,
+        await alerts.incidentsOf(
+          principalOf(request).accountId,
+          request.params.id,
+          { status, instanceId: instance_id },
+          page,
+        ),
+      );
+    },
+  );
+
+  app.post(
+    '/alerts/:id/test',
+    {
+      schema: {
+        tags,
+        summary: 'Test alert channels',
+        description:
+          'Sends a test notification to every channel of the policy now and answers with each one’s outcome: ' +
+          'e-mail and chat get one attempt; webhook subscriptions get an `alert.firing` event with `test: true` ' +
+          '(retried like any delivery if this attempt fails).',
+        params: IdParams,
+        response: {
+          200: described(Envelope(TestResult), 'Each channel target’s outcome'),
+          ...errorResponses(404),
+        },
+      },
+      config: write,
+    },
+    async (request) => ok(request, await alerts.test(principalOf(request).accountId, request.params.id)),
+  );
+};

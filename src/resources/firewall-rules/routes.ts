@@ -1,0 +1,272 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { ok, okList } from '../../platform/http/envelope.js';
+import { principalOf } from '../../platform/http/plugins/guard.js';
+import { described, errorResponses, withExample } from '../../platform/http/responses.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  StringEnum,
+  Timestamp,
+} from '../../platform/http/schemas.js';
+import { REGION_NAMES } from '../catalog/catalog.js';
+import { INSTANCE_NAME_PATTERN, TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
+import {
+  ACTIONS,
+  DIRECTIONS,
+  FIREWALL_RULE_SORTS,
+  MAX_ADDRESSES,
+  MAX_DESCRIPTION_LENGTH,
+  MAX_TARGET_INSTANCES,
+  MAX_TARGET_TAGS,
+  PRIORITY,
+  PROTOCOLS,
+} from './rules.js';
+import { DEFAULT_PRIORITY, type FirewallRuleService } from './service.js';
+
+const Name = Type.String({
+  pattern: INSTANCE_NAME_PATTERN,
+  description: '1–64 characters: letters, digits, . _ -',
+});
+const Description = Type.String({
+  maxLength: MAX_DESCRIPTION_LENGTH,
+  description: `Up to ${MAX_DESCRIPTION_LENGTH} printable characters`,
+});
+const Ports = Type.String({
+  minLength: 1,
+  maxLength: 11,
+  description: 'One port ("22") or an inclusive range ("8000-8100"), 1–65535; tcp and udp only',
+});
+const Addresses = (what: string) =>
+  Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+    minItems: 1,
+    maxItems: MAX_ADDRESSES,
+    description: `${what}: IPv4 or IPv6 CIDR blocks (a bare address is one host); host bits must be zero`,
+  });
+const priority = {
+  minimum: PRIORITY.min,
+  maximum: PRIORITY.max,
+  description: `${PRIORITY.min}–${PRIORITY.max}; lower is evaluated first`,
+};
+const Priority = Type.Integer(priority);
+const Targets = Type.Object(
+  {
+    instance_ids: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: MAX_TARGET_INSTANCES }),
+    ),
+    tags: Type.Optional(
+      Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
+        maxProperties: MAX_TARGET_TAGS,
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Instances the rule applies to: those named in instance_ids, and those carrying every tag in tags; ' +
+      'empty means every instance of the account in the region',
+  },
+);
+
+const FirewallRule = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    description: Type.String(),
+    direction: StringEnum(DIRECTIONS),
+    action: StringEnum(ACTIONS),
+    protocol: StringEnum(PROTOCOLS),
+    ports: Type.Union([Type.String(), Type.Null()], { description: 'null for icmp and all' }),
+    sources: Type.Array(Type.String(), { description: 'Inbound rules: remote CIDR blocks; [] on outbound' }),
+    destinations: Type.Array(Type.String(), {
+      description: 'Outbound rules: remote CIDR blocks; [] on inbound',
+    }),
+    priority: Type.Integer(),
+    targets: Type.Object({
+      instance_ids: Type.Array(Type.String()),
+      tags: Type.Record(Type.String(), Type.String()),
+    }),
+    region: Type.String(),
+    enabled: Type.Boolean(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'FirewallRule', title: 'FirewallRule' },
+);
+
+const NewFirewallRule = Type.Object(
+  {
+    name: Name,
+    description: Type.Optional(Description),
+    direction: StringEnum(DIRECTIONS),
+    action: StringEnum(ACTIONS),
+    protocol: StringEnum(PROTOCOLS),
+    ports: Type.Optional(Type.Union([Ports, Type.Null()])),
+    sources: Type.Optional(Addresses('Inbound rules: where packets come from (default anywhere)')),
+    destinations: Type.Optional(Addresses('Outbound rules: where packets go (default anywhere)')),
+    priority: Type.Optional(Type.Integer({ ...priority, default: DEFAULT_PRIORITY })),
+    targets: Type.Optional(Targets),
+    region: StringEnum(REGION_NAMES),
+    enabled: Type.Optional(Type.Boolean({ default: true })),
+  },
+  { additionalProperties: false },
+);
+
+const FirewallRuleUpdate = Type.Object(
+  {
+    name: Type.Optional(Name),
+    description: Type.Optional(Description),
+    direction: Type.Optional(StringEnum(DIRECTIONS)),
+    action: Type.Optional(StringEnum(ACTIONS)),
+    protocol: Type.Optional(StringEnum(PROTOCOLS)),
+    ports: Type.Optional(Type.Union([Ports, Type.Null()])),
+    sources: Type.Optional(Addresses('Inbound rules: where packets come from')),
+    destinations: Type.Optional(Addresses('Outbound rules: where packets go')),
+    priority: Type.Optional(Priority),
+    targets: Type.Optional(Targets),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const ListFirewallRulesQuery = ListQuery(
+  FIREWALL_RULE_SORTS,
+  { sort: 'created_at' },
+  {
+    direction: Type.Optional(StringEnum(DIRECTIONS)),
+    protocol: Type.Optional(StringEnum(PROTOCOLS)),
+    region: Type.Optional(StringEnum(REGION_NAMES)),
+    enabled: Type.Optional(Type.Boolean()),
+    instance_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 64,
+        description:
+          'Rules whose targets select this instance now (by id, by its current tags, or all of its region)',
+      }),
+    ),
+  },
+);
+
+export const firewallRuleRoutes: FastifyPluginAsyncTypebox<{ firewallRules: FirewallRuleService }> = async (
+  app,
+  { firewallRules },
+) => {
+  const write = { permission: ['networking', 'write'] } as const;
+  const read = { permission: ['networking', 'read'] } as const;
+
+  app.post(
+    '/firewall/rules',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'Create firewall rule',
+        description:
+          'A rule allows or denies inbound or outbound traffic by protocol, port range and remote CIDR blocks, for ' +
+          'the instances its targets select in one region. Lower priorities are evaluated first; the first match ' +
+          'decides. Counts against the `firewall_rules` quota (403 `quota_exceeded`). A target instance of ' +
+          'another account is 404.',
+        body: withExample(NewFirewallRule, {
+          name: 'postgres-from-office',
+          direction: 'inbound',
+          action: 'allow',
+          protocol: 'tcp',
+          ports: '5432',
+          sources: ['198.51.100.0/24', '2001:db8::/32'],
+          priority: 100,
+          targets: { tags: { role: 'db' } },
+          region: 'us-east-1',
+        }),
+        response: {
+          201: described(Envelope(FirewallRule), 'The rule as stored (addresses in canonical form)'),
+          ...errorResponses(404),
+        },
+      },
+      config: {
+        ...write,
+        idempotentCreate: { status: 201, view: (accountId, made) => firewallRules.get(accountId, made.id) },
+      },
+    },
+    async (request, reply) => {
+      const created = await firewallRules.create(principalOf(request).accountId, request.body);
+      return reply.code(201).send(ok(request, created));
+    },
+  );
+
+  app.get(
+    '/firewall/rules',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'List firewall rules',
+        description:
+          "The account's firewall rules, newest first. `instance_id` keeps the rules that select that instance " +
+          '(404 when it is not yours).',
+        querystring: ListFirewallRulesQuery,
+        response: {
+          200: described(ListEnvelope(FirewallRule), 'One page of firewall rules'),
+          ...errorResponses(404),
+        },
+      },
+      config: read,
+    },
+    async (request) =>
+      okList(request, await firewallRules.list(principalOf(request).accountId, request.query)),
+  );
+
+  app.get(
+    '/firewall/rules/:id',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'Get firewall rule',
+        description: 'One firewall rule of the account.',
+        params: IdParams,
+        response: { 200: described(Envelope(FirewallRule), 'The firewall rule'), ...errorResponses(404) },
+      },
+      config: read,
+    },
+    async (request) =>
+      ok(request, await firewallRules.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.patch(
+    '/firewall/rules/:id',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'Update firewall rule',
+        description:
+          'Changes the given fields; the region is fixed. A new direction moves the rule to the other address ' +
+          'list (anywhere unless given); a change to icmp or all drops the ports. `targets` replaces the targets.',
+        params: IdParams,
+        body: FirewallRuleUpdate,
+        response: { 200: described(Envelope(FirewallRule), 'The rule as changed'), ...errorResponses(404) },
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(
+        request,
+        await firewallRules.update(principalOf(request).accountId, request.params.id, request.body),
+      ),
+  );
+
+  app.delete(
+    '/firewall/rules/:id',
+    {
+      schema: {
+        tags: ['networking'],
+        summary: 'Delete firewall rule',
+        description: 'Takes effect at once for every instance the rule selected.',
+        params: IdParams,
+        response: { 200: described(Envelope(FirewallRule), 'The rule as it was'), ...errorResponses(404) },
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(request, await firewallRules.delete(principalOf(request).accountId, request.params.id)),
+  );
+};

@@ -1,0 +1,384 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { ok, okList } from '../../platform/http/envelope.js';
+import { principalOf } from '../../platform/http/plugins/guard.js';
+import { described, errorResponses, withExample } from '../../platform/http/responses.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  StringEnum,
+  Timestamp,
+} from '../../platform/http/schemas.js';
+import type { Principal } from '../../platform/principal.js';
+import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
+import {
+  BACKUP_FREQUENCIES,
+  BACKUP_RETENTION,
+  FIREWALL_PRESETS,
+  INSTANCE_NAME_PATTERN,
+  INSTANCE_SORTS,
+  MAX_TAGS,
+  TAG_VALUE_MAX_LENGTH,
+  USER_DATA_MAX_BYTES,
+} from './rules.js';
+import type { InstanceService } from './service.js';
+import { INSTANCE_STATUSES } from './states.js';
+
+const Name = Type.String({
+  pattern: INSTANCE_NAME_PATTERN,
+  description: '1–64 characters: letters, digits, . _ -',
+});
+const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
+const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
+  maxProperties: MAX_TAGS,
+  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
+});
+export const BackupSchedule = Type.Union([
+  Type.Object(
+    {
+      frequency: StringEnum(BACKUP_FREQUENCIES),
+      retention: Type.Integer({ minimum: BACKUP_RETENTION.min, maximum: BACKUP_RETENTION.max }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
+
+/** Where to SSH in; shared with the network view. */
+export const SshEndpoint = Type.Object(
+  {
+    host: Type.String({ description: 'Host to connect to' }),
+    port: Type.Integer({ description: 'TCP port of its SSH server' }),
+    user: Type.String({ description: 'Always "lambda"' }),
+  },
+  {
+    title: 'SshEndpoint',
+    description:
+      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM',
+  },
+);
+
+const Instance = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    status: StringEnum(INSTANCE_STATUSES),
+    instance_type: Type.String(),
+    region: Type.String(),
+    image: Type.String(),
+    ssh_keys: Type.Array(Type.String(), { description: 'Ids of the SSH keys installed for the login user' }),
+    public_ip: Type.String({ description: 'Static public IPv4 address' }),
+    private_ip: Type.String({ description: "IPv4 address on the account's private network in the region" }),
+    hostname: Type.String(),
+    internal_hostname: Type.String(),
+    login_user: Type.String({ description: 'Always "lambda"' }),
+    ssh: SshEndpoint,
+    tags: Type.Record(Type.String(), Type.String()),
+    user_data: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' }),
+    ),
+    encryption_key_id: Type.Union([Type.String(), Type.Null()]),
+    firewall_preset: Type.String(),
+    monitoring: Type.Boolean(),
+    backup_schedule: Type.Union([
+      Type.Object({ frequency: Type.String(), retention: Type.Integer() }),
+      Type.Null(),
+    ]),
+    vcpus: Type.Integer(),
+    memory_gb: Type.Integer(),
+    storage_gb: Type.Integer(),
+    gpu: Type.Union([
+      Type.Object({ count: Type.Integer(), model: Type.String(), memory_gb: Type.Integer() }),
+      Type.Null(),
+    ]),
+    price_per_hour: Type.Number({ description: 'USD per hour while running' }),
+    root_volume_id: Type.String(),
+    volumes: Type.Optional(
+      Type.Array(
+        Type.Object({
+          id: Type.String(),
+          name: Type.String(),
+          device_name: Type.Union([Type.String(), Type.Null()]),
+          size_gb: Type.Integer(),
+          kind: Type.String({ description: '`root` or `data`' }),
+          status: Type.String(),
+        }),
+        {
+          description:
+            'Only on GET /v1/instances/{id}: the volumes on the instance with their devices, root (`/dev/vda`) first',
+        },
+      ),
+    ),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Instance', title: 'Instance' },
+);
+
+export const NewInstance = Type.Object(
+  {
+    name: Name,
+    instance_type: InstanceTypeName,
+    region: StringEnum(REGION_NAMES),
+    image: StringEnum(IMAGES.map((i) => i.name)),
+    ssh_keys: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: 20,
+        description: 'SSH key ids or names',
+      }),
+    ),
+    tags: Type.Optional(Tags),
+    user_data: Type.Optional(
+      Type.String({ maxLength: USER_DATA_MAX_BYTES, description: 'Cloud-init user data, up to 16 KiB' }),
+    ),
+    encryption_key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    firewall_preset: Type.Optional(StringEnum(FIREWALL_PRESETS, { default: 'ssh-only' })),
+    monitoring: Type.Optional(Type.Boolean({ default: true })),
+    backup_schedule: Type.Optional(BackupSchedule),
+  },
+  { additionalProperties: false },
+);
+
+const InstanceUpdate = Type.Object(
+  {
+    name: Type.Optional(Name),
+    tags: Type.Optional(Tags),
+    monitoring: Type.Optional(Type.Boolean()),
+    backup_schedule: Type.Optional(BackupSchedule),
+    firewall_preset: Type.Optional(
+      StringEnum(FIREWALL_PRESETS, {
+        description: 'The implicit inbound rules below your own (docs/api.md, Firewall)',
+      }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const StopRequest = Type.Union([
+  Type.Object(
+    {
+      force: Type.Optional(
+        Type.Boolean({
+          description:
+            'Power off at once, without a graceful shutdown: the way out of a stuck starting or stopping',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
+
+const ResizeRequest = Type.Object({ instance_type: InstanceTypeName }, { additionalProperties: false });
+
+const ListInstancesQuery = ListQuery(
+  INSTANCE_SORTS,
+  { sort: 'created_at' },
+  {
+    status: Type.Optional(StringEnum(INSTANCE_STATUSES)),
+    region: Type.Optional(StringEnum(REGION_NAMES)),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    tag: Type.Optional(
+      Type.Array(Type.String({ pattern: '^[^:]+:', maxLength: 400 }), {
+        maxItems: 10,
+        description: 'key:value; repeat to require several tags',
+      }),
+    ),
+  },
+);
+
+export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceService }> = async (
+  app,
+  { instances },
+) => {
+  const accepted = described(Envelope(Instance), 'Accepted: the instance in its new, transitional status');
+  const write = { permission: ['instances', 'write'] } as const;
+  const read = { permission: ['instances', 'read'] } as const;
+
+  app.post(
+    '/instances',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Create instance (answers 202 with the instance starting; poll until running)',
+        description:
+          'Reserves the addresses and the root volume and boots the instance: the answer says `starting`; poll ' +
+          '`GET /v1/instances/{id}` until `running`. Checks the type, region and image against the catalogue ' +
+          '(GPU types only in GPU regions, with Ubuntu or CUDA images), the quotas (403 `quota_exceeded`) and the ' +
+          "region's capacity (503 `insufficient_capacity`). A past-due account gets 402.",
+        body: withExample(NewInstance, {
+          name: 'web-1',
+          instance_type: 'compute-2x',
+          region: 'us-east-1',
+          image: 'ubuntu-24.04',
+          tags: { env: 'staging' },
+          firewall_preset: 'web',
+        }),
+        response: { 202: accepted, ...errorResponses(402) },
+      },
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => instances.get(accountId, made.id) },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await instances.create(principalOf(request), request.body))),
+  );
+
+  app.get(
+    '/instances',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'List instances',
+        description:
+          'Newest first unless sorted otherwise; filters by status, region, exact name and tags (`tag=key:value`, ' +
+          'repeated to require several) combine. `user_data` is left out of lists.',
+        querystring: ListInstancesQuery,
+        response: { 200: described(ListEnvelope(Instance), 'One page of instances') },
+      },
+      config: read,
+    },
+    async (request) => okList(request, await instances.list(principalOf(request).accountId, request.query)),
+  );
+
+  app.get(
+    '/instances/:id',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Get instance',
+        description:
+          'One instance with every field, `user_data` included; poll it to follow a change of status.',
+        params: IdParams,
+        response: { 200: described(Envelope(Instance), 'The instance'), ...errorResponses(404) },
+      },
+      config: read,
+    },
+    async (request) => ok(request, await instances.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.patch(
+    '/instances/:id',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset)',
+        description:
+          'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
+          'the simulator fault tag lets a hung change finish.',
+        params: IdParams,
+        body: InstanceUpdate,
+        response: {
+          200: described(Envelope(Instance), 'The instance as changed'),
+          ...errorResponses(404, 409),
+        },
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(request, await instances.update(principalOf(request).accountId, request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/instances/:id',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Delete instance (202, deleting; then 404)',
+        description:
+          'Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, ' +
+          'and the instance is 404 once it is gone.',
+        params: IdParams,
+        response: { 202: accepted, ...errorResponses(404, 409) },
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(ok(request, await instances.delete(principalOf(request).accountId, request.params.id))),
+  );
+
+  app.post(
+    '/instances/:id/stop',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Stop an instance; {"force": true} powers it off at once',
+        description:
+          'A graceful shutdown from `running` (answer `stopping`). With `{"force": true}` from `starting`, ' +
+          '`running` or `stopping` it is immediate (answer `stopped`): the way out of a stuck instance. Other ' +
+          'statuses are a 409 naming the allowed ones.',
+        params: IdParams,
+        body: StopRequest,
+        response: { 202: accepted, ...errorResponses(404, 409) },
+      },
+      config: write,
+    },
+    async (request, reply) => {
+      const force = request.body?.force === true;
+      const stopped = await instances.stop(principalOf(request).accountId, request.params.id, { force });
+      return reply.code(202).send(ok(request, stopped));
+    },
+  );
+
+  // The actions without a body: one route shape, the service call and summary differ.
+  const bodiless = [
+    {
+      action: 'start',
+      summary: 'Start a stopped instance',
+      description:
+        'Boots a `stopped` instance, or retries one in `error` (answer `starting`). A past-due account gets 402.',
+      response: { 202: accepted, ...errorResponses(402, 404, 409) },
+      run: (p: Principal, id: string) => instances.start(p, id),
+    },
+    {
+      action: 'restart',
+      summary: 'Restart a running instance',
+      description: 'Goes `stopping`, then `starting`, then `running`; only from `running` (409 otherwise).',
+      response: { 202: accepted, ...errorResponses(404, 409) },
+      run: (p: Principal, id: string) => instances.restart(p.accountId, id),
+    },
+  ] as const;
+  for (const { action, summary, description, response, run } of bodiless) {
+    app.post(
+      `/instances/:id/${action}`,
+      {
+        schema: { tags: ['instances'], summary, description, params: IdParams, response },
+        config: write,
+      },
+      async (request, reply) =>
+        reply.code(202).send(ok(request, await run(principalOf(request), request.params.id))),
+    );
+  }
+
+  app.post(
+    '/instances/:id/resize',
+    {
+      schema: {
+        tags: ['instances'],
+        summary: 'Change the instance type (a running instance restarts: 30–60 s of downtime)',
+        description:
+          'From `running`: stops, changes the type and boots again. From `stopped`: changes the type and stays ' +
+          'stopped. The same type, or one with a smaller root disk, is a 400; more vCPUs or GPUs than the quota ' +
+          'allows a 403.',
+        params: IdParams,
+        body: ResizeRequest,
+        response: { 202: accepted, ...errorResponses(404, 409) },
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(
+          ok(
+            request,
+            await instances.resize(principalOf(request), request.params.id, request.body.instance_type),
+          ),
+        ),
+  );
+};

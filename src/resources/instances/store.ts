@@ -1,0 +1,436 @@
+/**
+ * Instances and what hangs off them: tags (mirrored into instance_tags for filtering), the maintained
+ * per-account counts that lists use for total_items, the account's quota usage (platform/quotas/usage-store.ts), and the
+ * addresses they hold (resources/networking/address-store.ts). Every write goes through `insertInstance`, `updateInstance`
+ * (guarded on the version the caller read) or `deleteInstance`, which keep the counts and usage in step
+ * and give the addresses back, in the caller's transaction.
+ *
+ * Callers see `Instance` records (resources/instances/record.ts); the JSON text and 0/1 integers the columns hold
+ * stay in this module (`fromRow`, `toColumns`).
+ */
+import { type ExpressionBuilder, sql } from 'kysely';
+import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { instanceUsage, usageDelta } from '../../platform/quotas/usage.js';
+import { adjustUsage } from '../../platform/quotas/usage-store.js';
+import { columnsShape, compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
+import { isPostgres } from '../../platform/store/dialect.js';
+import { fetchPage } from '../../platform/store/lists.js';
+import type { Database, Executor, InstanceRow, InstancesTable } from '../../platform/store/schema.js';
+import {
+  type AddressScope,
+  privateScopeKey,
+  publicScopeKey,
+  returnAddress,
+} from '../networking/address-store.js';
+import type { Cidr } from '../networking/addresses.js';
+import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
+import type { InstanceOperation, InstanceStatus } from './states.js';
+
+export type { InstanceChanges } from './record.js';
+
+function fromRow(row: InstanceRow): Instance {
+  return {
+    ...row,
+    status: row.status as InstanceStatus,
+    operation: row.operation as InstanceOperation | null,
+    ssh_key_ids: JSON.parse(row.ssh_key_ids) as string[],
+    tags: JSON.parse(row.tags) as Record<string, string>,
+    monitoring: row.monitoring === 1,
+    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
+  };
+}
+
+function toColumns(changes: InstanceChanges): Partial<InstancesTable> {
+  const { ssh_key_ids, tags, monitoring, backup_schedule, ...plain } = changes;
+  return {
+    ...plain,
+    ...(ssh_key_ids !== undefined ? { ssh_key_ids: JSON.stringify(ssh_key_ids) } : {}),
+    ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}),
+    ...(monitoring !== undefined ? { monitoring: monitoring ? 1 : 0 } : {}),
+    ...(backup_schedule !== undefined
+      ? { backup_schedule: backup_schedule ? JSON.stringify(backup_schedule) : null }
+      : {}),
+  };
+}
+
+export type InstanceSort = 'created_at' | 'name' | 'status' | 'instance_type';
+
+export interface InstanceFilters {
+  status?: string | undefined;
+  region?: string | undefined;
+  name?: string | undefined;
+  /** Every [key, value] pair must be a tag of the instance. */
+  tags?: readonly (readonly [string, string])[] | undefined;
+}
+
+/** The upsert of `adjustCounts`, per number of statuses it moves (one on insert and delete, two on a change). */
+const countsUpsert = compiledPerShape<Database, Record<string, string | number>, never>(
+  (shape) => (db, p) =>
+    db
+      .insertInto('instance_counts')
+      .values(
+        Array.from({ length: Number(shape) }, (_, i) => ({
+          account_id: p.accountId as string,
+          region: p.region as string,
+          status: p[`status${i}`] as string,
+          count: p[`delta${i}`] as number,
+        })),
+      )
+      .onConflict((oc) =>
+        oc.columns(['account_id', 'region', 'status']).doUpdateSet({
+          count: sql<number>`instance_counts.count + excluded.count`,
+        }),
+      ),
+);
+
+/** Moves the account's per-status counts by each delta, in one statement (a status change moves two). */
+async function adjustCounts(
+  db: Executor,
+  accountId: string,
+  region: string,
+  deltas: readonly (readonly [status: string, delta: number])[],
+) {
+  const held = heldCounts.get(db);
+  if (held) {
+    const key = JSON.stringify([accountId, region]);
+    const sums = held.get(key) ?? new Map<string, number>();
+    for (const [status, delta] of deltas) sums.set(status, (sums.get(status) ?? 0) + delta);
+    held.set(key, sums);
+    return;
+  }
+  await writeCounts(db, accountId, region, deltas);
+}
+
+async function writeCounts(
+  db: Executor,
+  accountId: string,
+  region: string,
+  deltas: readonly (readonly [status: string, delta: number])[],
+) {
+  const values: Record<string, string | number> = { accountId, region };
+  deltas.forEach(([status, delta], i) => {
+    values[`status${i}`] = status;
+    values[`delta${i}`] = delta;
+  });
+  await countsUpsert(String(deltas.length)).run(db, values);
+}
+
+/**
+ * Count changes held back on a transaction by `holdCounts`, summed per [account, region] (as JSON) and
+ * status. On PostgreSQL an account's instance_counts rows are written by every create, boot and action
+ * of the account in the region, and whoever writes one holds it until COMMIT; written as the
+ * transaction's last statement, a row is held for that statement and the commit instead of for the
+ * meter, event and job statements of a boot's settle as well (docs/benchmarks.md, issue 18).
+ */
+const heldCounts = new WeakMap<Executor, Map<string, Map<string, number>>>();
+
+/**
+ * From here on, the count changes of this transaction's instance writes are summed instead of written;
+ * `writeHeldCounts` must then be its last statement before COMMIT (the counts move in the write's own
+ * transaction still, only later in it). Lists read the counts committed, so nothing in between misses them.
+ */
+export function holdCounts(trx: Executor): void {
+  if (!heldCounts.has(trx)) heldCounts.set(trx, new Map());
+}
+
+/**
+ * Writes what `holdCounts` held back on `trx`: one statement per account and region, statuses in key
+ * order (two transactions moving the same rows take them in the same order, so neither waits on the
+ * other in a cycle); a status whose changes cancel out is not written.
+ */
+export async function writeHeldCounts(trx: Executor): Promise<void> {
+  const held = heldCounts.get(trx);
+  heldCounts.delete(trx);
+  if (!held) return;
+  for (const key of [...held.keys()].sort()) {
+    const [accountId, region] = JSON.parse(key) as [string, string];
+    const deltas = [...(held.get(key) as Map<string, number>)]
+      .filter(([, delta]) => delta !== 0)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (deltas.length > 0) await writeCounts(trx, accountId, region, deltas);
+  }
+}
+
+async function writeTags(
+  db: Executor,
+  row: Pick<Instance, 'id' | 'account_id'>,
+  tags: Record<string, string>,
+) {
+  await db.deleteFrom('instance_tags').where('instance_id', '=', row.id).execute();
+  const entries = Object.entries(tags);
+  if (entries.length === 0) return;
+  await db
+    .insertInto('instance_tags')
+    .values(entries.map(([key, value]) => ({ instance_id: row.id, account_id: row.account_id, key, value })))
+    .execute();
+}
+
+/** Every column of `instances` (the type makes the list whole: a column added to the table must be here). */
+const INSTANCE_COLUMNS = Object.keys({
+  id: true,
+  account_id: true,
+  name: true,
+  status: true,
+  operation: true,
+  operation_at: true,
+  instance_type: true,
+  region: true,
+  image: true,
+  ssh_key_ids: true,
+  public_ip: true,
+  private_ip: true,
+  tags: true,
+  user_data: true,
+  encryption_key_id: true,
+  firewall_preset: true,
+  monitoring: true,
+  backup_schedule: true,
+  root_volume_id: true,
+  version: true,
+  created_at: true,
+  updated_at: true,
+} satisfies Record<keyof InstanceRow, true>) as (keyof InstanceRow)[];
+
+const instanceInsert = compiledOnce<Database, InstanceRow, never>((db, p) =>
+  db
+    .insertInto('instances')
+    .values(Object.fromEntries(INSTANCE_COLUMNS.map((column) => [column, p[column]])) as InstanceRow),
+);
+
+export async function insertInstance(db: Executor, instance: Instance): Promise<void> {
+  const row: InstanceRow = {
+    ...instance,
+    ssh_key_ids: JSON.stringify(instance.ssh_key_ids),
+    tags: JSON.stringify(instance.tags),
+    monitoring: instance.monitoring ? 1 : 0,
+    backup_schedule: instance.backup_schedule ? JSON.stringify(instance.backup_schedule) : null,
+  };
+  await instanceInsert.run(db, row);
+  // A new instance has no tag rows to replace: insert only.
+  const tags = Object.entries(instance.tags);
+  if (tags.length > 0) {
+    await db
+      .insertInto('instance_tags')
+      .values(
+        tags.map(([key, value]) => ({
+          instance_id: instance.id,
+          account_id: instance.account_id,
+          key,
+          value,
+        })),
+      )
+      .execute();
+  }
+  await adjustCounts(db, instance.account_id, instance.region, [[instance.status, 1]]);
+  await adjustUsage(db, instance.account_id, usageDelta(null, instanceUsage(instance)));
+}
+
+const byId = compiledOnce<Database, { id: string }, InstanceRow>((db, p) =>
+  db.selectFrom('instances').selectAll().where('id', '=', p.id),
+);
+
+export async function findInstance(db: Executor, id: string): Promise<Instance | undefined> {
+  const row = await byId.executeTakeFirst(db, { id });
+  return row && fromRow(row);
+}
+
+export async function findAccountInstance(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<Instance | undefined> {
+  const row = await db
+    .selectFrom('instances')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', accountId)
+    .executeTakeFirst();
+  return row && fromRow(row);
+}
+
+/**
+ * Reads the instance and holds it until the transaction ends, so a request decides on the status it
+ * will write over: concurrent requests on one instance take turns and each sees the one before. On
+ * PostgreSQL that is a row lock; SQLite already runs one write transaction at a time.
+ */
+export async function lockAccountInstance(
+  db: Executor,
+  accountId: string,
+  id: string,
+): Promise<Instance | undefined> {
+  let query = db.selectFrom('instances').selectAll().where('id', '=', id).where('account_id', '=', accountId);
+  if (isPostgres(db)) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  return row && fromRow(row);
+}
+
+/** The UPDATE of `updateInstance`, per set of columns written (`shape`: their names, comma-separated). */
+const guardedUpdate = compiledPerShape<Database, Record<string, unknown>, InstanceRow>(
+  (shape) => (db, p) =>
+    db
+      .updateTable('instances')
+      .set(Object.fromEntries(shape.split(',').map((column) => [column, p[column]])))
+      .where('id', '=', p.guard_id as string)
+      .where('version', '=', p.guard_version as number)
+      .returningAll(),
+);
+
+/**
+ * Applies `changes` if the instance is still at the version `current` was read at; returns the new row,
+ * or undefined when another writer got there first (the caller reports a conflict or re-reads).
+ */
+export async function updateInstance(
+  db: Executor,
+  current: Instance,
+  changes: InstanceChanges,
+): Promise<Instance | undefined> {
+  const columns = { ...toColumns(changes), version: current.version + 1 };
+  const row = await guardedUpdate(columnsShape(columns)).executeTakeFirst(db, {
+    ...columns,
+    guard_id: current.id,
+    guard_version: current.version,
+  });
+  if (!row) return undefined;
+  const updated = fromRow(row);
+  if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
+  if (updated.status !== current.status) {
+    await adjustCounts(db, current.account_id, current.region, [
+      [current.status, -1],
+      [updated.status, 1],
+    ]);
+  }
+  if (updated.instance_type !== current.instance_type) {
+    await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), instanceUsage(updated)));
+  }
+  return updated;
+}
+
+/** Deletes the row (its tags go with it) if it is still at the version read; false otherwise. */
+export async function deleteInstance(db: Executor, current: Instance): Promise<boolean> {
+  await db.deleteFrom('instance_tags').where('instance_id', '=', current.id).execute();
+  const deleted = await db
+    .deleteFrom('instances')
+    .where('id', '=', current.id)
+    .where('version', '=', current.version)
+    .executeTakeFirst();
+  if (deleted.numDeletedRows === 0n) return false;
+  await adjustCounts(db, current.account_id, current.region, [[current.status, -1]]);
+  await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), null));
+  await returnAddress(db, publicScopeKey(current.region), current.public_ip);
+  await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);
+  return true;
+}
+
+function filtered(db: Executor, accountId: string, filters: InstanceFilters) {
+  let query = db.selectFrom('instances').selectAll().where('account_id', '=', accountId);
+  if (filters.status !== undefined) query = query.where('status', '=', filters.status);
+  if (filters.region !== undefined) query = query.where('region', '=', filters.region);
+  if (filters.name !== undefined) query = query.where('name', '=', filters.name);
+  for (const [key, value] of filters.tags ?? []) {
+    query = query.where('id', 'in', (eb: ExpressionBuilder<Database, 'instances'>) =>
+      eb
+        .selectFrom('instance_tags')
+        .select('instance_tags.instance_id')
+        .where('instance_tags.account_id', '=', accountId)
+        .where('instance_tags.key', '=', key)
+        .where('instance_tags.value', '=', value),
+    );
+  }
+  return query;
+}
+
+/** The maintained count, when the filters are ones it is kept by (status, region); else null. */
+async function countedTotal(
+  db: Executor,
+  accountId: string,
+  filters: InstanceFilters,
+): Promise<number | null> {
+  if (filters.name !== undefined || (filters.tags?.length ?? 0) > 0) return null;
+  let query = db
+    .selectFrom('instance_counts')
+    .select((eb) => eb.fn.coalesce(eb.fn.sum<number>('count'), sql<number>`0`).as('total'))
+    .where('account_id', '=', accountId);
+  if (filters.status !== undefined) query = query.where('status', '=', filters.status);
+  if (filters.region !== undefined) query = query.where('region', '=', filters.region);
+  const row = await query.executeTakeFirst();
+  return Number(row?.total ?? 0);
+}
+
+export async function listInstances(
+  db: Executor,
+  accountId: string,
+  filters: InstanceFilters,
+  request: PageRequest<InstanceSort>,
+): Promise<Page<Instance>> {
+  const total = await countedTotal(db, accountId, filters);
+  const page = await fetchPage(filtered(db, accountId, filters), request, {
+    ...(total === null ? {} : { total }),
+    load: (ids) =>
+      ids.length === 0
+        ? Promise.resolve([])
+        : db.selectFrom('instances').selectAll().where('id', 'in', ids).execute(),
+  });
+  return { items: page.items.map(fromRow), pagination: page.pagination };
+}
+
+/** Instances of the account (every status); the instances quota counts these. */
+export async function countAccountInstances(db: Executor, accountId: string): Promise<number> {
+  return (await countedTotal(db, accountId, {})) ?? 0;
+}
+
+/** How many instances of each type the account has: a full count, for `admin recount`. */
+export async function countByType(db: Executor, accountId: string): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('instances')
+    .select(['instance_type', (eb) => eb.fn.countAll<number>().as('count')])
+    .where('account_id', '=', accountId)
+    .groupBy('instance_type')
+    .execute();
+  return new Map(rows.map((row) => [row.instance_type, Number(row.count)]));
+}
+
+/** The account's private network in a region, as an address scope of its instances' addresses. */
+export function privateAddressScope(accountId: string, region: string, block: Cidr): AddressScope {
+  return {
+    key: privateScopeKey(accountId, region),
+    block,
+    inUse: async (db) =>
+      (
+        await db
+          .selectFrom('instances')
+          .select('private_ip')
+          .where('account_id', '=', accountId)
+          .where('region', '=', region)
+          .execute()
+      ).map((row) => row.private_ip),
+  };
+}
+
+/** Takes `gpus` from the region's capacity; false when that would pass `capacity`. */
+export async function reserveGpus(
+  db: Executor,
+  region: string,
+  gpus: number,
+  capacity: number,
+): Promise<boolean> {
+  await db
+    .insertInto('region_gpu_usage')
+    .values({ region, gpus: 0 })
+    .onConflict((oc) => oc.column('region').doNothing())
+    .execute();
+  const result = await db
+    .updateTable('region_gpu_usage')
+    .set({ gpus: sql<number>`gpus + ${gpus}` })
+    .where('region', '=', region)
+    .where(sql<boolean>`gpus + ${gpus} <= ${capacity}`)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+export async function releaseGpus(db: Executor, region: string, gpus: number): Promise<void> {
+  await db
+    .updateTable('region_gpu_usage')
+    .set({ gpus: sql<number>`gpus - ${gpus}` })
+    .where('region', '=', region)
+    .execute();
+}

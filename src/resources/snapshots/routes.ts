@@ -1,0 +1,299 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { ok, okList } from '../../platform/http/envelope.js';
+import { principalOf } from '../../platform/http/plugins/guard.js';
+import { described, errorResponses, withExample } from '../../platform/http/responses.js';
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  ListQuery,
+  StringEnum,
+  Timestamp,
+} from '../../platform/http/schemas.js';
+import { requirePermission } from '../../platform/principal.js';
+import { REGION_NAMES } from '../catalog/catalog.js';
+import { NewInstance } from '../instances/routes.js';
+import { INSTANCE_NAME_PATTERN, MAX_TAGS, TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
+import { VOLUME_SIZE_GB } from '../volumes/record.js';
+import { Volume } from '../volumes/routes.js';
+import { SNAPSHOT_KINDS, SNAPSHOT_SORTS } from './record.js';
+import type { SnapshotService } from './service.js';
+import { SNAPSHOT_STATUSES } from './states.js';
+
+const Name = Type.String({
+  pattern: INSTANCE_NAME_PATTERN,
+  description: '1–64 characters: letters, digits, . _ -',
+});
+const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
+  maxProperties: MAX_TAGS,
+  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
+});
+const ResourceId = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
+
+export const Snapshot = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    source_volume_id: Type.String({
+      description: 'The volume it was taken of (kept after that volume is deleted)',
+    }),
+    source_instance_id: Nullable(
+      Type.String({ description: 'Set when the source is the root volume of this instance' }),
+    ),
+    size_gb: Type.Integer({ description: 'The size of the source when it was taken' }),
+    region: Type.String(),
+    status: StringEnum(SNAPSHOT_STATUSES),
+    kind: StringEnum(SNAPSHOT_KINDS, {
+      description: '`manual`: asked for; `scheduled`: made by a backup schedule (retention deletes old ones)',
+    }),
+    error: Nullable(Type.String({ description: 'Why it failed (status `failed`)' })),
+    tags: Type.Record(Type.String(), Type.String()),
+    created_at: Timestamp,
+    completed_at: Nullable({ ...Timestamp, description: 'When it became available or failed' }),
+  },
+  { $id: 'Snapshot', title: 'Snapshot' },
+);
+
+const NewSnapshot = Type.Object(
+  {
+    name: Name,
+    volume_id: Type.Optional(ResourceId('The volume to copy (a data volume or a root volume)')),
+    instance_id: Type.Optional(ResourceId('Copy the root volume of this instance (running or stopped)')),
+    tags: Type.Optional(Tags),
+  },
+  { additionalProperties: false },
+);
+
+const SnapshotUpdate = Type.Object(
+  { name: Type.Optional(Name), tags: Type.Optional(Tags) },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const RestoreRequest = Type.Object(
+  {
+    name: Type.Optional({ ...Name, description: "A new volume: its name (default: the snapshot's)" }),
+    size_gb: Type.Optional(
+      Type.Integer({
+        minimum: VOLUME_SIZE_GB.min,
+        maximum: VOLUME_SIZE_GB.max,
+        description: "A new volume: its size, at least the snapshot's (default: the snapshot's)",
+      }),
+    ),
+    region: Type.Optional(
+      StringEnum(REGION_NAMES, { description: "A new volume: must be the snapshot's region (the default)" }),
+    ),
+    tags: Type.Optional({ ...Tags, description: 'A new volume: its tags' }),
+    target_volume_id: Type.Optional(
+      ResourceId('Write over this detached data volume (same region, at least as large)'),
+    ),
+    instance_id: Type.Optional(
+      ResourceId('Root snapshots: write over the root disk of this stopped instance (same region)'),
+    ),
+    instance: Type.Optional(
+      Type.Composite(
+        [
+          Type.Omit(NewInstance, ['region', 'image']),
+          Type.Partial(Type.Pick(NewInstance, ['region', 'image'])),
+        ],
+        {
+          additionalProperties: false,
+          description:
+            "Root snapshots: a new instance booted from it (the instance create body; `region` is the snapshot's, " +
+            "`image` defaults to the source instance's); its type's disk must hold the snapshot",
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const Restore = Type.Object(
+  {
+    snapshot: Snapshot,
+    volume: Volume,
+    instance_id: Nullable(
+      Type.String({
+        description:
+          'The instance whose root disk is being restored (a new one for `instance`); null for data volumes',
+      }),
+    ),
+  },
+  { title: 'SnapshotRestore' },
+);
+
+const ListSnapshotsQuery = ListQuery(
+  SNAPSHOT_SORTS,
+  { sort: 'created_at' },
+  {
+    status: Type.Optional(StringEnum(SNAPSHOT_STATUSES)),
+    kind: Type.Optional(StringEnum(SNAPSHOT_KINDS)),
+    source_volume_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    source_instance_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    region: Type.Optional(StringEnum(REGION_NAMES)),
+  },
+);
+
+export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotService }> = async (
+  app,
+  { snapshots },
+) => {
+  const write = { permission: ['snapshots', 'write'] } as const;
+  const read = { permission: ['snapshots', 'read'] } as const;
+  const tags = ['snapshots'];
+
+  app.post(
+    '/snapshots',
+    {
+      schema: {
+        tags,
+        summary: 'Create snapshot (202 creating; then available or failed)',
+        description:
+          'Copies a volume (`volume_id`, data or root) or the root volume of an instance (`instance_id`, running ' +
+          'or stopped); name exactly one. The source must be `available` or `in-use` (409 otherwise). Quota ' +
+          '`snapshots` (403); a past-due account gets 402; a source of another account is 404 naming the field. ' +
+          'The snapshot outlives its source.',
+        body: withExample(NewSnapshot, {
+          name: 'data-1-before-upgrade',
+          volume_id: 'vol_01jd3q5w4r8z2m0000000000ab',
+        }),
+        response: {
+          202: described(Envelope(Snapshot), 'Accepted: the snapshot, creating'),
+          ...errorResponses(402, 404, 409),
+        },
+      },
+      config: {
+        ...write,
+        idempotentCreate: { status: 202, view: (accountId, made) => snapshots.get(accountId, made.id) },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(ok(request, await snapshots.create(principalOf(request), request.body))),
+  );
+
+  app.get(
+    '/snapshots',
+    {
+      schema: {
+        tags,
+        summary: 'List snapshots',
+        description:
+          'Newest first unless sorted otherwise (`created_at`, `name`, `size_gb`); filters by status, kind, ' +
+          'source_volume_id, source_instance_id and region combine.',
+        querystring: ListSnapshotsQuery,
+        response: { 200: described(ListEnvelope(Snapshot), 'One page of snapshots') },
+      },
+      config: read,
+    },
+    async (request) => okList(request, await snapshots.list(principalOf(request).accountId, request.query)),
+  );
+
+  app.get(
+    '/snapshots/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get snapshot',
+        description: 'One snapshot; poll it to follow `creating` to `available` or `failed`.',
+        params: IdParams,
+        response: { 200: described(Envelope(Snapshot), 'The snapshot'), ...errorResponses(404) },
+      },
+      config: read,
+    },
+    async (request) => ok(request, await snapshots.get(principalOf(request).accountId, request.params.id)),
+  );
+
+  app.patch(
+    '/snapshots/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update snapshot (name, tags)',
+        description: 'In any status but `deleting` (409 then); any other field is a 400.',
+        params: IdParams,
+        body: SnapshotUpdate,
+        response: {
+          200: described(Envelope(Snapshot), 'The snapshot as changed'),
+          ...errorResponses(404, 409),
+        },
+      },
+      config: write,
+    },
+    async (request) =>
+      ok(request, await snapshots.update(principalOf(request).accountId, request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/snapshots/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete snapshot (202 deleting; then 404)',
+        description:
+          'From `available` or `failed`; a snapshot still being made, or being restored from, is a 409.',
+        params: IdParams,
+        response: {
+          202: described(Envelope(Snapshot), 'Accepted: the snapshot, deleting'),
+          ...errorResponses(404, 409),
+        },
+      },
+      config: write,
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(ok(request, await snapshots.delete(principalOf(request).accountId, request.params.id))),
+  );
+
+  app.post(
+    '/snapshots/:id/restore',
+    {
+      schema: {
+        tags,
+        summary: 'Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)',
+        description:
+          "The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; " +
+          "`size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
+          'detached data volume of the same region and at least its size; attached is 409), or `instance_id` ' +
+          '(root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a ' +
+          'new instance, created `starting` with the instance quotas and rules, booting once its root disk is ' +
+          "restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named " +
+          "after it, of its size and region; a root snapshot is written over its source instance's disk when that " +
+          'instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume ' +
+          '(new or written over) and `instances:write` for an instance (new or its root disk), else 403. ' +
+          'The volume written is `creating` ' +
+          'or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account ' +
+          'is 404 naming the field.',
+        params: IdParams,
+        // No body at all is a request too: the restore the snapshot is for.
+        body: Type.Union([
+          withExample(RestoreRequest, { name: 'data-1-restored', size_gb: 200 }),
+          Type.Null(),
+        ]),
+        response: {
+          202: described(Envelope(Restore), 'Accepted: the snapshot and the volume being written'),
+          ...errorResponses(402, 404, 409),
+        },
+      },
+      config: {
+        ...write,
+        idempotentCreate: {
+          status: 202,
+          view: (accountId, made, params) => snapshots.restoredView(accountId, params.id ?? '', made),
+        },
+        // A replay answers only a key that could have made the restore: what it wrote names an instance
+        // (a new one, or a root disk written back) or only a volume (RESTORE_PERMISSIONS).
+        idempotentReplayCheck: (principal, data) =>
+          requirePermission(principal, data.instance_id ? 'instances' : 'volumes', 'write'),
+      },
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(
+          ok(request, await snapshots.restore(principalOf(request), request.params.id, request.body ?? {})),
+        ),
+  );
+};

@@ -1,0 +1,31 @@
+/**
+ * The snapshot state machine, as data (DESIGN.md §4 "States"). A snapshot is taken once and then only
+ * read (restored from), renamed, or deleted; the reconciler (resources/snapshots/reconciler.ts) drives the
+ * transitional statuses. Diagram: docs/api.md, "Snapshots".
+ *
+ *   create ─▶ creating ─▶ available          (the driver copied the source)
+ *                  └────▶ failed             (the driver could not: `error` says why)
+ *   available | failed ─delete─▶ deleting ─▶ (gone: 404)
+ *   available ─restore─▶ available           (the restore is the target's change, not the snapshot's)
+ */
+import type { EventType } from '../../platform/events/catalog.js';
+import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
+
+export const SNAPSHOT_STATUSES = ['creating', 'available', 'failed', 'deleting'] as const;
+export type SnapshotStatus = (typeof SNAPSHOT_STATUSES)[number];
+
+export type SnapshotAction = 'update' | 'restore' | 'delete';
+
+export const SNAPSHOT_STATES = defineStateTable<SnapshotStatus, SnapshotAction>({
+  kind: 'snapshot',
+  statuses: SNAPSHOT_STATUSES,
+  create: { status: 'creating', target: 'available' },
+  actions: {
+    update: { from: statusesExcept(SNAPSHOT_STATUSES, 'deleting') },
+    // The snapshot stays available; the volume (or instance) it is restored into does the work.
+    restore: { from: ['available'] },
+    delete: { from: ['available', 'failed'], to: 'deleting', target: 'gone' },
+  },
+});
+
+export type SnapshotEventType = Extract<EventType, `snapshot.${string}`>;

@@ -1,0 +1,49 @@
+/**
+ * The volume state machine, as data (DESIGN.md §4 "States"). Each action says from which statuses it may
+ * start and which status it writes at once; the reconciler (resources/volumes/reconciler.ts) walks the
+ * transitional statuses to where they lead. Diagram: docs/api.md, "Volumes".
+ *
+ *   create ─▶ creating ─▶ available ─attach─▶ attaching ─▶ in-use ─detach─▶ detaching ─▶ available
+ *               └─(created with instance_id)─▶ attaching
+ *   available | in-use ─resize─▶ resizing ─▶ where it was (in-use while attached: online)
+ *   available | error ─delete─▶ deleting ─▶ (gone: 404)
+ *   available (detached) | in-use (root, instance stopped) ─restore─▶ restoring ─▶ where it was
+ *   the driver keeps failing ─▶ error
+ */
+import type { EventType } from '../../platform/events/catalog.js';
+import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
+
+export const VOLUME_STATUSES = [
+  'creating',
+  'available',
+  'attaching',
+  'in-use',
+  'detaching',
+  'resizing',
+  'deleting',
+  'restoring',
+  'error',
+] as const;
+export type VolumeStatus = (typeof VOLUME_STATUSES)[number];
+
+export type VolumeAction = 'attach' | 'detach' | 'resize' | 'update' | 'delete' | 'restore';
+
+export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
+  kind: 'volume',
+  statuses: VOLUME_STATUSES,
+  create: { status: 'creating', target: 'available' },
+  actions: {
+    attach: { from: ['available'], to: 'attaching', target: 'in-use' },
+    // From error too, when the failure left it on an instance.
+    detach: { from: ['in-use', 'error'], to: 'detaching', target: 'available' },
+    // Back to available or in-use, whichever it left: an attached volume grows online.
+    resize: { from: ['available', 'in-use'], to: 'resizing' },
+    update: { from: statusesExcept(VOLUME_STATUSES, 'deleting') },
+    delete: { from: ['available', 'error'], to: 'deleting', target: 'gone' },
+    // A snapshot written over the disk: a detached data volume, or the root volume of a stopped instance
+    // (in-use; the snapshot service checks the instance). Back where it was when done.
+    restore: { from: ['available', 'in-use'], to: 'restoring' },
+  },
+});
+
+export type VolumeEventType = Extract<EventType, `volume.${string}`>;
