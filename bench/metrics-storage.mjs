@@ -85,8 +85,9 @@ const { instanceTypeNamed } = await dist('resources/catalog/catalog.js');
 const { metricsOf, toQuanta } = await dist('resources/metrics/catalog.js');
 const { metricsHistoryBody } = await dist('resources/metrics/history-body.js');
 const { emptyBlock, encodeBlock, putRow } = await dist('resources/metrics/blocks.js');
-const { RAW, ROLLUP, blockStartOf, mergeRollups, rawColumnId, rollupRows, slotsOf } =
-  await dist('resources/metrics/rollups.js');
+const { RAW, ROLLUP, blockStartOf, mergeRollups, rawColumnId, rollupRows, slotsOf } = await dist(
+  'resources/metrics/rollups.js',
+);
 const { upsertBlocks } = await dist('resources/metrics/store.js');
 
 const START = Date.parse('2026-03-02T00:00:05Z');

@@ -10,7 +10,7 @@ import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
-import type { CreatedApiKey } from '../src/resources/api-keys/service.js';
+import type { CreatedApiKey } from '../src/resources/account/api-key-service.js';
 import { STORES } from './helpers/backends.js';
 import { sleep, waitFor } from './helpers/common.js';
 import { sendRequest, serverForSuite, type TestServer } from './helpers/server.js';

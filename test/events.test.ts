@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
 import { newId } from '../src/platform/domain/ids.js';
 import { insertEvent } from '../src/platform/events/store.js';
-import type { CreatedApiKey } from '../src/resources/api-keys/service.js';
+import type { CreatedApiKey } from '../src/resources/account/api-key-service.js';
 import type { EventView } from '../src/resources/events/service.js';
 import { STORES } from './helpers/backends.js';
 import { expectInvalid } from './helpers/common.js';

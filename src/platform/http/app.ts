@@ -13,15 +13,15 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
+import { apiKeyRoutes } from '../../resources/account/api-key-routes.js';
 import { accountRoutes } from '../../resources/account/routes.js';
 import { alertRoutes } from '../../resources/alerts/routes.js';
-import { apiKeyRoutes } from '../../resources/api-keys/routes.js';
 import { billingRoutes } from '../../resources/billing/routes.js';
 import { catalogRoutes } from '../../resources/catalog/routes.js';
 import { eventRoutes } from '../../resources/events/routes.js';
-import { firewallRuleRoutes } from '../../resources/firewall-rules/routes.js';
 import { instanceRoutes } from '../../resources/instances/routes.js';
 import { metricRoutes, STREAM_MAX_PAYLOAD } from '../../resources/metrics/routes.js';
+import { firewallRuleRoutes } from '../../resources/networking/firewall-routes.js';
 import { networkRoutes } from '../../resources/networking/routes.js';
 import { snapshotRoutes } from '../../resources/snapshots/routes.js';
 import { sshKeyRoutes } from '../../resources/ssh-keys/routes.js';

@@ -14,8 +14,8 @@
  * `admin recount` compares with and repairs from.
  */
 
+import { countApiKeys } from '../../resources/account/api-key-store.js';
 import { quotaSettings } from '../../resources/account/store.js';
-import { countApiKeys } from '../../resources/api-keys/store.js';
 import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
 import { NotFound, QuotaExceeded } from '../errors.js';
 import type { Store } from '../store/db.js';

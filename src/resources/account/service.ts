@@ -11,7 +11,7 @@ import type { Principal } from '../../platform/principal.js';
 import { rateLimitPolicyOf } from '../../platform/rate-limits/rate-limits.js';
 import type { Store } from '../../platform/store/db.js';
 import type { AccountRow, AccountUpdate } from '../../platform/store/schema.js';
-import type { ApiKeyService, CreatedApiKey } from '../api-keys/service.js';
+import type { ApiKeyService, CreatedApiKey } from './api-key-service.js';
 import * as accounts from './store.js';
 import { type AccountView, accountView } from './view.js';
 

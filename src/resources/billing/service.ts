@@ -29,8 +29,8 @@ import { recordEvent } from '../../platform/events/outbox.js';
 import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
+import type { ApiKeyService } from '../account/api-key-service.js';
 import { findAccount, updateAccount } from '../account/store.js';
-import type { ApiKeyService } from '../api-keys/service.js';
 import { invoiceCsv, usageCsv } from './csv.js';
 import {
   INVOICE_ACTIONS,

@@ -12,7 +12,7 @@ import { LocalBroadcaster } from '../../platform/events/broadcast.js';
 import type { Principal } from '../../platform/principal.js';
 import type { RateLimitService } from '../../platform/rate-limits/rate-limits.js';
 import type { Store } from '../../platform/store/db.js';
-import type { ApiKeyService } from '../api-keys/service.js';
+import type { ApiKeyService } from '../account/api-key-service.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
 import { MetricsStreams, PHASE_MS, PHASES, phaseOf, type StreamSocket } from './streams.js';
 

@@ -46,7 +46,7 @@ import type { RateDecision } from '../../platform/rate-limits/rate-counters.js';
 import type { RateLimitService } from '../../platform/rate-limits/rate-limits.js';
 import { everySlot, type SlotTimer } from '../../platform/slot-timer.js';
 import type { Store } from '../../platform/store/db.js';
-import { type ApiKeyService, hashKey, type Invalidation } from '../api-keys/service.js';
+import { type ApiKeyService, hashKey, type Invalidation } from '../account/api-key-service.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
 import { machineSpec } from '../instances/kind.js';
 import { findAccountInstance } from '../instances/store.js';

@@ -4,8 +4,8 @@ import { ok } from '../../platform/http/envelope.js';
 import { principalOf } from '../../platform/http/plugins/guard.js';
 import { described, errorResponses } from '../../platform/http/responses.js';
 import { Envelope, IdParams, StringEnum } from '../../platform/http/schemas.js';
-import { ACTIONS, DIRECTIONS, PACKET_PROTOCOLS, PORT, PROTOCOLS } from '../firewall-rules/rules.js';
 import { SshEndpoint } from '../instances/routes.js';
+import { ACTIONS, DIRECTIONS, PACKET_PROTOCOLS, PORT, PROTOCOLS } from './firewall-rules.js';
 import type { NetworkService } from './service.js';
 
 const EffectiveRule = Type.Object(

@@ -1,11 +1,13 @@
 /**
  * An instance's network as its owner sees it: addresses and names (InstanceService.network), the rules
  * that decide its traffic in evaluation order, and the answer for one packet — all from the one
- * evaluator in resources/firewall-rules/rules.ts, so the list and the check can never disagree.
+ * evaluator in resources/networking/firewall-rules.ts, so the list and the check can never disagree.
  */
 import { formatIp, parseIp, unmapped } from '../../platform/domain/cidrs.js';
 import { InvalidRequest, NotFound } from '../../platform/errors.js';
 import type { Store } from '../../platform/store/db.js';
+import type { InstanceService, NetworkView } from '../instances/service.js';
+import { findAccountInstance } from '../instances/store.js';
 import {
   type Direction,
   decide,
@@ -15,10 +17,8 @@ import {
   type InstanceFirewall,
   type PacketProtocol,
   type Verdict,
-} from '../firewall-rules/rules.js';
-import type { FirewallRuleService } from '../firewall-rules/service.js';
-import type { InstanceService, NetworkView } from '../instances/service.js';
-import { findAccountInstance } from '../instances/store.js';
+} from './firewall-rules.js';
+import type { FirewallRuleService } from './firewall-service.js';
 
 export interface InstanceNetworkView extends NetworkView {
   /** Every rule that can decide the instance's traffic, in the order they are tried. */

@@ -13,7 +13,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiKeyService, UnverifiedKey } from '../../../resources/api-keys/service.js';
+import { type ApiKeyService, UnverifiedKey } from '../../../resources/account/api-key-service.js';
 import type { Access, PermissionArea } from '../../domain/permissions.js';
 import { AuthenticationFailed, Forbidden, RateLimitExceeded } from '../../errors.js';
 import { type Principal, requirePermission } from '../../principal.js';

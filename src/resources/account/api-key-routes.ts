@@ -13,7 +13,7 @@ import {
   StringEnum,
   Timestamp,
 } from '../../platform/http/schemas.js';
-import type { ApiKeyService } from './service.js';
+import type { ApiKeyService } from './api-key-service.js';
 
 const Permission = StringEnum(ALL_PERMISSIONS);
 

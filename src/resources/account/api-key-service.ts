@@ -24,10 +24,10 @@ import type { QuotaService } from '../../platform/quotas/quotas.js';
 import { rateLimitPolicyOf } from '../../platform/rate-limits/rate-limits.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
-import { lockAccount } from '../account/store.js';
-import { accountView } from '../account/view.js';
-import { grantedExpiry, permissionsBeyond, revocationBlockers } from './rules.js';
-import * as keys from './store.js';
+import { grantedExpiry, permissionsBeyond, revocationBlockers } from './api-key-rules.js';
+import * as keys from './api-key-store.js';
+import { lockAccount } from './store.js';
+import { accountView } from './view.js';
 
 export const KEY_PREFIX = 'nmb_';
 const MAX_KEY_LENGTH = 200;
@@ -350,7 +350,7 @@ export class ApiKeyService {
 
   /**
    * Deletes a key at the request of a key (the API): any key may delete itself; other keys need
-   * account:write and every permission the key to delete holds (resources/api-keys/rules.ts).
+   * account:write and every permission the key to delete holds (resources/account/api-key-rules.ts).
    */
   async revoke(principal: Principal, id: string): Promise<ApiKeyView> {
     const own = id === principal.keyId;

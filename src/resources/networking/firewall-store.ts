@@ -7,7 +7,7 @@ import { type Page, type PageRequest, pagination } from '../../platform/domain/p
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import type { Executor, FirewallRuleRow, FirewallRulesTable } from '../../platform/store/schema.js';
-import type { Action, Direction, FIREWALL_RULE_SORTS, FirewallRule, Protocol } from './rules.js';
+import type { Action, Direction, FIREWALL_RULE_SORTS, FirewallRule, Protocol } from './firewall-rules.js';
 
 export type FirewallRuleSort = (typeof FIREWALL_RULE_SORTS)[number];
 

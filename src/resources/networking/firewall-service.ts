@@ -34,8 +34,8 @@ import {
   parsePorts,
   portsProblem,
   selects,
-} from './rules.js';
-import * as rules from './store.js';
+} from './firewall-rules.js';
+import * as rules from './firewall-store.js';
 
 export const DEFAULT_PRIORITY = 1000;
 

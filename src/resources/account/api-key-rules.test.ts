@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, covers } from '../../platform/domain/permissions.js';
-import { grantedExpiry, permissionsBeyond, revocationBlockers } from './rules.js';
+import { grantedExpiry, permissionsBeyond, revocationBlockers } from './api-key-rules.js';
 
 const permissions = fc.subarray([...ALL_PERMISSIONS]);
 const date = fc.date({ min: new Date('2020-01-01'), max: new Date('2100-01-01'), noInvalidDate: true });

@@ -23,8 +23,8 @@ import {
   MAX_TARGET_TAGS,
   PRIORITY,
   PROTOCOLS,
-} from './rules.js';
-import { DEFAULT_PRIORITY, type FirewallRuleService } from './service.js';
+} from './firewall-rules.js';
+import { DEFAULT_PRIORITY, type FirewallRuleService } from './firewall-service.js';
 
 const Name = Type.String({
   pattern: INSTANCE_NAME_PATTERN,

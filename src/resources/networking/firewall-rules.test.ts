@@ -23,7 +23,7 @@ import {
   portsProblem,
   presetRules,
   selects,
-} from './rules.js';
+} from './firewall-rules.js';
 
 const PRIVATE = '10.10.0.0/16';
 const v4 = fc.integer({ min: 0, max: 2 ** 32 - 1 }).map((n): IpAddress => ({ family: 4, value: BigInt(n) }));
