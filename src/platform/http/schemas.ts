@@ -6,6 +6,7 @@
 import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import type { RouteOptions } from 'fastify';
 import { MAX_CURSOR_LENGTH } from '../domain/cursors.js';
+import { MAX_TAGS, RESOURCE_NAME_PATTERN, TAG_VALUE_MAX_LENGTH } from '../domain/labels.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
 import { MAX_NAME_LENGTH, PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../domain/validation.js';
 
@@ -26,6 +27,22 @@ export function PrintableName(options: { description?: string } = {}) {
     description: options.description ?? `${PRINTABLE_NAME_RULE} (docs/api.md, Names)`,
   });
 }
+
+/** A resource's name (instances, volumes, snapshots, VPNs, firewall rules). */
+export const ResourceName = Type.String({
+  pattern: RESOURCE_NAME_PATTERN,
+  description: '1–64 characters: letters, digits, . _ -',
+});
+
+/** A resource's tags; their keys are checked by checkTagKeys (platform/domain/labels.ts). */
+export const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
+  maxProperties: MAX_TAGS,
+  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
+});
+
+/** The schema, or null. */
+export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC' });
 

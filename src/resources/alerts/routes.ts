@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
 import { MAX_EMAIL_LENGTH } from '../../platform/domain/validation.js';
 import { ok, okList } from '../../platform/http/envelope.js';
 import { principalOf } from '../../platform/http/plugins/guard.js';
@@ -12,7 +13,6 @@ import {
   StringEnum,
   Timestamp,
 } from '../../platform/http/schemas.js';
-import { TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
 import {
   ALERT_COMPARES,
   ALERT_METRICS,

@@ -8,7 +8,9 @@ import {
   IdParams,
   ListEnvelope,
   ListQuery,
+  ResourceName,
   StringEnum,
+  Tags,
   Timestamp,
 } from '../../platform/http/schemas.js';
 import type { Principal } from '../../platform/principal.js';
@@ -17,24 +19,13 @@ import {
   BACKUP_FREQUENCIES,
   BACKUP_RETENTION,
   FIREWALL_PRESETS,
-  INSTANCE_NAME_PATTERN,
   INSTANCE_SORTS,
-  MAX_TAGS,
-  TAG_VALUE_MAX_LENGTH,
   USER_DATA_MAX_BYTES,
 } from './rules.js';
 import type { InstanceService } from './service.js';
 import { INSTANCE_STATUSES } from './states.js';
 
-const Name = Type.String({
-  pattern: INSTANCE_NAME_PATTERN,
-  description: '1–64 characters: letters, digits, . _ -',
-});
 const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
-const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
-  maxProperties: MAX_TAGS,
-  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
-});
 export const BackupSchedule = Type.Union([
   Type.Object(
     {
@@ -119,7 +110,7 @@ const Instance = Type.Object(
 
 export const NewInstance = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     instance_type: InstanceTypeName,
     region: StringEnum(REGION_NAMES),
     image: StringEnum(IMAGES.map((i) => i.name)),
@@ -143,7 +134,7 @@ export const NewInstance = Type.Object(
 
 const InstanceUpdate = Type.Object(
   {
-    name: Type.Optional(Name),
+    name: Type.Optional(ResourceName),
     tags: Type.Optional(Tags),
     monitoring: Type.Optional(Type.Boolean()),
     backup_schedule: Type.Optional(BackupSchedule),

@@ -1,11 +1,6 @@
 /** The limits an instance's user-chosen fields must keep (DESIGN.md §4 "Instance record"). */
 
-export const INSTANCE_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
 export const USER_DATA_MAX_BYTES = 16 * 1024;
-export const MAX_TAGS = 50;
-/** Tag keys may not contain ':' — the `tag=key:value` filter splits on the first one. */
-export const TAG_KEY_PATTERN = '^[A-Za-z0-9._/-]{1,128}$';
-export const TAG_VALUE_MAX_LENGTH = 256;
 export const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
 export const DEFAULT_FIREWALL_PRESET = 'ssh-only';
 export const BACKUP_FREQUENCIES = ['hourly', 'daily', 'weekly'] as const;

@@ -10,6 +10,7 @@
 import type { FaultInjection } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
+import { checkTagKeys, parseTagFilter, sameTags } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import {
   Conflict,
@@ -36,7 +37,7 @@ import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
 import { INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
-import { DEFAULT_FIREWALL_PRESET, TAG_KEY_PATTERN, USER_DATA_MAX_BYTES } from './rules.js';
+import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
 import * as instances from './store.js';
 import {
@@ -566,30 +567,4 @@ function checkUserData(userData: string | undefined): void {
       },
     );
   }
-}
-
-const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
-
-function checkTagKeys(tags: Record<string, string> | undefined): void {
-  for (const key of Object.keys(tags ?? {})) {
-    if (!tagKeyPattern.test(key)) {
-      throw new InvalidRequest(
-        'Tag keys are 1–128 characters of letters, digits, ".", "_", "/" and "-" (no ":", which tag filters split on)',
-        { field: 'tags', value: key },
-      );
-    }
-  }
-}
-
-function sameTags(a: Record<string, string>, b: Record<string, string>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
-}
-
-function parseTagFilter(filter: string): [string, string] {
-  const colon = filter.indexOf(':');
-  if (colon <= 0) {
-    throw new InvalidRequest('tag filters are key:value', { field: 'tag', value: filter });
-  }
-  return [filter.slice(0, colon), filter.slice(colon + 1)];
 }

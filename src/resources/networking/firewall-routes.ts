@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
 import { ok, okList } from '../../platform/http/envelope.js';
 import { principalOf } from '../../platform/http/plugins/guard.js';
 import { described, errorResponses, withExample } from '../../platform/http/responses.js';
@@ -8,11 +9,11 @@ import {
   IdParams,
   ListEnvelope,
   ListQuery,
+  ResourceName,
   StringEnum,
   Timestamp,
 } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
-import { INSTANCE_NAME_PATTERN, TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
 import {
   ACTIONS,
   DIRECTIONS,
@@ -26,10 +27,6 @@ import {
 } from './firewall-rules.js';
 import { DEFAULT_PRIORITY, type FirewallRuleService } from './firewall-service.js';
 
-const Name = Type.String({
-  pattern: INSTANCE_NAME_PATTERN,
-  description: '1–64 characters: letters, digits, . _ -',
-});
 const Description = Type.String({
   maxLength: MAX_DESCRIPTION_LENGTH,
   description: `Up to ${MAX_DESCRIPTION_LENGTH} printable characters`,
@@ -98,7 +95,7 @@ const FirewallRule = Type.Object(
 
 const NewFirewallRule = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     description: Type.Optional(Description),
     direction: StringEnum(DIRECTIONS),
     action: StringEnum(ACTIONS),
@@ -116,7 +113,7 @@ const NewFirewallRule = Type.Object(
 
 const FirewallRuleUpdate = Type.Object(
   {
-    name: Type.Optional(Name),
+    name: Type.Optional(ResourceName),
     description: Type.Optional(Description),
     direction: Type.Optional(StringEnum(DIRECTIONS)),
     action: Type.Optional(StringEnum(ACTIONS)),

@@ -10,6 +10,7 @@
 import { CidrError, formatCidr, parseCidrBlock } from '../../platform/domain/cidrs.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
+import { checkTagKeys } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { isPrintableText } from '../../platform/domain/validation.js';
 import { InvalidRequest, NotFound } from '../../platform/errors.js';
@@ -20,7 +21,6 @@ import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { lockAccount } from '../account/store.js';
 import type { Instance } from '../instances/record.js';
-import { TAG_KEY_PATTERN } from '../instances/rules.js';
 import { findAccountInstance } from '../instances/store.js';
 import {
   type Action,
@@ -281,8 +281,6 @@ function merge(current: FirewallRule, changes: FirewallRuleUpdate): RuleFields {
   };
 }
 
-const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
-
 /** The checks that need no store: ports against protocol, addresses against direction, CIDRs. */
 function checkShape(fields: RuleFields): RuleFields {
   if (!isPrintableText(fields.description, MAX_DESCRIPTION_LENGTH)) {
@@ -318,14 +316,7 @@ function checkShape(fields: RuleFields): RuleFields {
       { field: other, value: fields[other] },
     );
   }
-  for (const key of Object.keys(fields.targets.tags)) {
-    if (!tagKeyPattern.test(key)) {
-      throw new InvalidRequest(
-        'Tag keys are 1–128 characters of letters, digits, ".", "_", "/" and "-" (the instance tag rule)',
-        { field: 'targets.tags', value: key },
-      );
-    }
-  }
+  checkTagKeys(fields.targets.tags, 'targets.tags');
   return {
     ...fields,
     ports,

@@ -8,30 +8,22 @@ import {
   IdParams,
   ListEnvelope,
   ListQuery,
+  Nullable,
+  ResourceName,
   StringEnum,
+  Tags,
   Timestamp,
 } from '../../platform/http/schemas.js';
 import { requirePermission } from '../../platform/principal.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import { NewInstance } from '../instances/routes.js';
-import { INSTANCE_NAME_PATTERN, MAX_TAGS, TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
 import { VOLUME_SIZE_GB } from '../volumes/record.js';
 import { Volume } from '../volumes/routes.js';
 import { SNAPSHOT_KINDS, SNAPSHOT_SORTS } from './record.js';
 import type { SnapshotService } from './service.js';
 import { SNAPSHOT_STATUSES } from './states.js';
 
-const Name = Type.String({
-  pattern: INSTANCE_NAME_PATTERN,
-  description: '1–64 characters: letters, digits, . _ -',
-});
-const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
-  maxProperties: MAX_TAGS,
-  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
-});
 const ResourceId = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
-  Type.Union([schema, Type.Null()]);
 
 export const Snapshot = Type.Object(
   {
@@ -59,7 +51,7 @@ export const Snapshot = Type.Object(
 
 const NewSnapshot = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     volume_id: Type.Optional(ResourceId('The volume to copy (a data volume or a root volume)')),
     instance_id: Type.Optional(ResourceId('Copy the root volume of this instance (running or stopped)')),
     tags: Type.Optional(Tags),
@@ -68,13 +60,13 @@ const NewSnapshot = Type.Object(
 );
 
 const SnapshotUpdate = Type.Object(
-  { name: Type.Optional(Name), tags: Type.Optional(Tags) },
+  { name: Type.Optional(ResourceName), tags: Type.Optional(Tags) },
   { additionalProperties: false, minProperties: 1 },
 );
 
 const RestoreRequest = Type.Object(
   {
-    name: Type.Optional({ ...Name, description: "A new volume: its name (default: the snapshot's)" }),
+    name: Type.Optional({ ...ResourceName, description: "A new volume: its name (default: the snapshot's)" }),
     size_gb: Type.Optional(
       Type.Integer({
         minimum: VOLUME_SIZE_GB.min,

@@ -11,6 +11,7 @@
 import type { FaultInjection } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
+import { checkTagKeys } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import type { PermissionArea } from '../../platform/domain/permissions.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
@@ -24,7 +25,6 @@ import type { Executor } from '../../platform/store/schema.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
 import { INSTANCE_KIND } from '../instances/kind.js';
 import type { Instance } from '../instances/record.js';
-import { TAG_KEY_PATTERN } from '../instances/rules.js';
 import type { InstanceService, NewInstance } from '../instances/service.js';
 import { findAccountInstance, findInstance, lockAccountInstance } from '../instances/store.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
@@ -141,7 +141,7 @@ export class SnapshotService {
   }
 
   async create(principal: Principal, input: NewSnapshot): Promise<SnapshotView> {
-    checkTagKeys(input.tags, null);
+    checkTagKeys(input.tags);
     if (principal.accountStatus === 'past_due') {
       throw new PaymentRequired(
         'This account is past due: you cannot create snapshots until it is settled. Reading, restoring and deleting still work.',
@@ -195,7 +195,7 @@ export class SnapshotService {
   }
 
   async update(accountId: string, id: string, changes: SnapshotUpdate): Promise<SnapshotView> {
-    checkTagKeys(changes.tags, null);
+    checkTagKeys(changes.tags);
     const updated = await this.lifecycle.act(SNAPSHOT_KIND, accountId, id, 'update', () => ({
       changes: {
         ...(changes.name !== undefined ? { name: changes.name } : {}),
@@ -237,7 +237,7 @@ export class SnapshotService {
     if (mode === 'new-instance')
       return this.restoreIntoNewInstance(principal, id, input.instance ?? ({} as never));
     if (mode === 'new-volume') {
-      checkTagKeys(input.tags, this.faults?.volumeFaults ?? null, this.faults?.tag);
+      checkSnapshotTags(input.tags, this.faults?.volumeFaults ?? null, this.faults?.tag);
       if (principal.accountStatus === 'past_due') {
         throw new PaymentRequired(
           'This account is past due: you cannot create volumes until it is settled. Restoring over existing volumes still works.',
@@ -780,21 +780,13 @@ function restoreMode(input: RestoreRequest): RestoreMode | null {
   }
 }
 
-const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
-
 /** Tag keys as everywhere; with `faults`, the simulator's fault tag must name one of them. */
-function checkTagKeys(
+function checkSnapshotTags(
   tags: Record<string, string> | undefined,
   faults: readonly string[] | null,
   faultTag?: string,
 ): void {
-  const bad = Object.keys(tags ?? {}).find((key) => !tagKeyPattern.test(key));
-  if (bad !== undefined) {
-    throw new InvalidRequest('Tag keys are 1–128 characters of letters, digits, ".", "_", "/" and "-"', {
-      field: 'tags',
-      value: bad,
-    });
-  }
+  checkTagKeys(tags);
   const fault = faultTag ? tags?.[faultTag] : undefined;
   if (faults && faultTag && fault !== undefined && !faults.includes(fault)) {
     throw new InvalidRequest(`Unknown simulator fault "${fault}"`, {

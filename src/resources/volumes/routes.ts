@@ -8,12 +8,14 @@ import {
   IdParams,
   ListEnvelope,
   ListQuery,
+  Nullable,
+  ResourceName,
   StringEnum,
+  Tags,
   Timestamp,
 } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import { BackupSchedule } from '../instances/routes.js';
-import { INSTANCE_NAME_PATTERN, MAX_TAGS, TAG_VALUE_MAX_LENGTH } from '../instances/rules.js';
 import {
   FILESYSTEMS,
   MAX_DATA_VOLUMES_PER_INSTANCE,
@@ -24,22 +26,12 @@ import {
 import type { VolumeService } from './service.js';
 import { VOLUME_STATUSES } from './states.js';
 
-const Name = Type.String({
-  pattern: INSTANCE_NAME_PATTERN,
-  description: '1–64 characters: letters, digits, . _ -',
-});
 const SizeGb = Type.Integer({
   minimum: VOLUME_SIZE_GB.min,
   maximum: VOLUME_SIZE_GB.max,
   description: `${VOLUME_SIZE_GB.min}–${VOLUME_SIZE_GB.max} GB`,
 });
-const Tags = Type.Record(Type.String(), Type.String({ maxLength: TAG_VALUE_MAX_LENGTH }), {
-  maxProperties: MAX_TAGS,
-  description: `Up to ${MAX_TAGS} tags; keys 1–128 characters of letters, digits, . _ / -; values up to ${TAG_VALUE_MAX_LENGTH} characters`,
-});
 const InstanceId = Type.String({ minLength: 1, maxLength: 64, description: 'An instance of this account' });
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
-  Type.Union([schema, Type.Null()]);
 
 export const Volume = Type.Object(
   {
@@ -74,7 +66,7 @@ export const Volume = Type.Object(
 
 const NewVolume = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     size_gb: SizeGb,
     region: StringEnum(REGION_NAMES),
     filesystem: Type.Optional(
@@ -91,7 +83,11 @@ const NewVolume = Type.Object(
 );
 
 const VolumeUpdate = Type.Object(
-  { name: Type.Optional(Name), tags: Type.Optional(Tags), backup_schedule: Type.Optional(BackupSchedule) },
+  {
+    name: Type.Optional(ResourceName),
+    tags: Type.Optional(Tags),
+    backup_schedule: Type.Optional(BackupSchedule),
+  },
   { additionalProperties: false, minProperties: 1 },
 );
 

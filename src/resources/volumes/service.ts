@@ -12,6 +12,7 @@
 import type { FaultInjection } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
+import { checkTagKeys, parseTagFilter } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
 import { recordCreated } from '../../platform/idempotency/context.js';
@@ -21,7 +22,6 @@ import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
 import type { BackupSchedule, Instance } from '../instances/record.js';
-import { TAG_KEY_PATTERN } from '../instances/rules.js';
 import { lockAccountInstance } from '../instances/store.js';
 import type { BackupScheduleBook } from '../snapshots/schedule-book.js';
 import { rootVolumeConflict, VOLUME_KIND, type VolumeEventType } from './kind.js';
@@ -433,24 +433,4 @@ export class VolumeService {
 interface Placement {
   instanceId: string;
   deviceName: string;
-}
-
-const tagKeyPattern = new RegExp(TAG_KEY_PATTERN);
-
-function checkTagKeys(tags: Record<string, string> | undefined): void {
-  const bad = Object.keys(tags ?? {}).find((key) => !tagKeyPattern.test(key));
-  if (bad !== undefined) {
-    throw new InvalidRequest('Tag keys are 1–128 characters of letters, digits, ".", "_", "/" and "-"', {
-      field: 'tags',
-      value: bad,
-    });
-  }
-}
-
-function parseTagFilter(filter: string): [string, string] {
-  const colon = filter.indexOf(':');
-  if (colon <= 0) {
-    throw new InvalidRequest('tag filters are key:value', { field: 'tag', value: filter });
-  }
-  return [filter.slice(0, colon), filter.slice(colon + 1)];
 }

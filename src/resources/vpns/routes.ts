@@ -8,11 +8,11 @@ import {
   IdParams,
   ListEnvelope,
   ListQuery,
+  ResourceName,
   StringEnum,
   Timestamp,
 } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
-import { INSTANCE_NAME_PATTERN } from '../instances/rules.js';
 import {
   DEFAULT_TUNNEL_CIDR,
   MAX_ALLOWED_CIDRS,
@@ -25,10 +25,6 @@ import type { VpnService } from './service.js';
 import { VPN_STATUSES } from './states.js';
 import { WIREGUARD_KEY_PATTERN } from './wireguard.js';
 
-const Name = Type.String({
-  pattern: INSTANCE_NAME_PATTERN,
-  description: '1–64 characters: letters, digits, . _ -',
-});
 const CidrText = Type.String({
   minLength: 9,
   maxLength: 18,
@@ -110,7 +106,7 @@ const PeerConfig = Type.Object(
 
 const NewVpn = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     region: StringEnum(REGION_NAMES),
     tunnel_cidr: Type.Optional({
       ...CidrText,
@@ -124,13 +120,13 @@ const NewVpn = Type.Object(
 );
 
 const VpnUpdate = Type.Object(
-  { name: Type.Optional(Name), allowed_cidrs: Type.Optional(AllowedCidrs) },
+  { name: Type.Optional(ResourceName), allowed_cidrs: Type.Optional(AllowedCidrs) },
   { additionalProperties: false, minProperties: 1 },
 );
 
 const NewPeer = Type.Object(
   {
-    name: Name,
+    name: ResourceName,
     public_key: Type.Optional(
       Type.String({
         pattern: WIREGUARD_KEY_PATTERN,
