@@ -1,4 +1,4 @@
-/** The limits an instance's user-chosen fields must keep (DESIGN.md §4 "Instance record"). */
+/** The limits an instance's user-chosen fields must keep (docs/design.md, "Instance record"). */
 
 export const INSTANCE_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
 export const USER_DATA_MAX_BYTES = 16 * 1024;
