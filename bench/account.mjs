@@ -393,7 +393,7 @@ function writeResults(run) {
       `(${shapes.nimbus.headers} headers and a ${shapes.nimbus.bodyBytes}-byte body, where the fixed JSON ` +
       `has ${shapes.bare.headers} and ${shapes.bare.bodyBytes} bytes; node:https adds Date, Connection and ` +
       `Keep-Alive to both): it reaches ${ratioText(replayRatio)}× the bare figure, the share of the gap ` +
-      'that is the response itself (headers the API requires, the SPEC envelope) rather than work Nimbus ' +
+      'that is the response itself (headers the API requires, the response envelope) rather than work Nimbus ' +
       'does.',
     '',
     `Checks made by the same run: every answer was 2xx (the run fails otherwise); ${run.logged} access-log ` +

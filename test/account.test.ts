@@ -1,13 +1,14 @@
 /**
- * The account endpoints over HTTPS: GET and PATCH /v1/account (validated; the plan is read-only here) and
- * GET /v1/account/quota (every quota of DESIGN.md §4 with the plan's limit, operator overrides, usage).
+ * The account endpoints over HTTPS: GET and PATCH /v1/account (validated; the plan is read-only here) and GET
+ * /v1/account/quota (every quota of docs/design.md, "Quotas and plans", with the plan's limit, operator
+ * overrides, usage).
  */
 import { describe, expect, it } from 'vitest';
 import { createPostgresDatabase, HAVE_POSTGRES, HAVE_REDIS, REDIS_URL, STORES } from './helpers/backends.js';
 import { sleep, waitFor } from './helpers/common.js';
 import { serverForSuite, startTestServer } from './helpers/server.js';
 
-/** DESIGN.md §4 "Quotas", copied here on purpose: the test checks the code against the document. */
+/** docs/design.md, "Quotas and plans", copied here on purpose: the test checks the code against the document. */
 const QUOTAS = {
   free: {
     instances: 5,

@@ -1,8 +1,8 @@
 /**
- * The operator commands (DESIGN.md §3) through the real entry point: `bin/nimbus admin …` as a child
- * process against a temporary data dir (SQLite) or a fresh PostgreSQL database, then a server on the same
- * store to show the changes are the ones the API applies. Also the first start: the bootstrap account and
- * its key file.
+ * The operator commands (docs/design.md, "Entry point and operator commands") through the real entry point:
+ * `bin/nimbus admin …` as a child process against a temporary data dir (SQLite) or a fresh PostgreSQL
+ * database, then a server on the same store to show the changes are the ones the API applies. Also the first
+ * start: the bootstrap account and its key file.
  */
 import { execFile, execSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';

@@ -5,7 +5,7 @@
  * filters, `admin invoice-void` and `invoice-pay`, the invoice events, the `billing:read` permission and
  * another account's invoices (404).
  *
- * The account's history, each figure worked out by hand from DESIGN.md §4 (compute-2x $0.10/h with a
+ * The account's history, each figure worked out by hand from docs/design.md, "Billing" (compute-2x $0.10/h with a
  * 50 GB root disk, disks and volumes $0.10 per GB-month of 730 h, a VPN gateway $0.05/h):
  *
  *   May 1 00:00  instance `web-blue` (compute-2x) runs; volume `data-main` 20 GB; VPN `office`

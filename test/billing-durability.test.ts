@@ -8,7 +8,7 @@
  * The simulator runs a thousand times faster than real time (a boot 8 ms, a stop 5 ms of the clock), and
  * the test lets work finish by moving the clock on a few ms at a time after each request; billing takes each end of an
  * interval down to its second, so the billed intervals are the whole hours the test sets. By hand, from
- * the prices (DESIGN.md §4):
+ * the prices (docs/design.md, "Billing"):
  *
  *   compute-2x running 10 h (killed at 4 h, down until 7 h)   10 × $0.10                 = $1.000000
  *   its 50 GB root disk stopped 2 h                            50 × $0.10 × 2/730        = $0.013698630… → 0.013699

@@ -7,7 +7,7 @@
  * The simulator runs a thousand times faster than real time, so every transition completes within
  * milliseconds of its request (a boot 8 ms, a resize 25 ms), which the test steps through; billing takes
  * each end of an interval down to its second, so the billed intervals are exactly the whole hours the test
- * sets with the clock, and the figures below are worked out by hand from the prices (DESIGN.md §4):
+ * sets with the clock, and the figures below are worked out by hand from the prices (docs/design.md, "Billing"):
  *
  *   compute-2x running 10 h            10 × $0.10                          = $1.000000
  *   its 50 GB root disk stopped 5 h    50 GB × $0.10 × 5/730              = $0.034246575… → 0.034247

@@ -1,5 +1,5 @@
 /**
- * Cursor pagination on /v2 (DESIGN.md §4 "Versioning"), over HTTPS on both stores: walking a list by
+ * Cursor pagination on /v2 (docs/design.md, "Versions and cursors"), over HTTPS on both stores: walking a list by
  * next_cursor gives exactly the pages /v1 gives by number, in every sort and order (ties, a nullable sort
  * column, filters, the in-memory catalogue, the event log), and walking back by prev_cursor gives them
  * again in reverse; the Link header names the same pages; every bad cursor — garbage, altered, made for

@@ -1,5 +1,5 @@
 /**
- * Every answer carries X-RateLimit-Limit, -Remaining and -Reset (SPEC.md, Limits, rule 1), the keyless
+ * Every answer carries X-RateLimit-Limit, -Remaining and -Reset (docs/design.md, "Rate limits"), the keyless
  * ones from the client address's budget: unknown API versions, the API document, /docs, unknown paths,
  * the plain-HTTP refusal, and the answers given before Fastify's hooks (408, 431, a malformed request,
  * WebSocket refusals) (issue 29 item 10). And the listener's own limits (item 7): more than 1,000 header

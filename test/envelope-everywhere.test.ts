@@ -16,7 +16,7 @@ import { COMPUTE } from './helpers/instances.js';
 import { type RawAnswer, rawExchange } from './helpers/raw-tls.js';
 import { sendRequest, serverForSuite, type TestServer } from './helpers/server.js';
 
-/** The SPEC.md error envelope, exactly: no field beyond those it names. */
+/** The error envelope (docs/design.md, "Envelope and errors"), exactly: no field beyond those it names. */
 function expectExactEnvelope(body: any, code: string): void {
   expect(Object.keys(body).sort()).toEqual(['error', 'metadata', 'success']);
   expect(body.success).toBe(false);

@@ -1,4 +1,7 @@
-/** Every failure answers in the error envelope with the right code and status (DESIGN.md §4). */
+/**
+ * Every failure answers in the error envelope with the right code and status
+ * (docs/design.md, "Envelope and errors").
+ */
 
 import { readFileSync } from 'node:fs';
 import https from 'node:https';

@@ -1,5 +1,5 @@
 /**
- * Idempotency-Key on POST (DESIGN.md §4 "Idempotency"), through HTTPS on both stores: replay with
+ * Idempotency-Key on POST (docs/design.md, "Idempotency"), through HTTPS on both stores: replay with
  * Idempotent-Replayed, 422 for a key reused with another request, keys per account, the length limit,
  * exactly one effect under concurrent identical requests, and replay after a restart.
  *

@@ -140,8 +140,9 @@ describe.each(STORES)('instance concurrency over HTTPS (%s)', (store) => {
   });
 
   it('delete and resize at once: the delete is never refused for a status it is allowed from; the instance is gone', async () => {
-    // Delete is allowed from stopping (DESIGN.md §4), so a resize that commits first does not stop it:
-    // either resize 409 (it found deleting), or both 202 (the delete came second, from stopping).
+    // Delete is allowed from stopping (docs/design.md, "Instance states"), so a resize that commits first
+    // does not stop it: either resize 409 (it found deleting), or both 202 (the delete came second, from
+    // stopping).
     const id = await runningInstance();
     const [del, resize] = await Promise.all([
       act(id, 'delete'),

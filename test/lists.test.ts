@@ -1,6 +1,6 @@
 /**
- * The one list helper (DESIGN.md §4 "Lists"), seen through HTTPS on both stores via
- * GET /v1/account/api-keys, and the catalogue endpoints (DESIGN.md §4 "Catalog") that page the same way.
+ * The one list helper (docs/design.md, "Lists and pages"), seen through HTTPS on both stores via
+ * GET /v1/account/api-keys, and the catalogue endpoints (docs/design.md, "Catalogue") that page the same way.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';
@@ -216,7 +216,7 @@ describe.each(STORES)('lists (%s)', (store) => {
   });
 });
 
-/** SPEC.md "Instance types", transcribed: name, vCPU, RAM GB, storage GB, USD/h, extra. */
+/** The instance types of docs/design.md, "Catalogue", transcribed: name, vCPU, RAM GB, storage GB, USD/h, extra. */
 const SPEC_TYPES: [
   string,
   number,
@@ -263,7 +263,7 @@ describe('catalog', () => {
   const server = serverForSuite();
   const get = (path: string) => server.request('GET', path, { key: server.rootKey });
 
-  it('lists the twenty instance types of SPEC.md with their exact specifications and prices', async () => {
+  it('lists the twenty instance types of the catalogue with their exact specifications and prices', async () => {
     const reply = await get('/v1/instance-types?limit=100');
     expect(reply.status).toBe(200);
     expect(reply.body.pagination).toMatchObject({ total_items: 20, total_pages: 1 });
@@ -379,7 +379,7 @@ describe('catalog', () => {
     expect([...region.body.error.details.allowed_values].sort()).toEqual([...ALL_REGIONS].sort());
   });
 
-  it('lists the four regions of DESIGN.md, GPUs only in the US ones', async () => {
+  it('lists the four regions of the catalogue, GPUs only in the US ones', async () => {
     const reply = await get('/v1/regions');
     expect(reply.status).toBe(200);
     expect(reply.body.pagination).toMatchObject({ total_items: 4, total_pages: 1 });
@@ -391,7 +391,7 @@ describe('catalog', () => {
     }
   });
 
-  it('lists the five images of DESIGN.md', async () => {
+  it('lists the five images of the catalogue', async () => {
     const reply = await get('/v1/images');
     expect(reply.status).toBe(200);
     expect(reply.body.pagination).toMatchObject({ total_items: 5, total_pages: 1 });

@@ -31,7 +31,7 @@ function hourEnd(ms: number): number {
   return (Math.floor(ms / HOUR_MS) + 1) * 3600;
 }
 
-/** A 429 as SPEC.md words it, on top of the error envelope every refusal has. */
+/** A 429 as docs/design.md, "Rate limits" words it, on top of the error envelope every refusal has. */
 function expectRateLimited(reply: Reply, retryAfter: number): void {
   expect(expectError(reply, 429, 'rate_limit_exceeded')).toMatchObject({
     message: `Rate limit exceeded, retry in ${retryAfter} seconds`,

@@ -162,7 +162,7 @@ describe('SDK', () => {
     expect(replay.body.data.id).toBe(created.id);
   });
 
-  it('waits what Retry-After asks with the default policy: 1 s, as SPEC.md says to start', async () => {
+  it('waits what Retry-After asks with the default policy: 1 s, where the backoff starts', async () => {
     // 3,600 an hour with a burst of 1: a token a second, so the server says Retry-After: 1.
     const { key } = await server.createAccount({ perHour: 3600, burst: 1 });
     expect((await server.request('GET', '/v1/account', { key })).status).toBe(200);
@@ -215,7 +215,7 @@ describe('SDK', () => {
     expect(data).toEqual([]);
   });
 
-  it('computes the default schedule as SPEC.md asks: 1, 2, 4, 8 s, capped, jitter only upwards', () => {
+  it('computes the default schedule: 1, 2, 4, 8 s, capped, jitter only upwards', () => {
     const policy = retryPolicy();
     const lowest = [1, 2, 3, 4, 5, 6].map((retry) => retryDelay(policy, retry, null, () => 0));
     expect(lowest).toEqual([1000, 2000, 4000, 8000, 16_000, 30_000]);

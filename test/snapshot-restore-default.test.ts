@@ -1,8 +1,9 @@
 /**
- * A restore without a body, as a client written from SPEC.md alone sends it (issue 29 item 12), over
- * HTTPS on both stores: what DESIGN.md says restore does. A data volume's snapshot becomes a new volume
- * named after it, of its size and region; a root snapshot is written over its source instance's disk
- * when that instance is stopped, and is the 400 listing the choices when it is running or gone.
+ * A restore without a body, as a client written from the specification alone sends it (issue 29 item 12),
+ * over HTTPS on both stores: what docs/design.md, "Snapshot states" says restore does. A data volume's
+ * snapshot becomes a new volume named after it, of its size and region; a root snapshot is written over its
+ * source instance's disk when that instance is stopped, and is the 400 listing the choices when it is running
+ * or gone.
  */
 import { describe, expect, it } from 'vitest';
 import { STORES } from './helpers/backends.js';

@@ -4,7 +4,7 @@
  * How it works: a POST without an Idempotency-Key gets a fresh random one before its first attempt, and
  * every retry sends the very same request (a clone of it, key included), so the server runs a create at
  * most once however many attempts it takes. Answers 429 and 503 are retried after a delay that starts at
- * `baseDelayMs` (1 s, as SPEC.md asks of clients) and doubles with each retry, capped at `maxDelayMs`,
+ * `baseDelayMs` (1 s: docs/design.md, "Client retries") and doubles with each retry, capped at `maxDelayMs`,
  * with up to `jitter` of it added at random (never subtracted, so no retry comes sooner than the doubling
  * says) so that many clients refused at once do not come back at once. A `Retry-After` longer than that
  * delay wins: the server knows when room comes back. One longer than `maxDelayMs` ends the retries at

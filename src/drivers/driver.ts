@@ -61,7 +61,7 @@ export interface MetricSample {
 
 /**
  * Misbehaviour a driver can be asked for through a tag on the instance, for users testing their own
- * recovery code (DESIGN.md §3); the service validates the tag's value against it.
+ * recovery code (docs/design.md, "Fault injection"); the service validates the tag's value against it.
  */
 export interface FaultInjection {
   tag: string;

@@ -1,9 +1,9 @@
 /**
  * A real 429: a free account (1,000 requests an hour, burst 50) spends its burst, and while a competing
- * client takes every token the bucket refills (one each 3.6 s), `nimbus instances create` is refused
- * again and again. It retries with the delays the SPEC asks for (doubling from 1 s) and never sooner than
- * the server's Retry-After, reports each retry on stderr with the one Idempotency-Key every attempt
- * carries, and succeeds once the competitor stops: exactly one instance exists.
+ * client takes every token the bucket refills (one each 3.6 s), `nimbus instances create` is refused again
+ * and again. It retries with the delays of docs/design.md, "Client retries" (doubling from 1 s) and never
+ * sooner than the server's Retry-After, reports each retry on stderr with the one Idempotency-Key every
+ * attempt carries, and succeeds once the competitor stops: exactly one instance exists.
  */
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliFor, ensureBuilt, runNimbus } from '../helpers/cli.js';

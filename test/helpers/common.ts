@@ -46,7 +46,10 @@ export function account(server: TestServer, plan = 'professional'): Promise<{ id
   return server.createAccount({ plan, perHour: 1_000_000, burst: 100_000 });
 }
 
-/** The SPEC.md error envelope with `code`: a message, the request's metadata, and no stack trace. */
+/**
+ * The error envelope (docs/design.md, "Envelope and errors") with `code`: a message, the request's metadata,
+ * and no stack trace.
+ */
 export function expectErrorEnvelope(body: any, code: string): void {
   expect(body).toMatchObject({ success: false, error: { code, message: expect.any(String) } });
   expect(body.metadata.request_id).toMatch(/^req_/);

@@ -11,7 +11,7 @@
  * shutdown can be read there. Nothing here is built from user input: the seed's files are read as data.
  */
 
-/** The user SSH logs in as (SPEC.md: "fixed as lambda"). */
+/** The user SSH logs in as, on every image (docs/design.md, "Instance record"). */
 export const GUEST_USER = 'lambda';
 export const GUEST_UID = 1000;
 

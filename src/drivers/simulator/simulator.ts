@@ -7,7 +7,7 @@
  * SIM_TIMINGS_MS divided by the configured speed-up; the clock is injected, so tests that hold a manual
  * clock step machines through their changes deterministically.
  *
- * Fault injection (DESIGN.md §3): the tag `nimbus.sim/fault` on the instance makes boots hang
+ * Fault injection (docs/design.md, "Fault injection"): the tag `nimbus.sim/fault` on the instance makes boots hang
  * (`stuck-starting`), graceful shutdowns hang (`stuck-stopping`) or boots fail (`boot-error`). Faults are
  * read from the spec on every call, so removing the tag lets a hung change finish. `snapshot-fail` on a
  * volume (or on an instance, for its root volume) makes snapshots of it fail; that one is read when the

@@ -1,5 +1,5 @@
 /**
- * List cursors of /v2 (DESIGN.md §4 "Versioning"): opaque to clients, tamper-evident, and bound to the
+ * List cursors of /v2 (docs/design.md, "Versions and cursors"): opaque to clients, tamper-evident, and bound to the
  * list they were made for.
  *
  * A cursor is `base64url(JSON of CursorContent)` + "." + `base64url(HMAC-SHA256(key, first part))`, the

@@ -1,5 +1,5 @@
 /**
- * Page arithmetic shared by every list endpoint (DESIGN.md §4 "Lists"). Two kinds of page:
+ * Page arithmetic shared by every list endpoint (docs/design.md, "Lists and pages"). Two kinds of page:
  * - numbered pages (`/v1`): `page` and `limit`, answered with counts;
  * - keyset pages (`/v2`, `keyset` set): the rows strictly after (or before) a position, i.e. the sort
  *   value and id of the last row the client saw, answered with the positions of the page's first and last

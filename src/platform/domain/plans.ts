@@ -1,4 +1,4 @@
-/** Plans fix an account's default rate limits and quotas (DESIGN.md §4). */
+/** Plans fix an account's default rate limits and quotas (docs/design.md, "Quotas and plans"). */
 
 export const PLANS = ['free', 'professional', 'enterprise'] as const;
 export type Plan = (typeof PLANS)[number];

@@ -1,5 +1,5 @@
 /**
- * Who an event is written for (DESIGN.md, Audit): the API key and client address of a request, the
+ * Who an event is written for (docs/design.md, "Audit"): the API key and client address of a request, the
  * operator running an admin command, or the platform itself.
  *
  * This is the one implicit channel of the actor. It is known at the edge (the HTTP layer knows the key

@@ -1,9 +1,9 @@
 /**
- * The event catalogue: every event type Nimbus writes, with the shape of its `data` (DESIGN.md §4
- * "Webhooks"). The outbox writer (platform/events/outbox.ts) takes only these types, each with its own data, so
- * a misspelt type or a missing field is a compile error; `GET /v1/events` filters and webhook
- * subscriptions take their allowed values from here. Types of resources still being built are listed
- * so subscriptions can name them; their data grows with their resource.
+ * The event catalogue: every event type Nimbus writes, with the shape of its `data`
+ * (docs/design.md, "Events and webhooks"). The outbox writer (platform/events/outbox.ts) takes only these
+ * types, each with its own data, so a misspelt type or a missing field is a compile error; `GET /v1/events`
+ * filters and webhook subscriptions take their allowed values from here. Types of resources still being built
+ * are listed so subscriptions can name them; their data grows with their resource.
  */
 import { type Static, type TObject, Type } from '@sinclair/typebox';
 

@@ -1,4 +1,7 @@
-/** Builders of the SPEC.md response envelopes, so every handler answers in the same shape. */
+/**
+ * Builders of the response envelopes (docs/design.md, "Envelope and errors"), so every handler answers in
+ * the same shape.
+ */
 import type { FastifyRequest } from 'fastify';
 import type { Page, Pagination } from '../domain/pagination.js';
 import { isoTimeNow } from '../wall-time.js';

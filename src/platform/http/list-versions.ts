@@ -1,5 +1,5 @@
 /**
- * Cursor pagination for the /v2 scope (DESIGN.md §4 "Versioning"). The route plugins are written once,
+ * Cursor pagination for the /v2 scope (docs/design.md, "Versions and cursors"). The route plugins are written once,
  * with /v1's numbered pages (schemas.ts ListQuery / ListEnvelope); registered under /v2 with this plugin's
  * hooks, every list route among them becomes a cursor list, with no change to the route file:
  *

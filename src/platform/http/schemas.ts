@@ -1,5 +1,5 @@
 /**
- * JSON Schemas shared by the routes: the envelopes of SPEC.md, the error envelope, and the one
+ * JSON Schemas shared by the routes: the envelopes (docs/design.md, "Envelope and errors"), and the one
  * list-query schema every list endpoint is built from. Route schemas drive validation, response
  * serialisation (fields not in a schema never leave the server) and the generated OpenAPI document.
  */

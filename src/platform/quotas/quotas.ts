@@ -1,5 +1,5 @@
 /**
- * Quotas: the plan's limits (DESIGN.md §4), overridden per account by `admin set-quota`, and what the
+ * Quotas: the plan's limits (docs/design.md, "Quotas and plans"), overridden by `admin set-quota`, and what the
  * account uses now. Each resource registers how to count its usage; unbuilt resources count 0.
  * `ensureRoom` must run inside the transaction that creates the resource. For the quotas that are not
  * counters it runs after the account row is locked, so concurrent creates cannot both pass the last

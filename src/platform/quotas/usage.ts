@@ -1,6 +1,6 @@
 /**
  * What each resource row adds to its account's quota usage, so the store can keep per-account counters
- * instead of counting rows on every create (DESIGN.md §4 quotas). A row's contribution depends only on
+ * instead of counting rows on every create (docs/design.md, "Quotas and plans"). A row's contribution depends only on
  * the row: an instance counts once with its type's vCPUs and GPUs whatever its status, until its row is
  * purged; a data volume counts once with its size (root volumes belong to their instance); a snapshot
  * counts once. Writing a row applies `usageDelta(before, after)`, which is all a counter ever needs.

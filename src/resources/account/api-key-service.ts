@@ -392,7 +392,10 @@ export class ApiKeyService {
     return view(row);
   }
 
-  /** True when the key is old enough that rotating it is recommended (SPEC.md: every 90 days). */
+  /**
+   * True when the key is old enough that rotating it is recommended: every 90 days
+   * (docs/design.md, "API keys and permissions").
+   */
   rotationDue(principal: Principal): boolean {
     const ageMs = this.clock.nowMs() - principal.keyCreatedAt.getTime();
     return ageMs > ROTATION_RECOMMENDED_DAYS * 24 * 3600 * 1000;

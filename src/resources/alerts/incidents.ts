@@ -1,6 +1,6 @@
 /**
  * Incident transitions: opening an incident and resolving one, each with everything that must happen
- * with it, in one transaction (the transactional outbox, DESIGN.md §2):
+ * with it, in one transaction (the transactional outbox, docs/design.md, "Layers and the outbox"):
  *
  * - the incident row (opened guarded by the policy still being there and enabled — read with a share
  *   lock on PostgreSQL, so a delete waits and takes the new incident with it — and resolved guarded on

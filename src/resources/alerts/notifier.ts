@@ -1,6 +1,6 @@
 /**
  * Sends alert notifications by e-mail and to chat, each a durable delivery retried like a webhook
- * delivery (DESIGN.md §4 "Webhooks": the retry base doubling, 12 attempts in all).
+ * delivery (docs/design.md, "Events and webhooks": the retry base doubling, 12 attempts in all).
  *
  * How it works. Every e-mail or chat notification is a row (resources/alerts/store.ts) written with its incident
  * transition, in the transaction that also makes the notifier's one job (`alert-notify:all`) due now. The

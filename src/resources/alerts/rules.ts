@@ -1,5 +1,5 @@
 /**
- * Alert policies as values (issue 21, DESIGN.md §4 "Alerts"): what a policy may say, the rules a saved
+ * Alert policies as values (issue 21, docs/design.md, "Alerts"): what a policy may say, the rules a saved
  * policy obeys, which instances it watches, and the value of a metric a sample gives it. Pure: the
  * service (resources/alerts/service.ts) checks ownership and settings, the evaluator (resources/alerts/evaluator.ts)
  * applies the conditions.

@@ -1,5 +1,5 @@
 /**
- * Alert policies and their incidents (issue 21; DESIGN.md §4 "Alerts"): the rules for saving a policy
+ * Alert policies and their incidents (issue 21; docs/design.md, "Alerts"): the rules for saving a policy
  * (resources/alerts/rules.ts, plus what only the store and the settings know: the account's own instances and
  * webhook subscriptions, where chat URLs lead, whether e-mail can be sent), the policies quota, the
  * incident lists, and test notifications. Evaluation is the evaluator's (alert-evaluator.ts), sending

@@ -1,6 +1,6 @@
 /**
- * The product catalogue: instance types (SPEC.md's tables, verbatim), regions and images.
- * Everything that validates or prices a type reads it from here.
+ * The product catalogue: instance types (the published table of docs/design.md, "Catalogue", verbatim),
+ * regions and images. Everything that validates or prices a type reads it from here.
  */
 
 export type InstanceFamily = 'compute' | 'memory' | 'storage' | 'gpu';
@@ -144,7 +144,7 @@ export function instanceTypeNamed(name: string): InstanceType {
 }
 
 /**
- * Prices of what is not an instance type (DESIGN.md §4 "Money"), in micro-USD. Storage is priced per
+ * Prices of what is not an instance type (docs/design.md, "Billing"), in micro-USD. Storage is priced per
  * GB-month, a month being 730 hours; a VPN gateway per hour while it exists (the same figure the VPN
  * record shows as `price_per_hour`).
  */
@@ -154,5 +154,5 @@ export const STORAGE_PRICES = {
   snapshot_gb_month_micros: 50_000,
 } as const;
 export const VPN_PRICE_PER_HOUR_MICROS = 50_000;
-/** The hours in a billing month, for GB-month prices and estimates (DESIGN.md §4). */
+/** The hours in a billing month, for GB-month prices and estimates (docs/design.md, "Billing"). */
 export const HOURS_PER_MONTH = 730;

@@ -1,5 +1,5 @@
 /**
- * The instance metadata service (SPEC.md "Instance behaviours" 6): what a guest can ask about itself
+ * The instance metadata service (docs/design.md, "Metadata service"): what a guest can ask about itself
  * over plain HTTP, in the style of EC2's link-local service: `/latest/meta-data/<item>` and
  * `/latest/user-data`, answered as text/plain. A real guest is known by the address it calls from; the
  * simulator's guests do not exist, so the caller names its instance in `X-Nimbus-Instance-Id`.

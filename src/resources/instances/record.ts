@@ -1,4 +1,4 @@
-/** The instance as the services see it: the store's record, decoded (DESIGN.md §4 "Instance record"). */
+/** The instance as the services see it: the store's record, decoded (docs/design.md, "Instance record"). */
 import type { BACKUP_FREQUENCIES } from './rules.js';
 import type { InstanceOperation, InstanceStatus } from './states.js';
 

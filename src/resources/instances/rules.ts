@@ -1,4 +1,4 @@
-/** The limits an instance's user-chosen fields must keep (DESIGN.md §4 "Instance record"). */
+/** The limits an instance's user-chosen fields must keep (docs/design.md, "Instance record"). */
 
 export const USER_DATA_MAX_BYTES = 16 * 1024;
 export const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;

@@ -1,5 +1,5 @@
 /**
- * The instance state machine, as data (DESIGN.md §4 "States"). Each action says from which statuses it may
+ * The instance state machine, as data (docs/design.md, "Instance states"). Each action says from which statuses it may
  * start and which status it writes at once; the reconciler (resources/instances/reconciler.ts) walks the
  * transitional statuses to the target. Diagram: docs/architecture.md.
  *

@@ -1,4 +1,4 @@
-/** How an instance looks to users: the API record of DESIGN.md §4. */
+/** How an instance looks to users: the API record (docs/design.md, "Instance record"). */
 
 import { microsToUsd } from '../../platform/domain/money.js';
 import { type InstanceType, instanceTypeNamed } from '../catalog/catalog.js';

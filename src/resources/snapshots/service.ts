@@ -325,7 +325,7 @@ export class SnapshotService {
   }
 
   /**
-   * What a restore that names no target does, as DESIGN.md has it: a data volume's snapshot becomes a new
+   * A restore that names no target (docs/design.md, "Snapshot states"): a data volume's snapshot becomes a new
    * volume of its name, size and region; a root snapshot is written back over its source instance's disk
    * when that instance is stopped. Otherwise (running, or gone) the caller must choose: a 400 listing the
    * choices. The key must be allowed what it will do; the instance's status is checked again under its lock.

@@ -1,5 +1,5 @@
 /**
- * The snapshot state machine, as data (DESIGN.md §4 "States"). A snapshot is taken once and then only
+ * The snapshot state machine, as data (docs/design.md, "Snapshot states"). A snapshot is taken once and then only
  * read (restored from), renamed, or deleted; the reconciler (resources/snapshots/reconciler.ts) drives the
  * transitional statuses. Diagram: docs/api.md, "Snapshots".
  *

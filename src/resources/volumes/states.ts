@@ -1,5 +1,5 @@
 /**
- * The volume state machine, as data (DESIGN.md §4 "States"). Each action says from which statuses it may
+ * The volume state machine, as data (docs/design.md, "Volume states"). Each action says from which statuses it may
  * start and which status it writes at once; the reconciler (resources/volumes/reconciler.ts) walks the
  * transitional statuses to where they lead. Diagram: docs/api.md, "Volumes".
  *

@@ -15,7 +15,7 @@ export const TUNNEL_PREFIX = { min: 16, max: 29 } as const;
 export const MAX_ALLOWED_CIDRS = 16;
 /** Clients behind NAT keep their mapping open with a packet this often. */
 export const PERSISTENT_KEEPALIVE_SECONDS = 25;
-/** A gateway costs this while it exists (DESIGN.md §4), in micro-USD. */
+/** A gateway costs this while it exists (docs/design.md, "Billing"), in micro-USD. */
 export const VPN_PRICE_MICROS_PER_HOUR = 50_000;
 
 export const VPN_SORTS = ['created_at', 'name'] as const;

@@ -1,5 +1,5 @@
 /**
- * The VPN state machine, as data (DESIGN.md §4 "States"). A VPN is a WireGuard gateway into the account's
+ * The VPN state machine, as data (docs/design.md, "VPN states"). A VPN is a WireGuard gateway into the account's
  * private network of one region; the reconciler (resources/vpns/reconciler.ts) provisions and destroys it
  * through the driver. Diagram: docs/api.md, "VPNs".
  *

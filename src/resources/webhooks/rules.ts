@@ -1,5 +1,5 @@
 /**
- * Webhook rules as pure functions (DESIGN.md §4 "Webhooks", SPEC.md "Events"): which events a
+ * Webhook rules as pure functions (docs/design.md, "Events and webhooks"): which events a
  * subscription takes, the exact bytes that are signed and how, the retry schedule, and which addresses a
  * receiver may not have (the SSRF rule, checked when a subscription is saved and again at connect time).
  */

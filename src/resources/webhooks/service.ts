@@ -1,5 +1,5 @@
 /**
- * Webhook subscriptions (DESIGN.md §4 "Webhooks"): the rules for saving one (an https URL that does not
+ * Webhook subscriptions (docs/design.md, "Events and webhooks"): the rules for saving one (an https URL that does not
  * lead into private address space, events from the catalogue, a secret of at least 16 characters kept
  * sealed), rotation with an overlap in which both secrets sign, test deliveries, redeliveries and the
  * delivery log. Sending is the delivery worker's (webhook-delivery.ts).
