@@ -42,6 +42,7 @@ import { type MetricName, metricsOf } from '../domain/metric-catalog.js';
 import { allows } from '../domain/permissions.js';
 import type { ComputeDriver, MachineSpec, MetricSample } from '../drivers/driver.js';
 import type { Broadcaster, Notice } from '../events/broadcast.js';
+import type { ErrorCode } from '../platform/errors/catalogue.js';
 import type { Store } from '../store/db.js';
 import { findAccountInstance } from '../store/instances.js';
 import type { RateDecision } from '../store/rate-counters.js';
@@ -109,11 +110,12 @@ interface Watched {
   readAt: string;
 }
 
+/** A refusal on the stream: its close code, and the error message sent before it with a catalogue code. */
 class ProtocolError extends Error {
   constructor(
     readonly closeCode: number,
     message: string,
-    readonly code: string,
+    readonly code: ErrorCode,
     readonly details?: Record<string, unknown>,
   ) {
     super(message);
