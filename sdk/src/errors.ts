@@ -4,6 +4,36 @@
  * `instanceof` or on `code` and quote `requestId` when they ask for help.
  */
 
+/**
+ * Every error code the API answers with, and its status: a copy of the server's error catalogue
+ * (src/platform/error-catalogue.ts, kept equal by test/error-catalogue.test.ts), since the SDK carries
+ * no server code. An answer with no envelope (from a proxy) has the code `http_<status>` instead.
+ */
+export const API_ERROR_CODES = {
+  invalid_request: 400,
+  authentication_failed: 401,
+  payment_required: 402,
+  forbidden: 403,
+  quota_exceeded: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
+  conflict: 409,
+  idempotency_key_in_use: 409,
+  payload_too_large: 413,
+  idempotency_key_reused: 422,
+  rate_limit_exceeded: 429,
+  headers_too_large: 431,
+  server_error: 500,
+  service_unavailable: 503,
+} as const;
+
+export type ApiErrorCode = keyof typeof API_ERROR_CODES;
+
+export function isApiErrorCode(code: string): code is ApiErrorCode {
+  return Object.hasOwn(API_ERROR_CODES, code);
+}
+
 /** Base of every error this SDK throws itself. */
 export class NimbusError extends Error {
   override name = 'NimbusError';
@@ -78,7 +108,8 @@ export class ServiceUnavailableError extends NimbusApiError {
   override name = 'ServiceUnavailableError';
 }
 
-const BY_STATUS: Record<number, typeof NimbusApiError> = {
+/** The class of an answer by its status; the statuses without one are NimbusApiError itself. */
+export const ERROR_CLASS_BY_STATUS: Record<number, typeof NimbusApiError> = {
   400: InvalidRequestError,
   401: AuthenticationError,
   402: PaymentRequiredError,
@@ -115,7 +146,7 @@ export function apiErrorFrom(status: number, body: unknown, headers: Headers): N
           ? headerRetry
           : null,
   };
-  const Type = BY_STATUS[status] ?? NimbusApiError;
+  const Type = ERROR_CLASS_BY_STATUS[status] ?? NimbusApiError;
   return new Type(fields);
 }
 

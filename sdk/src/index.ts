@@ -20,10 +20,13 @@ export {
   type WaitOptions,
 } from './client.js';
 export {
+  API_ERROR_CODES,
+  type ApiErrorCode,
   type ApiErrorFields,
   AuthenticationError,
   ConflictError,
   InvalidRequestError,
+  isApiErrorCode,
   NimbusApiError,
   NimbusError,
   NotFoundError,

@@ -1,16 +1,20 @@
 /**
- * The one error type services throw. Each subclass has a stable machine code; the HTTP layer maps
- * codes to statuses in one table (platform/http/plugins/errors.ts), so services never speak HTTP.
+ * The one error type services throw. Each subclass has a stable machine code from the error catalogue
+ * (platform/error-catalogue.ts), which also gives the HTTP layer its status, so services never speak HTTP.
  */
+import { type ErrorCode, isErrorCode } from './error-catalogue.js';
 
 export type ErrorDetails = Record<string, unknown>;
 
 export class DomainError extends Error {
   constructor(
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly details?: ErrorDetails,
   ) {
+    // Only a cast gets an unlisted code this far: fail here, as the unexpected error it is (a logged
+    // server_error), rather than answer with a code no client was told about.
+    if (!isErrorCode(code)) throw new TypeError(`${code} is not in the error catalogue`);
     super(message);
     this.name = new.target.name;
   }

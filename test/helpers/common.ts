@@ -2,7 +2,9 @@
  * What every suite needs and none should write again: waiting (polling for a condition, or a deliberate
  * pause), an account that the rate limit leaves alone, and the error-envelope assertions.
  */
+
 import { expect } from 'vitest';
+import type { ErrorCode } from '../../src/platform/error-catalogue.js';
 import type { Reply, TestServer } from './server.js';
 
 /**
@@ -50,7 +52,7 @@ export function account(server: TestServer, plan = 'professional'): Promise<{ id
  * The error envelope (docs/design.md, "Envelope and errors") with `code`: a message, the request's metadata,
  * and no stack trace.
  */
-export function expectErrorEnvelope(body: any, code: string): void {
+export function expectErrorEnvelope(body: any, code: ErrorCode): void {
   expect(body).toMatchObject({ success: false, error: { code, message: expect.any(String) } });
   expect(body.metadata.request_id).toMatch(/^req_/);
   expect(typeof body.metadata.timestamp).toBe('string');
@@ -61,7 +63,7 @@ export function expectErrorEnvelope(body: any, code: string): void {
 export function expectError(
   reply: Reply,
   status: number,
-  code: string,
+  code: ErrorCode,
 ): { code: string; message: string; details?: Record<string, any>; retry_after?: number } {
   expect(reply.status, reply.text).toBe(status);
   expectErrorEnvelope(reply.body, code);

@@ -2633,7 +2633,7 @@ export interface components {
             /** @enum {boolean} */
             success: false;
             error: {
-                /** @description Machine-readable error code */
+                /** @description Machine-readable error code (docs/api.md, Envelope and errors): `invalid_request`, `authentication_failed`, `payment_required`, `forbidden`, `quota_exceeded`, `not_found`, `method_not_allowed`, `request_timeout`, `conflict`, `idempotency_key_in_use`, `payload_too_large`, `idempotency_key_reused`, `rate_limit_exceeded`, `headers_too_large`, `server_error`, `service_unavailable` */
                 code: string;
                 message: string;
                 details?: {
@@ -3448,7 +3448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3465,7 +3465,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3484,7 +3484,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3501,7 +3501,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3594,7 +3594,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3611,7 +3611,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3630,7 +3630,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3647,7 +3647,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3755,7 +3755,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3772,7 +3772,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3789,7 +3789,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3808,7 +3808,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3825,7 +3825,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3944,7 +3944,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3961,7 +3961,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -3995,7 +3995,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4014,7 +4014,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4031,7 +4031,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4144,7 +4144,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4161,7 +4161,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4178,7 +4178,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4197,7 +4197,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4214,7 +4214,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4334,7 +4334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4351,7 +4351,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4368,7 +4368,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4387,7 +4387,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4404,7 +4404,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4525,7 +4525,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4542,7 +4542,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4559,7 +4559,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4578,7 +4578,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4595,7 +4595,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4749,7 +4749,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4768,7 +4768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4787,7 +4787,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4825,7 +4825,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4844,7 +4844,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4865,7 +4865,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4884,7 +4884,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -4994,7 +4994,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5011,7 +5011,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5028,7 +5028,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5045,7 +5045,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5064,7 +5064,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5081,7 +5081,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5191,7 +5191,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5208,7 +5208,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5225,7 +5225,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5259,7 +5259,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5278,7 +5278,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5295,7 +5295,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5435,7 +5435,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5452,7 +5452,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5469,7 +5469,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5488,7 +5488,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5505,7 +5505,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5630,7 +5630,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5647,7 +5647,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5664,7 +5664,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5683,7 +5683,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5700,7 +5700,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5827,7 +5827,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5844,7 +5844,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5861,7 +5861,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5880,7 +5880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -5897,7 +5897,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6023,7 +6023,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6040,7 +6040,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6057,7 +6057,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6076,7 +6076,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6093,7 +6093,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6256,7 +6256,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6275,7 +6275,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6294,7 +6294,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6313,7 +6313,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6351,7 +6351,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6370,7 +6370,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6391,7 +6391,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6410,7 +6410,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6520,7 +6520,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6537,7 +6537,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6554,7 +6554,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6571,7 +6571,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6590,7 +6590,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6607,7 +6607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6717,7 +6717,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6734,7 +6734,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6751,7 +6751,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6768,7 +6768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6802,7 +6802,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6821,7 +6821,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6838,7 +6838,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6970,7 +6970,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -6987,7 +6987,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7004,7 +7004,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7021,7 +7021,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7055,7 +7055,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7074,7 +7074,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7091,7 +7091,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7217,7 +7217,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7236,7 +7236,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7255,7 +7255,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7274,7 +7274,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7312,7 +7312,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7331,7 +7331,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7352,7 +7352,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7371,7 +7371,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7490,7 +7490,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7509,7 +7509,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7528,7 +7528,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7547,7 +7547,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7566,7 +7566,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7604,7 +7604,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7623,7 +7623,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7644,7 +7644,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7663,7 +7663,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7782,7 +7782,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7801,7 +7801,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7820,7 +7820,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7839,7 +7839,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7877,7 +7877,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7896,7 +7896,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7917,7 +7917,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -7936,7 +7936,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8062,7 +8062,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8081,7 +8081,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8100,7 +8100,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8119,7 +8119,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8157,7 +8157,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8176,7 +8176,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8197,7 +8197,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8216,7 +8216,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8375,7 +8375,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8392,7 +8392,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8409,7 +8409,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8426,7 +8426,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8445,7 +8445,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8462,7 +8462,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8614,7 +8614,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8631,7 +8631,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8648,7 +8648,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8665,7 +8665,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8684,7 +8684,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8701,7 +8701,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8828,7 +8828,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8845,7 +8845,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8862,7 +8862,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8879,7 +8879,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8898,7 +8898,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -8915,7 +8915,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9088,7 +9088,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9107,7 +9107,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9126,7 +9126,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9145,7 +9145,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9183,7 +9183,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9202,7 +9202,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9223,7 +9223,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9242,7 +9242,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9352,7 +9352,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9369,7 +9369,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9386,7 +9386,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9403,7 +9403,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9422,7 +9422,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9439,7 +9439,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9549,7 +9549,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9566,7 +9566,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9583,7 +9583,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9617,7 +9617,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9636,7 +9636,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9653,7 +9653,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9793,7 +9793,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9810,7 +9810,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9827,7 +9827,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9861,7 +9861,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9880,7 +9880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -9897,7 +9897,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10025,7 +10025,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10042,7 +10042,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10059,7 +10059,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10078,7 +10078,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10095,7 +10095,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10247,7 +10247,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10266,7 +10266,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10285,7 +10285,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10304,7 +10304,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10323,7 +10323,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10361,7 +10361,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10380,7 +10380,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10401,7 +10401,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10420,7 +10420,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10530,7 +10530,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10547,7 +10547,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10564,7 +10564,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10581,7 +10581,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10600,7 +10600,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10617,7 +10617,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10727,7 +10727,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10744,7 +10744,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10761,7 +10761,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10778,7 +10778,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10812,7 +10812,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10831,7 +10831,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10848,7 +10848,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10974,7 +10974,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -10991,7 +10991,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11008,7 +11008,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11025,7 +11025,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11059,7 +11059,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11078,7 +11078,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11095,7 +11095,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11226,7 +11226,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11245,7 +11245,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11264,7 +11264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11283,7 +11283,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11321,7 +11321,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11340,7 +11340,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11361,7 +11361,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11380,7 +11380,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11499,7 +11499,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11518,7 +11518,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11537,7 +11537,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11556,7 +11556,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11594,7 +11594,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11613,7 +11613,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11634,7 +11634,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11653,7 +11653,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11784,7 +11784,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11803,7 +11803,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11822,7 +11822,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11841,7 +11841,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11879,7 +11879,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11898,7 +11898,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11919,7 +11919,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -11938,7 +11938,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12061,7 +12061,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12078,7 +12078,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12095,7 +12095,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12114,7 +12114,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12131,7 +12131,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12268,7 +12268,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12287,7 +12287,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12306,7 +12306,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12325,7 +12325,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12363,7 +12363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12382,7 +12382,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12403,7 +12403,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12422,7 +12422,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12532,7 +12532,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12549,7 +12549,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12566,7 +12566,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12583,7 +12583,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12602,7 +12602,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12619,7 +12619,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12729,7 +12729,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12746,7 +12746,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12763,7 +12763,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12780,7 +12780,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12814,7 +12814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12833,7 +12833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12850,7 +12850,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12969,7 +12969,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -12986,7 +12986,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13003,7 +13003,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13020,7 +13020,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13054,7 +13054,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13073,7 +13073,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13090,7 +13090,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13213,7 +13213,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13230,7 +13230,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13247,7 +13247,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13264,7 +13264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13283,7 +13283,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13300,7 +13300,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13454,7 +13454,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13473,7 +13473,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13492,7 +13492,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13511,7 +13511,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13549,7 +13549,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13568,7 +13568,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13589,7 +13589,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13608,7 +13608,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13719,7 +13719,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13736,7 +13736,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13753,7 +13753,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13770,7 +13770,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13789,7 +13789,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13806,7 +13806,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13917,7 +13917,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13934,7 +13934,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13951,7 +13951,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -13968,7 +13968,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14002,7 +14002,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14021,7 +14021,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14038,7 +14038,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14157,7 +14157,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14174,7 +14174,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14191,7 +14191,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14208,7 +14208,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14227,7 +14227,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14244,7 +14244,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14370,7 +14370,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14387,7 +14387,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14404,7 +14404,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14423,7 +14423,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14440,7 +14440,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14578,7 +14578,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14597,7 +14597,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14616,7 +14616,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14635,7 +14635,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14654,7 +14654,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14692,7 +14692,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14711,7 +14711,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14732,7 +14732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14751,7 +14751,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14861,7 +14861,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14878,7 +14878,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14895,7 +14895,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14912,7 +14912,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14931,7 +14931,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -14948,7 +14948,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15058,7 +15058,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15075,7 +15075,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15092,7 +15092,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15109,7 +15109,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15143,7 +15143,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15162,7 +15162,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15179,7 +15179,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15300,7 +15300,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15317,7 +15317,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15334,7 +15334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15351,7 +15351,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15385,7 +15385,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15404,7 +15404,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15421,7 +15421,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15599,7 +15599,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15618,7 +15618,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15637,7 +15637,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15656,7 +15656,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15675,7 +15675,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15713,7 +15713,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15732,7 +15732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15753,7 +15753,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15772,7 +15772,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15895,7 +15895,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15912,7 +15912,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15929,7 +15929,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15948,7 +15948,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -15965,7 +15965,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16097,7 +16097,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16116,7 +16116,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16135,7 +16135,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16173,7 +16173,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16192,7 +16192,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16213,7 +16213,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16232,7 +16232,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16342,7 +16342,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16359,7 +16359,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16376,7 +16376,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16393,7 +16393,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16412,7 +16412,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16429,7 +16429,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16539,7 +16539,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16556,7 +16556,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16573,7 +16573,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16607,7 +16607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16626,7 +16626,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16643,7 +16643,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16773,7 +16773,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16790,7 +16790,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16807,7 +16807,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16826,7 +16826,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16843,7 +16843,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16953,7 +16953,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16970,7 +16970,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -16987,7 +16987,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17004,7 +17004,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17023,7 +17023,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17040,7 +17040,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17148,7 +17148,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17165,7 +17165,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17182,7 +17182,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17201,7 +17201,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17218,7 +17218,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17339,7 +17339,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17356,7 +17356,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17373,7 +17373,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17392,7 +17392,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17409,7 +17409,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17550,7 +17550,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17569,7 +17569,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17588,7 +17588,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17626,7 +17626,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17645,7 +17645,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17666,7 +17666,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17685,7 +17685,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17795,7 +17795,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17812,7 +17812,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17829,7 +17829,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17846,7 +17846,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17865,7 +17865,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17882,7 +17882,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -17992,7 +17992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18009,7 +18009,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18026,7 +18026,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18060,7 +18060,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18079,7 +18079,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18096,7 +18096,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18217,7 +18217,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18234,7 +18234,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18251,7 +18251,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18285,7 +18285,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18304,7 +18304,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18321,7 +18321,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18449,7 +18449,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18468,7 +18468,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18487,7 +18487,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18506,7 +18506,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18544,7 +18544,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18563,7 +18563,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18584,7 +18584,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18603,7 +18603,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18722,7 +18722,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18741,7 +18741,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18760,7 +18760,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18779,7 +18779,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18817,7 +18817,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18836,7 +18836,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18857,7 +18857,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -18876,7 +18876,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19001,7 +19001,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19018,7 +19018,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19035,7 +19035,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19052,7 +19052,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19071,7 +19071,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19088,7 +19088,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19199,7 +19199,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19216,7 +19216,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19233,7 +19233,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19250,7 +19250,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19269,7 +19269,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19286,7 +19286,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19406,7 +19406,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19425,7 +19425,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19444,7 +19444,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19463,7 +19463,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19501,7 +19501,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19520,7 +19520,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19541,7 +19541,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19560,7 +19560,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19681,7 +19681,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19698,7 +19698,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19715,7 +19715,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19732,7 +19732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19751,7 +19751,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19768,7 +19768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19904,7 +19904,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19921,7 +19921,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19938,7 +19938,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19955,7 +19955,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19974,7 +19974,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -19991,7 +19991,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20125,7 +20125,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20142,7 +20142,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20159,7 +20159,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20178,7 +20178,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20195,7 +20195,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20321,7 +20321,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20338,7 +20338,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20355,7 +20355,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20374,7 +20374,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20391,7 +20391,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20494,7 +20494,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20511,7 +20511,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20528,7 +20528,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20547,7 +20547,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20564,7 +20564,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20688,7 +20688,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20705,7 +20705,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20722,7 +20722,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20741,7 +20741,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20758,7 +20758,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20868,7 +20868,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20885,7 +20885,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20902,7 +20902,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20919,7 +20919,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20938,7 +20938,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -20955,7 +20955,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21053,7 +21053,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21070,7 +21070,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21087,7 +21087,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21104,7 +21104,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21123,7 +21123,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21140,7 +21140,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21238,7 +21238,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21255,7 +21255,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21272,7 +21272,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21289,7 +21289,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21308,7 +21308,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21325,7 +21325,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21470,7 +21470,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21487,7 +21487,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21504,7 +21504,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21523,7 +21523,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21540,7 +21540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21694,7 +21694,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21713,7 +21713,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21732,7 +21732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21770,7 +21770,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21789,7 +21789,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21810,7 +21810,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21829,7 +21829,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21951,7 +21951,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21968,7 +21968,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -21985,7 +21985,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22004,7 +22004,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22021,7 +22021,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22214,7 +22214,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22233,7 +22233,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22252,7 +22252,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22271,7 +22271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22309,7 +22309,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22328,7 +22328,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22349,7 +22349,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22368,7 +22368,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22491,7 +22491,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22508,7 +22508,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22525,7 +22525,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22544,7 +22544,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22561,7 +22561,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22671,7 +22671,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22688,7 +22688,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22705,7 +22705,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22722,7 +22722,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22741,7 +22741,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22758,7 +22758,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22868,7 +22868,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22885,7 +22885,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22902,7 +22902,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22936,7 +22936,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22955,7 +22955,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -22972,7 +22972,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23121,7 +23121,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23138,7 +23138,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23155,7 +23155,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23189,7 +23189,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23208,7 +23208,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23225,7 +23225,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23350,7 +23350,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23367,7 +23367,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23384,7 +23384,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23401,7 +23401,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23420,7 +23420,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23437,7 +23437,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23556,7 +23556,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23575,7 +23575,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23594,7 +23594,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23613,7 +23613,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23651,7 +23651,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23670,7 +23670,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23691,7 +23691,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23710,7 +23710,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23818,7 +23818,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23835,7 +23835,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23852,7 +23852,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23871,7 +23871,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -23888,7 +23888,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24007,7 +24007,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24024,7 +24024,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24058,7 +24058,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24077,7 +24077,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24094,7 +24094,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24207,7 +24207,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24224,7 +24224,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24241,7 +24241,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24260,7 +24260,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24277,7 +24277,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24397,7 +24397,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24414,7 +24414,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24431,7 +24431,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24450,7 +24450,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24467,7 +24467,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24588,7 +24588,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24605,7 +24605,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24622,7 +24622,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24641,7 +24641,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24658,7 +24658,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24812,7 +24812,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24831,7 +24831,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24850,7 +24850,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24888,7 +24888,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24907,7 +24907,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24928,7 +24928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -24947,7 +24947,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25057,7 +25057,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25074,7 +25074,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25091,7 +25091,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25108,7 +25108,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25127,7 +25127,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25144,7 +25144,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25254,7 +25254,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25271,7 +25271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25288,7 +25288,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25322,7 +25322,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25341,7 +25341,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25358,7 +25358,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25498,7 +25498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25515,7 +25515,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25532,7 +25532,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25551,7 +25551,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25568,7 +25568,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25693,7 +25693,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25710,7 +25710,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25727,7 +25727,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25746,7 +25746,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25763,7 +25763,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25890,7 +25890,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25907,7 +25907,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25924,7 +25924,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25943,7 +25943,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -25960,7 +25960,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26086,7 +26086,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26103,7 +26103,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26120,7 +26120,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26139,7 +26139,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26156,7 +26156,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26319,7 +26319,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26338,7 +26338,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26357,7 +26357,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26376,7 +26376,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26414,7 +26414,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26433,7 +26433,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26454,7 +26454,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26473,7 +26473,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26583,7 +26583,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26600,7 +26600,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26617,7 +26617,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26634,7 +26634,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26653,7 +26653,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26670,7 +26670,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26780,7 +26780,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26797,7 +26797,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26814,7 +26814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26831,7 +26831,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26865,7 +26865,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26884,7 +26884,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -26901,7 +26901,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27033,7 +27033,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27050,7 +27050,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27067,7 +27067,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27084,7 +27084,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27118,7 +27118,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27137,7 +27137,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27154,7 +27154,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27280,7 +27280,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27299,7 +27299,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27318,7 +27318,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27337,7 +27337,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27375,7 +27375,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27394,7 +27394,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27415,7 +27415,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27434,7 +27434,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27553,7 +27553,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27572,7 +27572,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27591,7 +27591,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27610,7 +27610,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27629,7 +27629,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27667,7 +27667,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27686,7 +27686,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27707,7 +27707,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27726,7 +27726,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27845,7 +27845,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27864,7 +27864,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27883,7 +27883,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27902,7 +27902,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27940,7 +27940,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27959,7 +27959,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27980,7 +27980,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -27999,7 +27999,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28125,7 +28125,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28144,7 +28144,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28163,7 +28163,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28182,7 +28182,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28220,7 +28220,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28239,7 +28239,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28260,7 +28260,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28279,7 +28279,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28438,7 +28438,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28455,7 +28455,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28472,7 +28472,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28489,7 +28489,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28508,7 +28508,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28525,7 +28525,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28677,7 +28677,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28694,7 +28694,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28711,7 +28711,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28728,7 +28728,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28747,7 +28747,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28764,7 +28764,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28891,7 +28891,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28908,7 +28908,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28925,7 +28925,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28942,7 +28942,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28961,7 +28961,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -28978,7 +28978,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29151,7 +29151,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29170,7 +29170,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29189,7 +29189,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29208,7 +29208,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29246,7 +29246,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29265,7 +29265,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29286,7 +29286,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29305,7 +29305,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29415,7 +29415,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29432,7 +29432,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29449,7 +29449,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29466,7 +29466,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29485,7 +29485,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29502,7 +29502,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29612,7 +29612,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29629,7 +29629,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29646,7 +29646,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29680,7 +29680,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29699,7 +29699,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29716,7 +29716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29856,7 +29856,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29873,7 +29873,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29890,7 +29890,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29924,7 +29924,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29943,7 +29943,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -29960,7 +29960,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30088,7 +30088,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30105,7 +30105,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30122,7 +30122,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30141,7 +30141,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30158,7 +30158,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30310,7 +30310,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30329,7 +30329,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30348,7 +30348,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30367,7 +30367,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30386,7 +30386,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30424,7 +30424,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30443,7 +30443,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30464,7 +30464,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30483,7 +30483,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30593,7 +30593,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30610,7 +30610,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30627,7 +30627,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30644,7 +30644,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30663,7 +30663,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30680,7 +30680,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30790,7 +30790,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30807,7 +30807,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30824,7 +30824,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30841,7 +30841,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30875,7 +30875,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30894,7 +30894,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -30911,7 +30911,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31037,7 +31037,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31054,7 +31054,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31071,7 +31071,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31088,7 +31088,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31122,7 +31122,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31141,7 +31141,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31158,7 +31158,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31289,7 +31289,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31308,7 +31308,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31327,7 +31327,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31346,7 +31346,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31384,7 +31384,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31403,7 +31403,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31424,7 +31424,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31443,7 +31443,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31562,7 +31562,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31581,7 +31581,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31600,7 +31600,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31619,7 +31619,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31657,7 +31657,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31676,7 +31676,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31697,7 +31697,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31716,7 +31716,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31847,7 +31847,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31866,7 +31866,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31885,7 +31885,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31904,7 +31904,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31942,7 +31942,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31961,7 +31961,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -31982,7 +31982,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32001,7 +32001,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32124,7 +32124,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32141,7 +32141,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32158,7 +32158,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32177,7 +32177,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32194,7 +32194,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32331,7 +32331,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32350,7 +32350,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32369,7 +32369,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32388,7 +32388,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32426,7 +32426,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32445,7 +32445,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32466,7 +32466,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32485,7 +32485,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32595,7 +32595,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32612,7 +32612,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32629,7 +32629,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32646,7 +32646,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32665,7 +32665,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32682,7 +32682,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32792,7 +32792,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32809,7 +32809,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32826,7 +32826,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32843,7 +32843,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32877,7 +32877,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32896,7 +32896,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -32913,7 +32913,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33032,7 +33032,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33049,7 +33049,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33066,7 +33066,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33083,7 +33083,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33117,7 +33117,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33136,7 +33136,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33153,7 +33153,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33276,7 +33276,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33293,7 +33293,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33310,7 +33310,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33327,7 +33327,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33346,7 +33346,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33363,7 +33363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33517,7 +33517,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33536,7 +33536,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33555,7 +33555,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33574,7 +33574,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33612,7 +33612,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33631,7 +33631,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33652,7 +33652,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33671,7 +33671,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33782,7 +33782,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33799,7 +33799,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33816,7 +33816,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33833,7 +33833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33852,7 +33852,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33869,7 +33869,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33980,7 +33980,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -33997,7 +33997,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34014,7 +34014,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34031,7 +34031,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34065,7 +34065,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34084,7 +34084,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34101,7 +34101,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34220,7 +34220,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34237,7 +34237,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34254,7 +34254,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34271,7 +34271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34290,7 +34290,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34307,7 +34307,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34433,7 +34433,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34450,7 +34450,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34467,7 +34467,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34486,7 +34486,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34503,7 +34503,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34641,7 +34641,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34660,7 +34660,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34679,7 +34679,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34698,7 +34698,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34717,7 +34717,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34755,7 +34755,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34774,7 +34774,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34795,7 +34795,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34814,7 +34814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34924,7 +34924,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34941,7 +34941,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34958,7 +34958,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34975,7 +34975,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -34994,7 +34994,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35011,7 +35011,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35121,7 +35121,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35138,7 +35138,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35155,7 +35155,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35172,7 +35172,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35206,7 +35206,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35225,7 +35225,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35242,7 +35242,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35363,7 +35363,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35380,7 +35380,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35397,7 +35397,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35414,7 +35414,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35448,7 +35448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35467,7 +35467,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35484,7 +35484,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35662,7 +35662,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `payment_required`: the account is past due; reads, stops and deletes still work */
+            /** @description `payment_required`: the account is past due (reads, stops and deletes still work) */
             402: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35681,7 +35681,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35700,7 +35700,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35719,7 +35719,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35738,7 +35738,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35776,7 +35776,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35795,7 +35795,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35816,7 +35816,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35835,7 +35835,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35958,7 +35958,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35975,7 +35975,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -35992,7 +35992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36011,7 +36011,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36028,7 +36028,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36160,7 +36160,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36179,7 +36179,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36198,7 +36198,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36236,7 +36236,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36255,7 +36255,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36276,7 +36276,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36295,7 +36295,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36405,7 +36405,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36422,7 +36422,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36439,7 +36439,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36456,7 +36456,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36475,7 +36475,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36492,7 +36492,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36602,7 +36602,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36619,7 +36619,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36636,7 +36636,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36670,7 +36670,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36689,7 +36689,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36706,7 +36706,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36836,7 +36836,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36853,7 +36853,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36870,7 +36870,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36889,7 +36889,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -36906,7 +36906,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37016,7 +37016,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37033,7 +37033,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37050,7 +37050,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37067,7 +37067,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37086,7 +37086,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37103,7 +37103,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37211,7 +37211,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37228,7 +37228,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37245,7 +37245,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37264,7 +37264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37281,7 +37281,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37402,7 +37402,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37419,7 +37419,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37436,7 +37436,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37455,7 +37455,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37472,7 +37472,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37613,7 +37613,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37632,7 +37632,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37651,7 +37651,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37689,7 +37689,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37708,7 +37708,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37729,7 +37729,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37748,7 +37748,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37858,7 +37858,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37875,7 +37875,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37892,7 +37892,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37909,7 +37909,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37928,7 +37928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -37945,7 +37945,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38055,7 +38055,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38072,7 +38072,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38089,7 +38089,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38123,7 +38123,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38142,7 +38142,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38159,7 +38159,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38280,7 +38280,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38297,7 +38297,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38314,7 +38314,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38348,7 +38348,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38367,7 +38367,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38384,7 +38384,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38512,7 +38512,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38531,7 +38531,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38550,7 +38550,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38569,7 +38569,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38607,7 +38607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38626,7 +38626,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38647,7 +38647,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38666,7 +38666,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38785,7 +38785,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38804,7 +38804,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38823,7 +38823,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38842,7 +38842,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38880,7 +38880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38899,7 +38899,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38920,7 +38920,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -38939,7 +38939,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39064,7 +39064,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39081,7 +39081,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39098,7 +39098,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39115,7 +39115,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39134,7 +39134,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39151,7 +39151,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39262,7 +39262,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39279,7 +39279,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39296,7 +39296,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39313,7 +39313,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39332,7 +39332,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39349,7 +39349,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39469,7 +39469,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39488,7 +39488,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39507,7 +39507,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39526,7 +39526,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39564,7 +39564,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39583,7 +39583,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39604,7 +39604,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39623,7 +39623,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39744,7 +39744,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39761,7 +39761,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39778,7 +39778,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39795,7 +39795,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39814,7 +39814,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39831,7 +39831,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39967,7 +39967,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -39984,7 +39984,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40001,7 +40001,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40018,7 +40018,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40037,7 +40037,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40054,7 +40054,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40188,7 +40188,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40205,7 +40205,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40222,7 +40222,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40241,7 +40241,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40258,7 +40258,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40384,7 +40384,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40401,7 +40401,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40418,7 +40418,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40437,7 +40437,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40454,7 +40454,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40557,7 +40557,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40574,7 +40574,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40591,7 +40591,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40610,7 +40610,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40627,7 +40627,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40751,7 +40751,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40768,7 +40768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40785,7 +40785,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40804,7 +40804,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40821,7 +40821,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40931,7 +40931,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40948,7 +40948,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40965,7 +40965,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -40982,7 +40982,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41001,7 +41001,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41018,7 +41018,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41116,7 +41116,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41133,7 +41133,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41150,7 +41150,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41167,7 +41167,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41186,7 +41186,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41203,7 +41203,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41301,7 +41301,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41318,7 +41318,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41335,7 +41335,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41352,7 +41352,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41371,7 +41371,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41388,7 +41388,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41533,7 +41533,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41550,7 +41550,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41567,7 +41567,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41586,7 +41586,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41603,7 +41603,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41757,7 +41757,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41776,7 +41776,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41795,7 +41795,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41833,7 +41833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41852,7 +41852,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41873,7 +41873,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -41892,7 +41892,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42014,7 +42014,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42031,7 +42031,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42048,7 +42048,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42067,7 +42067,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42084,7 +42084,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42277,7 +42277,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42296,7 +42296,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42315,7 +42315,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42334,7 +42334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42372,7 +42372,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42391,7 +42391,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42412,7 +42412,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42431,7 +42431,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42554,7 +42554,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42571,7 +42571,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42588,7 +42588,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42607,7 +42607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42624,7 +42624,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42734,7 +42734,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42751,7 +42751,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42768,7 +42768,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42785,7 +42785,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42804,7 +42804,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42821,7 +42821,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42931,7 +42931,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42948,7 +42948,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42965,7 +42965,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -42999,7 +42999,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43018,7 +43018,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43035,7 +43035,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43184,7 +43184,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43201,7 +43201,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43218,7 +43218,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43252,7 +43252,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43271,7 +43271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43288,7 +43288,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43413,7 +43413,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43430,7 +43430,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43447,7 +43447,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43464,7 +43464,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43483,7 +43483,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43500,7 +43500,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43619,7 +43619,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`) */
+            /** @description `forbidden`: the key lacks the permission, or the account is suspended; `quota_exceeded`: the operation would pass one of the account's quotas (`details.quota`, `limit`, `used`, `requested`) */
             403: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43638,7 +43638,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`) */
+            /** @description `not_found`: no such resource in this account (`details.resource`, `details.id`), endpoint or API version */
             404: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43657,7 +43657,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `request_timeout`: the request line, headers or body did not arrive in time; the connection closes */
+            /** @description `request_timeout`: the request line, headers or body did not arrive in time (the connection closes) */
             408: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43676,7 +43676,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `conflict` (the resource is in a state that does not allow this, or the request duplicates another resource); on a POST also `idempotency_key_in_use` (the first request with this Idempotency-Key still runs) */
+            /** @description `conflict`: the resource is in a state that does not allow this, or the request duplicates another resource; `idempotency_key_in_use`: the first request with this Idempotency-Key (POST only) is still running */
             409: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43714,7 +43714,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `idempotency_key_reused`: this Idempotency-Key was used with a different request */
+            /** @description `idempotency_key_reused`: this Idempotency-Key was already used with a different request */
             422: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43733,7 +43733,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`) */
+            /** @description `rate_limit_exceeded`: the rate limit is spent: wait `error.retry_after` seconds (also in `Retry-After`) */
             429: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43754,7 +43754,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes) */
+            /** @description `headers_too_large`: the request line and headers exceed 16 KiB or 1,000 lines (past 64 KiB the parser refuses them and the connection closes) */
             431: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */
@@ -43773,7 +43773,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description `server_error`: an unexpected failure; the cause is in the server log, never in the answer */
+            /** @description `server_error`: an unexpected failure: the cause is in the server log, never in the answer */
             500: {
                 headers: {
                     /** @description The id of this request (`req_…`), also in `metadata.request_id`; quote it to the operator */

@@ -4,12 +4,13 @@
  * as one line (see errors.ts).
  */
 import {
+  type ApiErrorCode,
   AuthenticationError,
   CertificateMismatchError,
+  isApiErrorCode,
   MetricsStreamClosedError,
   NimbusApiError,
   NotFoundError,
-  PermissionDeniedError,
   WaitTimeoutError,
 } from '@nimbus/sdk';
 import { isUntrustedCertificate } from './failure.js';
@@ -27,6 +28,32 @@ export const EXIT = {
   /** `--wait` gave up before the resource reached its status. */
   timeout: 5,
 } as const;
+
+type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/**
+ * The exit code for each error code the API answers with. Every code of the SDK's list (the server's
+ * catalogue, test/error-catalogue.test.ts) is decided here, so a new code does not compile until it is.
+ */
+export const EXIT_BY_API_CODE: Record<ApiErrorCode, ExitCode> = {
+  invalid_request: EXIT.apiError,
+  authentication_failed: EXIT.auth,
+  payment_required: EXIT.apiError,
+  forbidden: EXIT.auth,
+  // 403 like `forbidden`, but not an authentication problem: the key is fine, the account is full.
+  quota_exceeded: EXIT.apiError,
+  not_found: EXIT.notFound,
+  method_not_allowed: EXIT.apiError,
+  request_timeout: EXIT.apiError,
+  conflict: EXIT.apiError,
+  idempotency_key_in_use: EXIT.apiError,
+  payload_too_large: EXIT.apiError,
+  idempotency_key_reused: EXIT.apiError,
+  rate_limit_exceeded: EXIT.apiError,
+  headers_too_large: EXIT.apiError,
+  server_error: EXIT.apiError,
+  service_unavailable: EXIT.apiError,
+};
 
 /** A mistake in how the command was called, found by the CLI itself (commander finds the rest). */
 export class UsageError extends Error {
@@ -54,9 +81,9 @@ export function exitCodeFor(error: unknown): number {
   if (error instanceof NotLoggedInError) return EXIT.auth;
   for (const cause of causeChain(error)) if (cause instanceof CertificateMismatchError) return EXIT.auth;
   if (isUntrustedCertificate(error)) return EXIT.auth;
+  if (error instanceof NimbusApiError && isApiErrorCode(error.code)) return EXIT_BY_API_CODE[error.code];
+  // An answer without the envelope (a proxy's): only its status tells what went wrong.
   if (error instanceof AuthenticationError) return EXIT.auth;
-  // 403 is both "forbidden" (the key lacks a permission: an auth problem) and "quota_exceeded" (not one).
-  if (error instanceof PermissionDeniedError && error.code === 'forbidden') return EXIT.auth;
   if (error instanceof NotFoundError) return EXIT.notFound;
   if (error instanceof WaitTimeoutError) return EXIT.timeout;
   // A metric stream refused with a close code: 4401 bad key, 4403 no permission, 4404 no such instance.

@@ -1,6 +1,6 @@
 /**
  * What a user calls a resource and tags it with: the same rules for instances, volumes, snapshots, VPNs
- * and firewall rules (docs/api.md, "Names and tags").
+ * and firewall rules (docs/design.md, "Instance record": user-chosen fields).
  */
 import { InvalidRequest } from '../errors.js';
 

@@ -13,6 +13,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { newId } from '../domain/ids.js';
+import { type ErrorCode, statusOf } from '../error-catalogue.js';
 import { RateLimitExceeded } from '../errors.js';
 import type { RateLimitService } from '../rate-limits/rate-limits.js';
 import { echoed, errorEnvelope } from './envelope.js';
@@ -25,9 +26,9 @@ export interface EarlyErrorDeps {
   logger: Logger;
 }
 
+/** An answer in the error envelope; its status is its code's (platform/error-catalogue.ts). */
 interface Refusal {
-  status: number;
-  code: string;
+  code: ErrorCode;
   message: string;
   details?: Record<string, unknown>;
   retryAfter?: number;
@@ -48,7 +49,6 @@ async function budgeted(deps: EarlyErrorDeps, ip: string, refusal: Refusal): Pro
     headers['retry-after'] = String(limited.retryAfterSeconds);
     return {
       refusal: {
-        status: 429,
         code: limited.code,
         message: limited.message,
         retryAfter: limited.retryAfterSeconds,
@@ -74,7 +74,7 @@ function httpsRefusal(headers: IncomingHttpHeaders): Refusal {
   const required = new HttpsRequired(
     headers.authorization !== undefined || headers['x-api-key'] !== undefined,
   );
-  return { status: 400, code: required.code, message: required.message, details: required.details };
+  return { code: required.code, message: required.message, details: required.details };
 }
 
 /** Fastify's `frameworkErrors`: the router could not make sense of the URL. */
@@ -84,21 +84,19 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
     let refusal: Refusal;
     if (error.code === 'FST_ERR_BAD_URL') {
       refusal = {
-        status: 400,
         code: 'invalid_request',
         message: 'The URL is not valid: a %-escape is malformed (every % starts two hex digits) or not UTF-8',
         details: { field: 'path', value: echoed(path) },
       };
     } else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
       refusal = {
-        status: 400,
         code: 'invalid_request',
         message: 'A path segment of the URL is too long',
         details: { field: 'path', value: echoed(path) },
       };
     } else {
       request.log.error({ err: error }, 'router error');
-      refusal = { status: 500, code: 'server_error', message: 'Internal server error' };
+      refusal = { code: 'server_error', message: 'Internal server error' };
     }
     const secure = request.protocol === 'https';
     // Plain HTTP is refused for that before anything else, on the address's budget like every refusal.
@@ -110,14 +108,14 @@ export function frameworkErrorHandler(deps: EarlyErrorDeps) {
           method: request.method,
           route: 'unmatched',
           path: echoed(path),
-          status: final.status,
+          status: statusOf(final.code),
           ip: request.ip,
           error_code: error.code,
         },
         'request',
       );
       reply
-        .code(final.status)
+        .code(statusOf(final.code))
         .headers({ ...baseHeaders(request.id, secure), ...headers })
         .type('application/json; charset=utf-8')
         .send(envelopeOf(request.id, final));
@@ -129,15 +127,14 @@ function refusalFor(error: Error & { code?: string; reason?: string }): Refusal 
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW': {
       const tooLarge = new HeadersTooLarge();
-      return { status: 431, code: tooLarge.code, message: tooLarge.message };
+      return { code: tooLarge.code, message: tooLarge.message };
     }
     case 'ERR_HTTP_REQUEST_TIMEOUT':
     case 'ERR_HTTP_HEADERS_TIMEOUT':
-      return { status: 408, code: 'request_timeout', message: 'The request did not arrive in time' };
+      return { code: 'request_timeout', message: 'The request did not arrive in time' };
   }
   if (error.code?.startsWith('HPE_')) {
     return {
-      status: 400,
       code: 'invalid_request',
       message: `Malformed HTTP request${error.reason ? `: ${error.reason}` : ''}`,
       details: { reason: error.code },
@@ -202,12 +199,12 @@ export function refuseOnSocket(
   const secure = (socket as Socket & { encrypted?: boolean }).encrypted === true;
   const answer = budgeted(deps, ip, refusal).then(({ refusal: final, headers }) => {
     deps.logger.info(
-      { request_id: requestId, status: final.status, ip, error_code: errorCode },
+      { request_id: requestId, status: statusOf(final.code), ip, error_code: errorCode },
       'malformed request refused',
     );
     const body = JSON.stringify(envelopeOf(requestId, final));
     return rawResponse(
-      final.status,
+      statusOf(final.code),
       { ...baseHeaders(requestId, secure), ...extra, ...headers },
       body,
       withBody,
@@ -241,7 +238,6 @@ export function connectRefusalHandler(deps: EarlyErrorDeps) {
       return;
     }
     const refusal: Refusal = {
-      status: 405,
       code: 'method_not_allowed',
       message: 'CONNECT is not supported: this is an API server, not a proxy',
       details: { method: 'CONNECT', allowed_values: API_METHODS },

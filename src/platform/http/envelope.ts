@@ -4,6 +4,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { Page, Pagination } from '../domain/pagination.js';
+import type { ErrorCode } from '../error-catalogue.js';
 import { isoTimeNow } from '../wall-time.js';
 
 function metadata(request: FastifyRequest) {
@@ -32,12 +33,17 @@ export interface ErrorExtras {
   retry_after?: number | undefined;
 }
 
-export function errorBody(request: FastifyRequest, code: string, message: string, extra: ErrorExtras = {}) {
+export function errorBody(
+  request: FastifyRequest,
+  code: ErrorCode,
+  message: string,
+  extra: ErrorExtras = {},
+) {
   return errorEnvelope(request.id, code, message, extra);
 }
 
 /** The error envelope for a request Fastify never made a request object for (early-errors.ts). */
-export function errorEnvelope(requestId: string, code: string, message: string, extra: ErrorExtras = {}) {
+export function errorEnvelope(requestId: string, code: ErrorCode, message: string, extra: ErrorExtras = {}) {
   return {
     success: false as const,
     error: {

@@ -8,36 +8,15 @@
  * `pipelineErrors` and `responseHeaders`, so a new resource inherits them without a line.
  */
 import { CloneType, type TSchema, Type } from '@sinclair/typebox';
+import { describeStatus, ERROR_STATUSES, type ErrorStatus } from '../error-catalogue.js';
 import { ErrorEnvelope } from './schemas.js';
 
-export const ERROR_STATUSES = [400, 401, 402, 403, 404, 408, 409, 413, 422, 429, 431, 500, 503] as const;
-export type ErrorStatus = (typeof ERROR_STATUSES)[number];
+export type { ErrorStatus };
 
-/** The error codes each status carries (plugins/errors.ts maps codes to statuses), in the reader's words. */
-export const ERROR_DESCRIPTIONS: Record<ErrorStatus, string> = {
-  400:
-    '`invalid_request`: a path, query, header or body value is malformed or out of range ' +
-    '(`details.field`, `details.value`, `details.allowed_values`), or the request came over plain HTTP',
-  401: '`authentication_failed`: the API key is missing, unknown, revoked or expired',
-  402: '`payment_required`: the account is past due; reads, stops and deletes still work',
-  403:
-    '`forbidden` (the key lacks the permission, or the account is suspended); where the operation uses up ' +
-    'a quota, also `quota_exceeded` (`details.quota`, `limit`, `used`, `requested`)',
-  404: '`not_found`: no such resource in this account (`details.resource`, `details.id`)',
-  408: '`request_timeout`: the request line, headers or body did not arrive in time; the connection closes',
-  409:
-    '`conflict` (the resource is in a state that does not allow this, or the request duplicates ' +
-    'another resource); on a POST also `idempotency_key_in_use` (the first request with this ' +
-    'Idempotency-Key still runs)',
-  413: '`payload_too_large`: the body is larger than 1 MiB',
-  422: '`idempotency_key_reused`: this Idempotency-Key was used with a different request',
-  429: '`rate_limit_exceeded`: wait `error.retry_after` seconds (also in `Retry-After`)',
-  431: '`headers_too_large`: the request line and headers exceed 16 KiB (past 64 KiB the parser refuses them and the connection closes)',
-  500: '`server_error`: an unexpected failure; the cause is in the server log, never in the answer',
-  503:
-    '`service_unavailable`: the server is shutting down, a backing service is unreachable, or a ' +
-    'region has no capacity left (`details.reason`)',
-};
+/** What each error status means in the document: its codes and their meanings, from the catalogue. */
+export const ERROR_DESCRIPTIONS = Object.fromEntries(
+  ERROR_STATUSES.map((status) => [status, describeStatus(status)]),
+) as Record<ErrorStatus, string>;
 
 function errorEnvelope(status: ErrorStatus) {
   return Type.Ref(ErrorEnvelope, { description: ERROR_DESCRIPTIONS[status] });

@@ -9,6 +9,7 @@ import { MAX_CURSOR_LENGTH } from '../domain/cursors.js';
 import { MAX_TAGS, RESOURCE_NAME_PATTERN, TAG_VALUE_MAX_LENGTH } from '../domain/labels.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/pagination.js';
 import { MAX_NAME_LENGTH, PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../domain/validation.js';
+import { ERROR_CODES } from '../error-catalogue.js';
 
 /** A string enum as a plain JSON Schema `enum`, so validation errors can list `allowed_values`. */
 export function StringEnum<T extends string>(
@@ -93,11 +94,19 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   });
 }
 
+/**
+ * The catalogue's codes, listed rather than an `enum`: a client generated from this document must still
+ * accept a code added later.
+ */
+const ERROR_CODE_DESCRIPTION =
+  'Machine-readable error code (docs/api.md, Envelope and errors): ' +
+  ERROR_CODES.map((code) => `\`${code}\``).join(', ');
+
 export const ErrorEnvelope = Type.Object(
   {
     success: Type.Literal(false),
     error: Type.Object({
-      code: Type.String({ description: 'Machine-readable error code' }),
+      code: Type.String({ description: ERROR_CODE_DESCRIPTION }),
       message: Type.String(),
       details: Type.Optional(Type.Object({}, { additionalProperties: true })),
       retry_after: Type.Optional(Type.Integer({ description: 'Seconds to wait (rate_limit_exceeded only)' })),

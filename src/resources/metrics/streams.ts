@@ -39,6 +39,7 @@
 import type { ComputeDriver, MachineSpec, MetricSample } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { allows } from '../../platform/domain/permissions.js';
+import type { ErrorCode } from '../../platform/error-catalogue.js';
 import { AuthenticationFailed } from '../../platform/errors.js';
 import type { Broadcaster, Notice } from '../../platform/events/broadcast.js';
 import type { Principal } from '../../platform/principal.js';
@@ -109,11 +110,12 @@ interface Watched {
   readAt: string;
 }
 
+/** A refusal on the stream: its close code, and the error message sent before it with a catalogue code. */
 class ProtocolError extends Error {
   constructor(
     readonly closeCode: number,
     message: string,
-    readonly code: string,
+    readonly code: ErrorCode,
     readonly details?: Record<string, unknown>,
   ) {
     super(message);

@@ -1,36 +1,18 @@
 /**
- * Every failure leaves the server in the error envelope: domain errors by the one code → status table
- * below, Fastify's own errors (validation, JSON, content type, body size) translated to our codes,
- * anything else as a 500 with no detail. Also answers unknown routes (404) and known routes asked with
- * the wrong method (405 with Allow).
+ * Every failure leaves the server in the error envelope: domain errors with their code's status from the
+ * error catalogue (platform/error-catalogue.ts), Fastify's own errors (validation, JSON, content type,
+ * body size) translated to our codes, anything else as a 500 with no detail. Also answers unknown routes
+ * (404) and known routes asked with the wrong method (405 with Allow).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE } from '../../domain/validation.js';
+import { statusOf } from '../../error-catalogue.js';
 import { DomainError, RateLimitExceeded } from '../../errors.js';
 import { echoed, errorBody } from '../envelope.js';
 import { lingerOnClose } from '../lingering-close.js';
 import { violationPath } from '../validation.js';
-
-export const STATUS_BY_CODE: Record<string, number> = {
-  invalid_request: 400,
-  authentication_failed: 401,
-  payment_required: 402,
-  forbidden: 403,
-  quota_exceeded: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  conflict: 409,
-  idempotency_key_in_use: 409,
-  request_timeout: 408,
-  payload_too_large: 413,
-  idempotency_key_reused: 422,
-  rate_limit_exceeded: 429,
-  headers_too_large: 431,
-  server_error: 500,
-  service_unavailable: 503,
-};
 
 /** Patterns whose meaning a sentence says better than the regular expression itself. */
 const PATTERN_RULES = new Map([[PRINTABLE_NAME_PATTERN, PRINTABLE_NAME_RULE]]);
@@ -81,41 +63,39 @@ function validationDetails(request: FastifyRequest, error: FastifyError) {
   return { message, details };
 }
 
-function send(reply: FastifyReply, status: number, body: ReturnType<typeof errorBody>) {
+/** Sends the error envelope with its code's status (or, for a Fastify error passed through, Fastify's). */
+function send(
+  reply: FastifyReply,
+  body: ReturnType<typeof errorBody>,
+  status: number = statusOf(body.error.code),
+) {
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
 export function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const thrown: unknown = error;
   if (thrown instanceof DomainError) {
-    const status = STATUS_BY_CODE[thrown.code] ?? 500;
     if (thrown instanceof RateLimitExceeded) {
       reply.header('retry-after', String(thrown.retryAfterSeconds));
       return send(
         reply,
-        status,
         errorBody(request, thrown.code, thrown.message, { retry_after: thrown.retryAfterSeconds }),
       );
     }
-    return send(reply, status, errorBody(request, thrown.code, thrown.message, { details: thrown.details }));
+    return send(reply, errorBody(request, thrown.code, thrown.message, { details: thrown.details }));
   }
   if (error.validation) {
     const { message, details } = validationDetails(request, error);
-    return send(reply, 400, errorBody(request, 'invalid_request', message, { details }));
+    return send(reply, errorBody(request, 'invalid_request', message, { details }));
   }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       // The rest of the body is still on its way: close without a reset, or the client never sees this.
       lingerOnClose(request.raw.socket);
-      return send(
-        reply,
-        413,
-        errorBody(request, 'payload_too_large', 'The request body is larger than 1 MiB'),
-      );
+      return send(reply, errorBody(request, 'payload_too_large', 'The request body is larger than 1 MiB'));
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return send(
         reply,
-        400,
         errorBody(
           request,
           'invalid_request',
@@ -131,16 +111,16 @@ export function handleError(error: FastifyError, request: FastifyRequest, reply:
       );
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return send(reply, 400, errorBody(request, 'invalid_request', `Malformed JSON body: ${error.message}`));
+      return send(reply, errorBody(request, 'invalid_request', `Malformed JSON body: ${error.message}`));
   }
   if (error instanceof SyntaxError || (error.statusCode === 400 && error.code?.startsWith('FST_ERR_CTP'))) {
-    return send(reply, 400, errorBody(request, 'invalid_request', 'Malformed JSON body'));
+    return send(reply, errorBody(request, 'invalid_request', 'Malformed JSON body'));
   }
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-    return send(reply, error.statusCode, errorBody(request, 'invalid_request', error.message));
+    return send(reply, errorBody(request, 'invalid_request', error.message), error.statusCode);
   }
   request.log.error({ err: error }, 'unhandled error');
-  return send(reply, 500, errorBody(request, 'server_error', 'Internal server error'));
+  return send(reply, errorBody(request, 'server_error', 'Internal server error'));
 }
 
 /**
@@ -157,7 +137,6 @@ export function notFoundHandler(routes: FindMyWay.Instance<FindMyWay.HTTPVersion
       reply.header('allow', allowed.join(', '));
       return send(
         reply,
-        405,
         errorBody(
           request,
           'method_not_allowed',
@@ -168,7 +147,7 @@ export function notFoundHandler(routes: FindMyWay.Instance<FindMyWay.HTTPVersion
         ),
       );
     }
-    return send(reply, 404, errorBody(request, 'not_found', `No such endpoint: ${request.method} ${path}`));
+    return send(reply, errorBody(request, 'not_found', `No such endpoint: ${request.method} ${path}`));
   };
 }
 

@@ -112,7 +112,7 @@ export const upgradesPlugin = fp<EarlyErrorDeps>(
       refuseOnSocket(
         deps,
         socket,
-        { status: 400, code: 'invalid_request', message: `WebSocket handshake refused: ${error.message}` },
+        { code: 'invalid_request', message: `WebSocket handshake refused: ${error.message}` },
         { errorCode: 'WS_HANDSHAKE' },
       );
     });
