@@ -7,6 +7,7 @@ import type { Broadcaster } from './platform/events/broadcast.js';
 import { IdempotencyService } from './platform/idempotency/idempotency.js';
 import type { JobRunner } from './platform/jobs/runner.js';
 import { Lifecycle } from './platform/lifecycle/lifecycle.js';
+import type { StateTable } from './platform/lifecycle/state-table.js';
 import { QuotaService } from './platform/quotas/quotas.js';
 import type { RateCounters } from './platform/rate-limits/rate-counters.js';
 import { RateLimitService } from './platform/rate-limits/rate-limits.js';
@@ -84,6 +85,8 @@ export interface ServiceDeps {
 
 export interface Services {
   accounts: AccountService;
+  /** The state table of every kind the lifecycle runs, published in the OpenAPI document. */
+  stateTables: readonly StateTable<string, string>[];
   /** Seals and opens the /v2 list cursors, with a key derived from the master key (same on every replica). */
   cursors: CursorSigner;
   apiKeys: ApiKeyService;
@@ -227,6 +230,7 @@ export function createServices(deps: ServiceDeps): Services {
     metricsErrors,
   );
   return {
+    stateTables: lifecycle.stateTables(),
     cursors: new CursorSigner(deps.secretBox.deriveKey('list-cursors')),
     accounts: new AccountService(deps.store, deps.clock, apiKeys),
     apiKeys,

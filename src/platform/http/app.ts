@@ -98,7 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     rateLimits: deps.services.rateLimits,
   });
   await app.register(observabilityPlugin, { metrics: deps.metrics });
-  const documents = await registerOpenApi(app);
+  const documents = await registerOpenApi(app, deps.services.stateTables);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
   await app.register(websocket, {
     options: { maxPayload: STREAM_MAX_PAYLOAD },

@@ -12,7 +12,9 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteHandlerMethod } from 'fastify';
+import type { StateTable } from '../lifecycle/state-table.js';
 import { CachedDocument } from './document-cache.js';
+import { publishStateTables } from './openapi-states.js';
 import {
   ERROR_DESCRIPTIONS,
   type ErrorStatus,
@@ -87,8 +89,12 @@ export interface ApiDocuments {
 /**
  * Registers the generator and Swagger UI, and returns the document as served: /v1/openapi.json and
  * Swagger UI's /docs/json and /docs/yaml all answer from the same copies in memory (document-cache.ts).
+ * The state tables are published in it as `x-nimbus-states` (openapi-states.ts).
  */
-export async function registerOpenApi(app: FastifyInstance): Promise<ApiDocuments> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  stateTables: readonly StateTable<string, string>[],
+): Promise<ApiDocuments> {
   const documents: ApiDocuments = {
     json: new CachedDocument(() => JSON.stringify(app.swagger()), {
       contentType: 'application/json; charset=utf-8',
@@ -148,6 +154,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<ApiDocument
       const document = 'openapiObject' in documents ? documents.openapiObject : documents.swaggerObject;
       markOptionalBodies(document as OpenApiDocument);
       completeDocument(document as OpenApiDocument);
+      publishStateTables(document, stateTables);
       return document;
     },
   });

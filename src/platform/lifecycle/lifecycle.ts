@@ -129,6 +129,8 @@ export interface Reconciler<Status extends string, R, Changes, E extends EventTy
 const MAX_STEPS_PER_RUN = 12;
 
 export class Lifecycle {
+  private readonly tables: StateTable<string, string>[] = [];
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -140,7 +142,14 @@ export class Lifecycle {
     kind: ResourceKind<S, A, R, C, E>,
     reconciler: Reconciler<S, R, C, E>,
   ): void {
+    // Read as strings only: a table's `to` is only ever called with one of its own statuses.
+    this.tables.push(kind.table as unknown as StateTable<string, string>);
     this.jobs.register(kind.table.kind, new ReconcileJob(this, this.store, kind, reconciler, this.clock));
+  }
+
+  /** The state tables of the registered kinds, in the order they were registered (the document publishes them). */
+  stateTables(): readonly StateTable<string, string>[] {
+    return this.tables;
   }
 
   /**

@@ -13,14 +13,19 @@ export interface Transition<Status extends string> {
   to?: Status | ((current: Status) => Status);
   /** Where the reconciler takes the resource; absent when the action is complete once written. */
   target?: Status | 'gone';
+  /** What else refuses the action (409) beyond the status, in words: published with the table. */
+  description?: string;
 }
 
 export interface StateTable<Status extends string, Action extends string> {
   /** The resource kind, as error details and job keys name it (`instance`). */
   kind: string;
   statuses: readonly Status[];
-  /** The status a new resource starts in, and where the reconciler takes it from there. */
-  create: { status: Status; target?: Status };
+  /**
+   * The status a new resource starts in, and where the reconciler takes it from there. `sources`: the
+   * records a create copies from, each with the statuses it may be in (a snapshot's volume or instance).
+   */
+  create: { status: Status; target?: Status; sources?: Readonly<Record<string, readonly string[]>> };
   actions: Readonly<Record<Action, Transition<Status>>>;
 }
 

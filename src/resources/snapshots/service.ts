@@ -35,7 +35,7 @@ import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } f
 import { SNAPSHOT_KIND } from './kind.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from './record.js';
 import type { DueSchedule } from './schedule-store.js';
-import { SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
+import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
 import * as snapshots from './store.js';
 
 export interface NewSnapshot {
@@ -118,9 +118,9 @@ interface Source {
   instance: Instance | null;
 }
 
-/** The statuses a source may be copied in: a settled disk, attached or not (a live, crash-consistent copy). */
-const SNAPSHOTTABLE_VOLUME = ['available', 'in-use'] as const;
-const SNAPSHOTTABLE_INSTANCE = ['running', 'stopped'] as const;
+/** The statuses a source may be copied in (the table's create.sources, published with it). */
+const SNAPSHOTTABLE_VOLUME = SNAPSHOT_SOURCE_STATUSES.volume;
+const SNAPSHOTTABLE_INSTANCE = SNAPSHOT_SOURCE_STATUSES.instance;
 
 export class SnapshotService {
   constructor(

@@ -33,16 +33,43 @@ export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
   statuses: VOLUME_STATUSES,
   create: { status: 'creating', target: 'available' },
   actions: {
-    attach: { from: ['available'], to: 'attaching', target: 'in-use' },
+    attach: {
+      from: ['available'],
+      to: 'attaching',
+      target: 'in-use',
+      description:
+        'Also refused for a root volume (it stays on its instance), for a volume already on an instance, and onto an instance that is deleting or has no free device.',
+    },
     // From error too, when the failure left it on an instance.
-    detach: { from: ['in-use', 'error'], to: 'detaching', target: 'available' },
+    detach: {
+      from: ['in-use', 'error'],
+      to: 'detaching',
+      target: 'available',
+      description:
+        'Also refused for a root volume (it goes with its instance) and for a volume on no instance.',
+    },
     // Back to available or in-use, whichever it left: an attached volume grows online.
-    resize: { from: ['available', 'in-use'], to: 'resizing' },
+    resize: {
+      from: ['available', 'in-use'],
+      to: 'resizing',
+      description: 'Also refused for a root volume: resize its instance instead.',
+    },
     update: { from: statusesExcept(VOLUME_STATUSES, 'deleting') },
-    delete: { from: ['available', 'error'], to: 'deleting', target: 'gone' },
+    delete: {
+      from: ['available', 'error'],
+      to: 'deleting',
+      target: 'gone',
+      description:
+        'Also refused for a root volume (it goes with its instance) and for a volume still on an instance: detach it first.',
+    },
     // A snapshot written over the disk: a detached data volume, or the root volume of a stopped instance
     // (in-use; the snapshot service checks the instance). Back where it was when done.
-    restore: { from: ['available', 'in-use'], to: 'restoring' },
+    restore: {
+      from: ['available', 'in-use'],
+      to: 'restoring',
+      description:
+        'A data volume is restored over while detached (available); from in-use only the root volume of a stopped instance.',
+    },
   },
 });
 
