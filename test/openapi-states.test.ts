@@ -1,8 +1,10 @@
 /**
  * Issue 30 item 4: the state tables are published in the served OpenAPI document (`x-nimbus-states`),
- * equal to the tables the server checks every action against.
+ * equal to the tables the server checks every action against, and the SDK's generated copy (what the
+ * console and the CLI read) is the document's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STATE_TABLES as SDK_TABLES } from '../sdk/src/generated/states.js';
 import { type StateTable, statusAfter } from '../src/platform/lifecycle/state-table.js';
 import { INSTANCE_STATES } from '../src/resources/instances/states.js';
 import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES } from '../src/resources/snapshots/states.js';
@@ -75,5 +77,9 @@ describe('the state tables in the OpenAPI document', () => {
 
   it('says which statuses a snapshot may be taken of', () => {
     expect(published.snapshot!.create.sources).toEqual(SNAPSHOT_SOURCE_STATUSES);
+  });
+
+  it("is what the SDK's generated tables hold", () => {
+    expect(SDK_TABLES).toEqual(published);
   });
 });

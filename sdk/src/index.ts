@@ -56,3 +56,14 @@ export {
 } from './metrics-stream.js';
 export { CertificateMismatchError, normalizeFingerprint } from './pinning.js';
 export { type RetryInfo, type RetryOptions, retryDelay, retryPolicy } from './retry.js';
+export {
+  allowedActions,
+  allows,
+  isTransitional,
+  STATE_TABLES,
+  type StateAction,
+  type StatefulKind,
+  type StateStatus,
+  snapshotSourceAllows,
+  targetOf,
+} from './states.js';
