@@ -7,6 +7,16 @@ import createClient, { type Middleware } from 'openapi-fetch';
 import type { components, paths } from '../../sdk/src/generated/v1.ts';
 import { signal } from './signal.ts';
 
+// Which action a resource accepts in which status: the server's state tables as its document publishes
+// them, never a copy of the rules (sdk/src/states.ts).
+export {
+  allows,
+  isTransitional,
+  STATE_TABLES,
+  type StateAction,
+  snapshotSourceAllows,
+} from '../../sdk/src/states.ts';
+
 export type Schemas = components['schemas'];
 export type Instance = Schemas['Instance'];
 export type ApiKey = Schemas['ApiKey'];

@@ -1,9 +1,10 @@
 /**
  * The actions on one instance — start, stop, force stop, restart, resize, delete — each through its API
- * call, destructive ones after a confirmation. Shared by the list rows and the detail page.
+ * call, destructive ones after a confirmation, each offered only in the statuses the server's state table
+ * accepts it from. Shared by the list rows and the detail page.
  */
 import { useState } from 'preact/hooks';
-import { type Instance, unwrap } from '../api.ts';
+import { allows, type Instance, type StateAction, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField } from '../components/field.tsx';
@@ -37,16 +38,16 @@ export function InstanceActions({ instance, status, onStatus, onChanged }: Props
   const ask = (title: string, body: string, label: string, action: () => Promise<{ data: Instance }>) =>
     confirmation.ask(title, body, label, () => run(action));
 
-  const stoppable = status === 'running' || status === 'starting';
+  const offers = (action: StateAction<'instance'>) => allows('instance', action, status);
   return (
     <fieldset class="row-actions">
       <legend class="visually-hidden">Actions for {instance.name}</legend>
-      {status === 'stopped' && (
+      {offers('start') && (
         <button type="button" onClick={() => run(() => unwrap(api.POST('/v1/instances/{id}/start', path)))}>
           Start
         </button>
       )}
-      {stoppable && (
+      {offers('stop') && (
         <button
           type="button"
           onClick={() =>
@@ -61,7 +62,7 @@ export function InstanceActions({ instance, status, onStatus, onChanged }: Props
           Stop
         </button>
       )}
-      {(stoppable || status === 'stopping') && (
+      {offers('force_stop') && (
         <button
           type="button"
           onClick={() =>
@@ -76,7 +77,7 @@ export function InstanceActions({ instance, status, onStatus, onChanged }: Props
           Force stop
         </button>
       )}
-      {status === 'running' && (
+      {offers('restart') && (
         <button
           type="button"
           onClick={() =>
@@ -91,26 +92,30 @@ export function InstanceActions({ instance, status, onStatus, onChanged }: Props
           Restart
         </button>
       )}
-      <button type="button" onClick={() => setResizing(true)}>
-        Resize
-      </button>
-      <button
-        type="button"
-        class="danger"
-        onClick={() =>
-          ask(
-            `Delete ${instance.name}?`,
-            'The instance and its root disk are deleted. This cannot be undone.',
-            'Delete',
-            async () => {
-              await unwrap(api.DELETE('/v1/instances/{id}', path));
-              return { data: { ...instance, status: 'deleting' } };
-            },
-          )
-        }
-      >
-        Delete
-      </button>
+      {offers('resize') && (
+        <button type="button" onClick={() => setResizing(true)}>
+          Resize
+        </button>
+      )}
+      {offers('delete') && (
+        <button
+          type="button"
+          class="danger"
+          onClick={() =>
+            ask(
+              `Delete ${instance.name}?`,
+              'The instance and its root disk are deleted. This cannot be undone.',
+              'Delete',
+              async () => {
+                await unwrap(api.DELETE('/v1/instances/{id}', path));
+                return { data: { ...instance, status: 'deleting' } };
+              },
+            )
+          }
+        >
+          Delete
+        </button>
+      )}
       {resizing && (
         <ResizeDialog
           instance={instance}
@@ -145,7 +150,7 @@ function ResizeDialog(props: {
       onSubmit={() => props.onResize(choice as InstanceTypeName)}
       onCancel={props.onClose}
     >
-      <p>The instance must be stopped; its disk keeps its data.</p>
+      <p>A running instance stops, takes the new type and starts again; its disk keeps its data.</p>
       <SelectField
         label="New instance type"
         value={choice}

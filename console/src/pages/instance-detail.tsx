@@ -4,7 +4,7 @@
  * the chosen range, then live points from the instance's stream (which also keeps the badge current).
  */
 import { useState } from 'preact/hooks';
-import { unwrap } from '../api.ts';
+import { allows, unwrap } from '../api.ts';
 import { Chart } from '../components/chart.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { EventTable } from '../components/event-table.tsx';
@@ -54,7 +54,7 @@ export function InstanceDetailPage({ id }: { id: string }) {
         <h1>{i.name}</h1>
         <div class="head-actions">
           <StatusBadge status={status} />
-          {status !== 'deleting' && (
+          {allows('instance', 'update', status) && (
             <button type="button" aria-label={`Edit ${i.name}`} onClick={() => setEditing(true)}>
               Edit
             </button>

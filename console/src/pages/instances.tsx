@@ -3,7 +3,7 @@
  * the row actions. Data: GET /v1/instances. Actions: instance-actions.tsx.
  */
 import { useLayoutEffect, useState } from 'preact/hooks';
-import { type Instance, type InstanceStatus, unwrap } from '../api.ts';
+import { type Instance, type InstanceStatus, STATE_TABLES, unwrap } from '../api.ts';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField } from '../components/field.tsx';
@@ -16,7 +16,7 @@ import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
 import { InstanceActions } from './instance-actions.tsx';
 
-export const STATUSES: InstanceStatus[] = ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'];
+export const STATUSES: readonly InstanceStatus[] = STATE_TABLES.instance.statuses;
 export const REGIONS = ['us-east-1', 'us-west-2', 'eu-central-1', 'ap-northeast-1'] as const;
 type Region = (typeof REGIONS)[number];
 const PAGE_SIZES = [20, 50, 100] as const;

@@ -5,7 +5,7 @@
  * polled only while a snapshot is being made or deleted.
  */
 import { useState } from 'preact/hooks';
-import { type Schemas, unwrap } from '../api.ts';
+import { allows, isTransitional, type Schemas, snapshotSourceAllows, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
@@ -50,7 +50,7 @@ export function SnapshotsPage() {
   const volumes = useVolumeChoices();
   const snapshots = list.data?.data ?? [];
   usePollWhile(
-    snapshots.some((s) => s.status === 'creating' || s.status === 'deleting'),
+    snapshots.some((s) => isTransitional('snapshot', s.status)),
     list.reload,
   );
   const [panel, setPanel] = useState<Panel | null>(null);
@@ -97,7 +97,7 @@ export function SnapshotsPage() {
       label: 'Actions',
       render: (s) => (
         <div class="row-actions">
-          {s.status !== 'deleting' && (
+          {allows('snapshot', 'update', s.status) && (
             <button
               type="button"
               aria-label={`Edit ${s.name}`}
@@ -106,7 +106,7 @@ export function SnapshotsPage() {
               Edit
             </button>
           )}
-          {s.status === 'available' && (
+          {allows('snapshot', 'restore', s.status) && (
             <button
               type="button"
               aria-label={`Restore ${s.name}`}
@@ -115,7 +115,7 @@ export function SnapshotsPage() {
               Restore
             </button>
           )}
-          {(s.status === 'available' || s.status === 'failed') && (
+          {allows('snapshot', 'delete', s.status) && (
             <button type="button" class="danger" aria-label={`Delete ${s.name}`} onClick={() => remove(s)}>
               Delete
             </button>
@@ -136,7 +136,7 @@ export function SnapshotsPage() {
       </div>
       {panel?.kind === 'create' && (
         <CreateSnapshotForm
-          volumes={(volumes.data ?? []).filter((v) => v.status === 'available' || v.status === 'in-use')}
+          volumes={(volumes.data ?? []).filter((v) => snapshotSourceAllows('volume', v.status))}
           onCancel={() => setPanel(null)}
           onCreated={(name) => {
             setPanel(null);
@@ -256,7 +256,11 @@ function RestoreForm(props: {
   const [volumeId, setVolumeId] = useState('');
   const [instanceId, setInstanceId] = useState('');
   const overwritable = props.volumes.filter(
-    (v) => v.region === snapshot.region && v.status === 'available' && v.size_gb >= snapshot.size_gb,
+    (v) =>
+      v.region === snapshot.region &&
+      v.instance_id === null &&
+      allows('volume', 'restore', v.status) &&
+      v.size_gb >= snapshot.size_gb,
   );
   const stopped = (instances.data ?? []).filter(
     (i) => i.region === snapshot.region && i.status === 'stopped',

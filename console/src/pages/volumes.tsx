@@ -5,7 +5,7 @@
  * polling the list only while a volume is changing (no stream carries volumes).
  */
 import { useState } from 'preact/hooks';
-import { type Schemas, unwrap } from '../api.ts';
+import { allows, isTransitional, type Schemas, snapshotSourceAllows, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
@@ -25,7 +25,6 @@ import './storage-network.css';
 type Volume = Schemas['Volume'];
 type Region = (typeof REGIONS)[number];
 const PAGE_SIZE = 20;
-const SETTLED = new Set(['available', 'in-use', 'error']);
 
 /** The account's instances, for the attach and create pickers (names, ids and regions). */
 export function useInstanceChoices() {
@@ -53,7 +52,7 @@ export function VolumesPage() {
   const instances = useInstanceChoices();
   const volumes = list.data?.data ?? [];
   usePollWhile(
-    volumes.some((v) => !SETTLED.has(v.status)),
+    volumes.some((v) => isTransitional('volume', v.status)),
     list.reload,
   );
   const [panel, setPanel] = useState<Panel | null>(null);
@@ -104,7 +103,7 @@ export function VolumesPage() {
       label: 'Actions',
       render: (v) => (
         <div class="row-actions">
-          {v.status !== 'deleting' && (
+          {allows('volume', 'update', v.status) && (
             <button
               type="button"
               aria-label={`Edit ${v.name}`}
@@ -117,7 +116,8 @@ export function VolumesPage() {
             <span class="muted">Follows its instance</span>
           ) : (
             <>
-              {v.status === 'available' && (
+              {/* Beyond the status, the server refuses attach and delete on an instance, detach on none. */}
+              {allows('volume', 'attach', v.status) && v.instance_id === null && (
                 <button
                   type="button"
                   aria-label={`Attach ${v.name}`}
@@ -126,30 +126,30 @@ export function VolumesPage() {
                   Attach
                 </button>
               )}
-              {v.status === 'in-use' && (
+              {allows('volume', 'detach', v.status) && v.instance_id !== null && (
                 <button type="button" aria-label={`Detach ${v.name}`} onClick={() => detach(v)}>
                   Detach
                 </button>
               )}
-              {(v.status === 'available' || v.status === 'in-use') && (
-                <>
-                  <button
-                    type="button"
-                    aria-label={`Resize ${v.name}`}
-                    onClick={() => setPanel({ kind: 'resize', volume: v })}
-                  >
-                    Resize
-                  </button>
-                  <button
-                    type="button"
-                    aria-label={`Snapshot ${v.name}`}
-                    onClick={() => setPanel({ kind: 'snapshot', volume: v })}
-                  >
-                    Snapshot
-                  </button>
-                </>
+              {allows('volume', 'resize', v.status) && (
+                <button
+                  type="button"
+                  aria-label={`Resize ${v.name}`}
+                  onClick={() => setPanel({ kind: 'resize', volume: v })}
+                >
+                  Resize
+                </button>
               )}
-              {(v.status === 'available' || v.status === 'error') && (
+              {snapshotSourceAllows('volume', v.status) && (
+                <button
+                  type="button"
+                  aria-label={`Snapshot ${v.name}`}
+                  onClick={() => setPanel({ kind: 'snapshot', volume: v })}
+                >
+                  Snapshot
+                </button>
+              )}
+              {allows('volume', 'delete', v.status) && v.instance_id === null && (
                 <button
                   type="button"
                   class="danger"

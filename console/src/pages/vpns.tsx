@@ -5,7 +5,7 @@
  * wg-quick file downloaded as `<peer>.conf` (fetched with the key, saved through a Blob URL).
  */
 import { useState } from 'preact/hooks';
-import { type Schemas, unwrap } from '../api.ts';
+import { allows, isTransitional, type Schemas, unwrap } from '../api.ts';
 import { useConfirm } from '../components/confirm-dialog.tsx';
 import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
@@ -43,7 +43,7 @@ export function VpnSection() {
     [],
   );
   usePollWhile(
-    (vpns.data ?? []).some((v) => v.status === 'provisioning' || v.status === 'deleting'),
+    (vpns.data ?? []).some((v) => isTransitional('vpn', v.status)),
     vpns.reload,
   );
   const [creating, setCreating] = useState(false);
@@ -79,12 +79,12 @@ export function VpnSection() {
           >
             Peers
           </button>
-          {v.status !== 'deleting' && (
+          {allows('vpn', 'update', v.status) && (
             <button type="button" aria-label={`Edit VPN ${v.name}`} onClick={() => setEditing(v)}>
               Edit
             </button>
           )}
-          {v.status !== 'deleting' && (
+          {allows('vpn', 'delete', v.status) && (
             <button
               type="button"
               class="danger"
@@ -311,21 +311,23 @@ function Peers({ vpn }: { vpn: Vpn }) {
                   >
                     Download config
                   </button>
-                  <button
-                    type="button"
-                    class="danger"
-                    aria-label={`Remove peer ${p.name}`}
-                    onClick={() => remove(p)}
-                  >
-                    Remove
-                  </button>
+                  {allows('vpn', 'remove_peer', vpn.status) && (
+                    <button
+                      type="button"
+                      class="danger"
+                      aria-label={`Remove peer ${p.name}`}
+                      onClick={() => remove(p)}
+                    >
+                      Remove
+                    </button>
+                  )}
                 </div>
               ),
             },
           ]}
         />
       )}
-      {vpn.status !== 'deleting' && vpn.status !== 'error' && (
+      {allows('vpn', 'add_peer', vpn.status) && (
         <form class="stack" onSubmit={add} aria-label={`Add a peer to ${vpn.name}`}>
           <div class="field-row">
             <TextField label="Peer name" required value={name} onValue={setName} />
