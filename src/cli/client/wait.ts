@@ -4,7 +4,7 @@
  * the polling and the failure rules: a resource that ends `error` or `failed` throws ResourceFailedError
  * (exit 1), the timeout WaitTimeoutError (exit 5).
  */
-import type { WaitableResource } from '@nimbus/sdk';
+import { type StateAction, type StatefulKind, targetOf, type WaitableResource } from '@nimbus/sdk';
 import { InvalidArgumentError, Option } from 'commander';
 import ora from 'ora';
 import type { Session } from './session.js';
@@ -29,6 +29,16 @@ export function waitOptions(target: string): Option[] {
         return seconds;
       }),
   ];
+}
+
+/**
+ * Where --wait follows `action` (or `create`) of `kind` to: the target of the server's published state
+ * table (`deleted` when the resource goes), so the CLI never keeps its own copy of where actions lead.
+ */
+export function tableTarget<K extends StatefulKind>(kind: K, action: StateAction<K> | 'create'): string {
+  const target = targetOf(kind, action);
+  if (target === undefined) throw new Error(`The ${kind} state table gives ${action} no target`);
+  return target;
 }
 
 const POLL_INTERVAL_MS = 500;

@@ -1,10 +1,11 @@
 /** `nimbus instances …`: create (every field of the instance record), list, get, update, the actions, network. */
 import { readFileSync } from 'node:fs';
+import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import { type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
 import {
   collect,
   defined,
@@ -102,7 +103,7 @@ function createCommand(): Command {
       '--idempotency-key <key>',
       'make the create safe to repeat: the same key never makes a second instance',
     );
-  for (const option of waitOptions('running')) command.addOption(option);
+  for (const option of waitOptions(tableTarget('instance', 'create'))) command.addOption(option);
   example(
     command,
     'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
@@ -128,7 +129,7 @@ function createCommand(): Command {
       };
       const headers = flags.idempotencyKey ? { 'idempotency-key': flags.idempotencyKey } : undefined;
       const { data } = await session.nimbus.post('/v1/instances', { body, ...(headers ? { headers } : {}) });
-      await finishAction(session, data, 'running', flags);
+      await finishAction(session, data, tableTarget('instance', 'create'), flags);
     }),
   );
 }
@@ -137,16 +138,7 @@ function listCommand(): Command {
   const command = new Command('list')
     .alias('ls')
     .description('list instances (newest first)')
-    .addOption(
-      new Option('--status <status>', 'only this status').choices([
-        'starting',
-        'running',
-        'stopping',
-        'stopped',
-        'deleting',
-        'error',
-      ]),
-    )
+    .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.instance.statuses))
     .option('--region <region>', 'only this region')
     .option('--name <name>', 'only this name')
     .option('--tag <key:value>', 'only instances with this tag');
@@ -232,10 +224,12 @@ function updateCommand(): Command {
 function actionCommand(
   name: 'start' | 'stop' | 'restart' | 'resize' | 'delete',
   description: string,
-  target: string,
   examples: string[],
   configure: (command: Command) => void = () => {},
 ): Command {
+  // A resize has no target in the table: the instance goes back to where it was, so a running one comes
+  // back running; a stopped one is resized in place and stays stopped (goal, below).
+  const target = name === 'resize' ? 'running' : tableTarget('instance', name);
   const command = new Command(name).description(description).argument('<instance>', 'id or name');
   configure(command);
   for (const option of waitOptions(target)) command.addOption(option);
@@ -261,7 +255,6 @@ function actionCommand(
                     body: { instance_type: flags.type as InstanceType },
                   })
                 : await nimbus.delete('/v1/instances/{id}', path);
-      // A stopped instance is resized in place and stays stopped; a running one comes back running.
       const goal = name === 'resize' && data.status === 'stopped' ? 'stopped' : target;
       await finishAction(session, data, goal, flags);
     }),
@@ -290,20 +283,17 @@ export function instancesCommand(): Command {
     .addCommand(listCommand())
     .addCommand(getCommand())
     .addCommand(updateCommand())
-    .addCommand(
-      actionCommand('start', 'start a stopped instance', 'running', ['nimbus instances start web-1 --wait']),
-    )
+    .addCommand(actionCommand('start', 'start a stopped instance', ['nimbus instances start web-1 --wait']))
     .addCommand(
       actionCommand(
         'stop',
         'stop an instance (--force: power off at once, the way out of a stuck one)',
-        'stopped',
         ['nimbus instances stop web-1 --wait', 'nimbus instances stop web-1 --force'],
         (command) => command.option('--force', 'power off at once, without a graceful shutdown'),
       ),
     )
     .addCommand(
-      actionCommand('restart', 'restart an instance', 'running', [
+      actionCommand('restart', 'restart an instance', [
         'nimbus instances restart web-1 --wait --timeout 120',
       ]),
     )
@@ -311,13 +301,12 @@ export function instancesCommand(): Command {
       actionCommand(
         'resize',
         'change the instance type (a running instance restarts)',
-        'running',
         ['nimbus instances resize web-1 --type compute-4x --wait'],
         (command) => command.requiredOption('--type <instance-type>', 'the new instance type'),
       ),
     )
     .addCommand(
-      actionCommand('delete', 'delete an instance and its root disk', 'deleted', [
+      actionCommand('delete', 'delete an instance and its root disk', [
         'nimbus instances delete web-1 --wait',
       ]),
     )

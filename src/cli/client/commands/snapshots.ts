@@ -1,9 +1,10 @@
 /** `nimbus snapshots …`: point-in-time copies of volumes and instances' root disks, and restores. */
+import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
 import {
   collect,
   defined,
@@ -45,7 +46,7 @@ export function snapshotsCommand(): Command {
     .option('--volume <volume>', 'the volume (id or name)')
     .option('--instance <instance>', 'the instance whose root disk to copy (id or name)')
     .option('--tag <key=value>', 'tag (repeatable)', collect);
-  for (const option of waitOptions('available')) create.addOption(option);
+  for (const option of waitOptions(tableTarget('snapshot', 'create'))) create.addOption(option);
   example(
     create,
     'nimbus snapshots create before-upgrade --instance web-1 --wait',
@@ -68,7 +69,7 @@ export function snapshotsCommand(): Command {
           }),
         };
         const { data } = await session.nimbus.post('/v1/snapshots', { body });
-        await finishAction(session, data, 'available', flags);
+        await finishAction(session, data, tableTarget('snapshot', 'create'), flags);
       },
     ),
   );
@@ -77,14 +78,7 @@ export function snapshotsCommand(): Command {
     new Command('list')
       .alias('ls')
       .description('list snapshots')
-      .addOption(
-        new Option('--status <status>', 'only this status').choices([
-          'creating',
-          'available',
-          'failed',
-          'deleting',
-        ]),
-      )
+      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.snapshot.statuses))
       .addOption(
         new Option('--kind <kind>', 'manual or made by a backup schedule').choices(['manual', 'scheduled']),
       )

@@ -1,9 +1,10 @@
 /** `nimbus volumes …`: block storage, attached to instances in the same region. */
+import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
 import { parseBackupSchedule } from './instances.js';
 import {
   collect,
@@ -36,17 +37,6 @@ const COLUMNS: Column[] = [
 ];
 const VOLUME = { prefix: 'vol_', path: '/v1/volumes', noun: 'volume' } as const;
 const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
-const STATUSES = [
-  'creating',
-  'available',
-  'attaching',
-  'in-use',
-  'detaching',
-  'resizing',
-  'deleting',
-  'restoring',
-  'error',
-];
 
 export function volumesCommand(): Command {
   const group = new Command('volumes').alias('volume').description('block storage volumes');
@@ -65,7 +55,9 @@ export function volumesCommand(): Command {
     .option('--instance <instance>', 'attach to this instance (id or name) once created')
     .option('--tag <key=value>', 'tag (repeatable)', collect)
     .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7');
-  for (const option of waitOptions('available (in-use with --instance)')) create.addOption(option);
+  const created = tableTarget('volume', 'create');
+  const attached = tableTarget('volume', 'attach');
+  for (const option of waitOptions(`${created} (${attached} with --instance)`)) create.addOption(option);
   example(
     create,
     'nimbus volumes create data-1 --size 100 --region us-east-1 --filesystem ext4 --instance web-1 --wait',
@@ -95,7 +87,7 @@ export function volumesCommand(): Command {
         }),
       };
       const { data } = await session.nimbus.post('/v1/volumes', { body });
-      await finishAction(session, data, instanceId ? 'in-use' : 'available', flags);
+      await finishAction(session, data, instanceId ? attached : created, flags);
     }),
   );
 
@@ -103,7 +95,7 @@ export function volumesCommand(): Command {
     new Command('list')
       .alias('ls')
       .description('list volumes')
-      .addOption(new Option('--status <status>', 'only this status').choices(STATUSES))
+      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.volume.statuses))
       .option('--region <region>', 'only this region')
       .addOption(
         new Option('--kind <kind>', 'data volumes or instances’ root disks').choices(['data', 'root']),
@@ -189,7 +181,7 @@ export function volumesCommand(): Command {
     .description('attach to an instance in the same region')
     .argument('<volume>', 'id or name')
     .requiredOption('--instance <instance>', 'instance id or name');
-  for (const option of waitOptions('in-use')) attach.addOption(option);
+  for (const option of waitOptions(tableTarget('volume', 'attach'))) attach.addOption(option);
   example(attach, 'nimbus volumes attach data-1 --instance web-1 --wait');
   attach.action(
     withSession<WaitFlags & { instance: string }>(async (session, [reference], flags) => {
@@ -199,20 +191,20 @@ export function volumesCommand(): Command {
         params: { path: { id } },
         body: { instance_id: instanceId },
       });
-      await finishAction(session, data, 'in-use', flags);
+      await finishAction(session, data, tableTarget('volume', 'attach'), flags);
     }),
   );
 
   const detach = new Command('detach')
     .description('detach from its instance')
     .argument('<volume>', 'id or name');
-  for (const option of waitOptions('available')) detach.addOption(option);
+  for (const option of waitOptions(tableTarget('volume', 'detach'))) detach.addOption(option);
   example(detach, 'nimbus volumes detach data-1 --wait');
   detach.action(
     withSession<WaitFlags>(async (session, [reference], flags) => {
       const id = await resolveId(session, reference!, VOLUME);
       const { data } = await session.nimbus.post('/v1/volumes/{id}/detach', { params: { path: { id } } });
-      await finishAction(session, data, 'available', flags);
+      await finishAction(session, data, tableTarget('volume', 'detach'), flags);
     }),
   );
 

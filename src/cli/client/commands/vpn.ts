@@ -1,9 +1,10 @@
 /** `nimbus vpn …`: WireGuard gateways into the account's private network, their peers and client files. */
+import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printMessage } from '../output.js';
 import { withSession } from '../session.js';
-import { type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
 import {
   collect,
   defined,
@@ -162,7 +163,7 @@ export function vpnCommand(): Command {
       'network peers may reach (repeatable; default: the private network)',
       collect,
     );
-  for (const option of waitOptions('active')) create.addOption(option);
+  for (const option of waitOptions(tableTarget('vpn', 'create'))) create.addOption(option);
   example(create, 'nimbus vpn create office --region us-east-1 --wait');
   create.action(
     withSession<WaitFlags & { region: string; tunnelCidr?: string; allowedCidr?: string[] }>(
@@ -173,7 +174,7 @@ export function vpnCommand(): Command {
           ...defined({ tunnel_cidr: flags.tunnelCidr, allowed_cidrs: flags.allowedCidr }),
         };
         const { data } = await session.nimbus.post('/v1/vpn', { body });
-        await finishAction(session, data, 'active', flags);
+        await finishAction(session, data, tableTarget('vpn', 'create'), flags);
       },
     ),
   );
@@ -182,14 +183,7 @@ export function vpnCommand(): Command {
     new Command('list')
       .alias('ls')
       .description('list VPNs')
-      .addOption(
-        new Option('--status <status>', 'only this status').choices([
-          'provisioning',
-          'active',
-          'deleting',
-          'error',
-        ]),
-      )
+      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.vpn.statuses))
       .option('--region <region>', 'only this region'),
     ['created_at', 'name'],
   );
