@@ -75,7 +75,6 @@ const KNOWN_PLATFORM_ARROWS: string[] = [
   'platform/http/plugins/guard.ts -> resources/account/api-key-service.ts',
 ];
 const KNOWN_CIRCLES: string[] = [
-  'resources/alerts -> resources/metrics -> resources/alerts',
   'resources/instances -> resources/snapshots -> resources/instances',
   'resources/instances -> resources/snapshots -> resources/volumes -> resources/instances',
   'resources/instances -> resources/volumes -> resources/snapshots -> resources/instances',
