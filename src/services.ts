@@ -31,10 +31,10 @@ import { FirewallRuleService } from './resources/networking/firewall-service.js'
 import { NetworkService } from './resources/networking/service.js';
 import { SNAPSHOT_KIND, sourceTagsOf } from './resources/snapshots/kind.js';
 import { SnapshotReconciler } from './resources/snapshots/reconciler.js';
-import { BackupScheduleBook } from './resources/snapshots/schedule-book.js';
 import { SnapshotScheduler } from './resources/snapshots/scheduler.js';
 import { SnapshotService } from './resources/snapshots/service.js';
 import { SshKeyService } from './resources/ssh-keys/service.js';
+import { BackupScheduleBook } from './resources/volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from './resources/volumes/kind.js';
 import { VolumeReconciler } from './resources/volumes/reconciler.js';
 import { VolumeService } from './resources/volumes/service.js';

@@ -29,14 +29,15 @@ import { type AddressScope, replenishAddresses, takeAddress } from '../addresses
 import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../addresses/addresses.js';
 import { publicAddressScope } from '../addresses/public-ip-store.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../catalog/catalog.js';
-import type { BackupScheduleBook } from '../snapshots/schedule-book.js';
 import type { SshKeyService } from '../ssh-keys/service.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
+import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
 import { INSTANCE_KIND, type InstanceEventType } from './kind.js';
-import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
+import type { Instance, InstanceChanges } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
 import * as instances from './store.js';

@@ -23,7 +23,8 @@ import {
   returnAddress,
 } from '../addresses/address-store.js';
 import type { Cidr } from '../addresses/addresses.js';
-import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
+import type { Instance, InstanceChanges } from './record.js';
 import type { InstanceOperation, InstanceStatus } from './states.js';
 
 export type { InstanceChanges } from './record.js';

@@ -21,9 +21,10 @@ import type { Principal } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
-import type { BackupSchedule, Instance } from '../instances/record.js';
+import type { Instance } from '../instances/record.js';
 import { lockAccountInstance } from '../instances/store.js';
-import type { BackupScheduleBook } from '../snapshots/schedule-book.js';
+import type { BackupSchedule } from './backup-schedule.js';
+import type { BackupScheduleBook } from './backup-schedule-book.js';
 import { rootVolumeConflict, VOLUME_KIND, type VolumeEventType } from './kind.js';
 import {
   type Filesystem,
