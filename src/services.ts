@@ -23,6 +23,7 @@ import { EventService } from './resources/events/service.js';
 import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { InstanceService, type InstanceServiceOptions } from './resources/instances/service.js';
+import { lockAccountInstance } from './resources/instances/store.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
 import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
@@ -138,7 +139,15 @@ export function createServices(deps: ServiceDeps): Services {
     ),
   );
   new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots, deps.onScheduledSnapshotError);
-  const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas, schedules, faults);
+  const volumes = new VolumeService(
+    deps.store,
+    deps.clock,
+    lifecycle,
+    quotas,
+    schedules,
+    { lockForAttach: lockAccountInstance },
+    faults,
+  );
   const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, volumes, {
     ...deps.instances,
     faultInjection: faults,
