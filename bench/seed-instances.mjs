@@ -150,7 +150,7 @@ export async function seedInstances({ dataDir, accountId, count, log = () => {},
   const started = performance.now();
   const { openStore, migrateToLatest } = await dist('platform/store/db.js');
   const { newId } = await dist('platform/domain/ids.js');
-  const { ipToInt, intToIp } = await dist('resources/networking/addresses.js');
+  const { ipToInt, intToIp } = await dist('resources/addresses/addresses.js');
 
   // The schema, by the server's own migrations (a no-op when the server already ran them).
   const store = openStore({ dataDir });

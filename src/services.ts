@@ -24,6 +24,7 @@ import { EventService } from './resources/events/service.js';
 import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { InstanceService, type InstanceServiceOptions } from './resources/instances/service.js';
+import { lockAccountInstance } from './resources/instances/store.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
 import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
@@ -32,10 +33,10 @@ import { FirewallRuleService } from './resources/networking/firewall-service.js'
 import { NetworkService } from './resources/networking/service.js';
 import { SNAPSHOT_KIND, sourceTagsOf } from './resources/snapshots/kind.js';
 import { SnapshotReconciler } from './resources/snapshots/reconciler.js';
-import { BackupScheduleBook } from './resources/snapshots/schedule-book.js';
 import { SnapshotScheduler } from './resources/snapshots/scheduler.js';
 import { SnapshotService } from './resources/snapshots/service.js';
 import { SshKeyService } from './resources/ssh-keys/service.js';
+import { BackupScheduleBook } from './resources/volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from './resources/volumes/kind.js';
 import { VolumeReconciler } from './resources/volumes/reconciler.js';
 import { VolumeService } from './resources/volumes/service.js';
@@ -141,7 +142,15 @@ export function createServices(deps: ServiceDeps): Services {
     ),
   );
   new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots, deps.onScheduledSnapshotError);
-  const volumes = new VolumeService(deps.store, deps.clock, lifecycle, quotas, schedules, faults);
+  const volumes = new VolumeService(
+    deps.store,
+    deps.clock,
+    lifecycle,
+    quotas,
+    schedules,
+    { lockForAttach: lockAccountInstance },
+    faults,
+  );
   const instances = new InstanceService(deps.store, deps.clock, lifecycle, quotas, sshKeys, volumes, {
     ...deps.instances,
     faultInjection: faults,

@@ -4,7 +4,7 @@
  * transaction's last statement and guarded by the limit, decide who gets the last room.
  *
  * To hold a create open mid-transaction the test takes, on a connection of its own, the advisory lock
- * that a create takes when it sets an address scope up (resources/networking/address-store.ts ensureScope): the account's
+ * that a create takes when it sets an address scope up (resources/addresses/address-store.ts ensureScope): the account's
  * first create in a region waits there, after its quota check and before it writes anything the
  * account's other creates write.
  */

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
-import { SCHEDULER_JOB } from '../src/resources/snapshots/schedule-book.js';
+import { SCHEDULER_JOB } from '../src/resources/volumes/backup-schedule-book.js';
 import { createPostgresDatabase, HAVE_POSTGRES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
 import { startTestServer, type TestServer } from './helpers/server.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
-import { nextSlot } from '../src/resources/snapshots/record.js';
+import { nextSlot } from '../src/resources/volumes/backup-schedule.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { account, expectInvalid } from './helpers/common.js';
 import { serverForSuite, startTestServer, type TestServer } from './helpers/server.js';

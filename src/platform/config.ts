@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { FormatRegistry, type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { DEFAULT_PUBLIC_POOLS, parseCidr } from '../resources/addresses/addresses.js';
 import { REGION_NAMES, REGIONS } from '../resources/catalog/catalog.js';
-import { DEFAULT_PUBLIC_POOLS, parseCidr } from '../resources/networking/addresses.js';
 
 FormatRegistry.Set('date', (value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)));
 

@@ -17,7 +17,7 @@
  */
 import { chmodSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
-import { macAddressFor } from '../../resources/networking/addresses.js';
+import { macAddressFor } from '../../resources/addresses/addresses.js';
 import type { MachineSpec, MachineState, PowerState } from '../driver.js';
 import { qemuArgs, type VmLayout } from './command-line.js';
 import { exists, privateDir, type QemuPaths, readRecord, removeFile, writeRecord } from './files.js';

@@ -146,7 +146,7 @@ export interface AccountUsageTable {
   used: number;
 }
 
-/** An address scope's pool and the first address of it never handed out (resources/networking/address-store.ts). */
+/** An address scope's pool and the first address of it never handed out (resources/addresses/address-store.ts). */
 export interface AddressPoolsTable {
   scope: string;
   cidr: string;
@@ -303,7 +303,7 @@ export interface VpnsTable {
   name: string;
   region: string;
   status: string;
-  /** The gateway's public IPv4: unique in the region, and never an instance's (resources/networking/public-ip-store.ts). */
+  /** The gateway's public IPv4: unique in the region, and never an instance's (resources/addresses/public-ip-store.ts). */
   endpoint_ip: string;
   endpoint_port: number;
   server_public_key: string;

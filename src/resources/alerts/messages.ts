@@ -9,27 +9,11 @@
  * - Discord webhooks: `content` plus one embed;
  * - generic JSON: the event itself, `{id, type, timestamp, data}`, with the notification's id.
  */
+import type { EventData } from '../../platform/events/catalog.js';
 import { type AlertMetric, formatValue } from './rules.js';
 
-/** The data of an alert event (platform/events/catalog.ts AlertEvent). */
-export interface AlertEventData {
-  alert_id: string;
-  incident_id: string | null;
-  name: string;
-  instance_id: string | null;
-  instance_name: string | null;
-  metric: string | null;
-  compare: string | null;
-  state: string | null;
-  window: string | null;
-  value: number | null;
-  threshold: number | null;
-  started_at: string | null;
-  resolved_at: string | null;
-  resolution: string | null;
-  console_url: string | null;
-  test?: boolean;
-}
+/** The data of an alert event, as the event catalogue declares it (platform/events/catalog.ts AlertEvent). */
+export type AlertEventData = EventData<'alert.firing'>;
 
 export type AlertEventType = 'alert.firing' | 'alert.resolved';
 

@@ -8,7 +8,7 @@ import type { InstanceEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
 import { instanceMeter } from '../billing/rules.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
-import { removeSchedule } from '../snapshots/schedule-store.js';
+import { removeSchedule } from '../volumes/backup-schedule-store.js';
 import { deleteRootVolume } from '../volumes/store.js';
 import type { Instance, InstanceChanges } from './record.js';
 import {

@@ -1,11 +1,6 @@
 /** The instance as the services see it: the store's record, decoded (docs/design.md, "Instance record"). */
-import type { BACKUP_FREQUENCIES } from './rules.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import type { InstanceOperation, InstanceStatus } from './states.js';
-
-export interface BackupSchedule {
-  frequency: (typeof BACKUP_FREQUENCIES)[number];
-  retention: number;
-}
 
 /** Timestamps are ISO 8601 UTC strings, as every record of the store carries them. */
 export interface Instance {

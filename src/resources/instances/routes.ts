@@ -15,27 +15,12 @@ import {
 } from '../../platform/http/schemas.js';
 import type { Principal } from '../../platform/principal.js';
 import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
-import {
-  BACKUP_FREQUENCIES,
-  BACKUP_RETENTION,
-  FIREWALL_PRESETS,
-  INSTANCE_SORTS,
-  USER_DATA_MAX_BYTES,
-} from './rules.js';
+import { BackupSchedule } from '../volumes/routes.js';
+import { FIREWALL_PRESETS, INSTANCE_SORTS, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceService } from './service.js';
 import { INSTANCE_STATUSES } from './states.js';
 
 const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
-export const BackupSchedule = Type.Union([
-  Type.Object(
-    {
-      frequency: StringEnum(BACKUP_FREQUENCIES),
-      retention: Type.Integer({ minimum: BACKUP_RETENTION.min, maximum: BACKUP_RETENTION.max }),
-    },
-    { additionalProperties: false },
-  ),
-  Type.Null(),
-]);
 
 /** Where to SSH in; shared with the network view. */
 export const SshEndpoint = Type.Object(

@@ -3,7 +3,5 @@
 export const USER_DATA_MAX_BYTES = 16 * 1024;
 export const FIREWALL_PRESETS = ['ssh-only', 'web', 'allow-all', 'none'] as const;
 export const DEFAULT_FIREWALL_PRESET = 'ssh-only';
-export const BACKUP_FREQUENCIES = ['hourly', 'daily', 'weekly'] as const;
-export const BACKUP_RETENTION = { min: 1, max: 90 } as const;
 /** The instance sorts lists support. */
 export const INSTANCE_SORTS = ['created_at', 'name', 'status', 'instance_type'] as const;

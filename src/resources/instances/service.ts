@@ -25,18 +25,19 @@ import type { Principal } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
+import { type AddressScope, replenishAddresses, takeAddress } from '../addresses/address-store.js';
+import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../addresses/addresses.js';
+import { publicAddressScope } from '../addresses/public-ip-store.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../catalog/catalog.js';
-import { type AddressScope, replenishAddresses, takeAddress } from '../networking/address-store.js';
-import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../networking/addresses.js';
-import { publicAddressScope } from '../networking/public-ip-store.js';
-import type { BackupScheduleBook } from '../snapshots/schedule-book.js';
 import type { SshKeyService } from '../ssh-keys/service.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
+import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
 import { INSTANCE_KIND, type InstanceEventType } from './kind.js';
-import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
+import type { Instance, InstanceChanges } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
 import * as instances from './store.js';
@@ -169,7 +170,7 @@ export class InstanceService {
     ] as const;
     // No lock on the account: what every create of the account (the quota counters) or of the region
     // (its GPU count) writes is written last, so it is held only from there to the COMMIT, and
-    // addresses come from rows nobody else is taking (resources/networking/address-store.ts).
+    // addresses come from rows nobody else is taking (resources/addresses/address-store.ts).
     // The core's transaction: the per-status counts the new row moves are written as its last statement.
     const instance = await this.lifecycle.transaction(async (trx) => {
       this.quotas.holdUsage(trx);

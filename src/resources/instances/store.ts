@@ -1,7 +1,7 @@
 /**
  * Instances and what hangs off them: tags (mirrored into instance_tags for filtering), the maintained
  * per-account counts that lists use for total_items, the account's quota usage (platform/quotas/usage-store.ts), and the
- * addresses they hold (resources/networking/address-store.ts). Every write goes through `insertInstance`, `updateInstance`
+ * addresses they hold (resources/addresses/address-store.ts). Every write goes through `insertInstance`, `updateInstance`
  * (guarded on the version the caller read) or `deleteInstance`, which keep the counts and usage in step
  * and give the addresses back, in the caller's transaction.
  *
@@ -21,9 +21,10 @@ import {
   privateScopeKey,
   publicScopeKey,
   returnAddress,
-} from '../networking/address-store.js';
-import type { Cidr } from '../networking/addresses.js';
-import type { BackupSchedule, Instance, InstanceChanges } from './record.js';
+} from '../addresses/address-store.js';
+import type { Cidr } from '../addresses/addresses.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
+import type { Instance, InstanceChanges } from './record.js';
 import type { InstanceOperation, InstanceStatus } from './states.js';
 
 export type { InstanceChanges } from './record.js';

@@ -2,10 +2,9 @@
 
 import { microsToUsd } from '../../platform/domain/money.js';
 import { type InstanceType, instanceTypeNamed } from '../catalog/catalog.js';
-import type { BackupSchedule, Instance } from './record.js';
+import type { BackupSchedule } from '../volumes/backup-schedule.js';
+import type { Instance } from './record.js';
 import type { InstanceStatus } from './states.js';
-
-export type { BackupSchedule } from './record.js';
 
 export const LOGIN_USER = 'lambda';
 

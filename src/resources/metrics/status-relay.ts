@@ -17,9 +17,9 @@
 
 import type { Clock } from '../../platform/domain/clock.js';
 import type { Broadcaster } from '../../platform/events/broadcast.js';
+import type { EventData } from '../../platform/events/catalog.js';
 import type { JobRunner } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
-import type { AlertEventData } from '../alerts/messages.js';
 import { type InstanceStatusEvent, lastEventSeq, streamEventsAfter } from './event-store.js';
 
 export const STATUS_RELAY_JOB = { kind: 'metrics-status', subject: 'relay' } as const;
@@ -123,7 +123,7 @@ export class StatusRelay {
 
 /** An incident event's notice; null for a test notification's event (no incident, no instance). */
 function alertNotice(event: InstanceStatusEvent): AlertNotice | null {
-  const data = event.data as unknown as AlertEventData;
+  const data = event.data as unknown as EventData<'alert.firing'>;
   if (data.test || data.incident_id === null || data.instance_id === null) return null;
   if (event.type !== 'alert.firing' && event.type !== 'alert.resolved') return null;
   return {

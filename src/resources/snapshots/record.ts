@@ -1,8 +1,7 @@
 /**
- * The snapshot as the services see it, and the pure rules of snapshots and backup schedules: which
- * slot a schedule is due at next.
+ * The snapshot as the services see it, and the pure rules of snapshots: how a scheduled one is named (the
+ * schedules themselves belong to volumes: resources/volumes/backup-schedule.ts).
  */
-import type { BackupSchedule } from '../instances/record.js';
 import type { SnapshotStatus } from './states.js';
 
 export const SNAPSHOT_KINDS = ['manual', 'scheduled'] as const;
@@ -46,43 +45,6 @@ export type SnapshotChanges = Partial<
     | 'created_at'
   >
 >;
-
-/** What a backup schedule belongs to. */
-export type ScheduleSource = 'volume' | 'instance';
-
-const HOUR_MS = 3_600_000;
-export const SCHEDULE_PERIOD_MS: Record<BackupSchedule['frequency'], number> = {
-  hourly: HOUR_MS,
-  daily: 24 * HOUR_MS,
-  weekly: 7 * 24 * HOUR_MS,
-};
-
-/**
- * Where in its period a source's snapshots are taken: a fixed offset derived from the source id (FNV-1a),
- * so schedules spread over the period instead of all firing on the hour, and one source always fires at
- * the same minute of its period.
- */
-export function scheduleOffsetMs(sourceId: string, frequency: BackupSchedule['frequency']): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < sourceId.length; i++) {
-    hash ^= sourceId.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  const minutes = SCHEDULE_PERIOD_MS[frequency] / 60_000;
-  return (hash % minutes) * 60_000;
-}
-
-/**
- * The first slot of the schedule strictly after `after`: slots are `offset + k × period` from the Unix
- * epoch. A schedule that missed slots (the server was down) is due once, at the slot it missed, and
- * then moves here: past the present, so missed slots are never made up one by one.
- */
-export function nextSlot(sourceId: string, frequency: BackupSchedule['frequency'], after: Date): Date {
-  const period = SCHEDULE_PERIOD_MS[frequency];
-  const offset = scheduleOffsetMs(sourceId, frequency);
-  const k = Math.floor((after.getTime() - offset) / period) + 1;
-  return new Date(offset + k * period);
-}
 
 /** How a scheduled snapshot is named: the source's name and the slot's time. */
 export function scheduledName(sourceName: string, at: Date): string {

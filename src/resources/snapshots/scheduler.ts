@@ -25,9 +25,9 @@ import { sql } from 'kysely';
 import type { Clock } from '../../platform/domain/clock.js';
 import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
-import { nextSlot } from './record.js';
-import { SCHEDULER_JOB } from './schedule-book.js';
-import { dueSchedules, earliestDue, findSchedule, takeSlot } from './schedule-store.js';
+import { nextSlot } from '../volumes/backup-schedule.js';
+import { SCHEDULER_JOB } from '../volumes/backup-schedule-book.js';
+import { dueSchedules, earliestDue, findSchedule, takeSlot } from '../volumes/backup-schedule-store.js';
 import type { SnapshotService } from './service.js';
 
 export const RETENTION_JOB = 'snapshot-retention';

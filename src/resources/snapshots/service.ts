@@ -27,6 +27,7 @@ import { INSTANCE_KIND } from '../instances/kind.js';
 import type { Instance } from '../instances/record.js';
 import type { InstanceService, NewInstance } from '../instances/service.js';
 import { findAccountInstance, findInstance, lockAccountInstance } from '../instances/store.js';
+import type { DueSchedule } from '../volumes/backup-schedule-store.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import type { Volume } from '../volumes/record.js';
 import { type VolumeView, volumeView } from '../volumes/service.js';
@@ -34,7 +35,6 @@ import { VOLUME_STATES } from '../volumes/states.js';
 import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } from '../volumes/store.js';
 import { SNAPSHOT_KIND } from './kind.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from './record.js';
-import type { DueSchedule } from './schedule-store.js';
 import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
 import * as snapshots from './store.js';
 

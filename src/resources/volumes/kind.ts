@@ -8,7 +8,7 @@ import type { VolumeSpec } from '../../drivers/driver.js';
 import type { VolumeEventData } from '../../platform/events/catalog.js';
 import { conflict, type ResourceKind } from '../../platform/lifecycle/lifecycle.js';
 import { volumeMeter } from '../billing/rules.js';
-import { removeSchedule } from '../snapshots/schedule-store.js';
+import { removeSchedule } from './backup-schedule-store.js';
 import type { Volume, VolumeChanges } from './record.js';
 import { VOLUME_STATES, type VolumeAction, type VolumeEventType, type VolumeStatus } from './states.js';
 import * as volumes from './store.js';

@@ -2,7 +2,7 @@
  * The volume as the services see it (the store's record, decoded), and the pure rules of volumes:
  * sizes, device names, and what a new root volume looks like.
  */
-import type { BackupSchedule } from '../instances/record.js';
+import type { BackupSchedule } from './backup-schedule.js';
 import type { VolumeStatus } from './states.js';
 
 export const VOLUME_KINDS = ['data', 'root'] as const;

@@ -15,7 +15,7 @@ import {
   Timestamp,
 } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
-import { BackupSchedule } from '../instances/routes.js';
+import { BACKUP_FREQUENCIES, BACKUP_RETENTION } from './backup-schedule.js';
 import {
   FILESYSTEMS,
   MAX_DATA_VOLUMES_PER_INSTANCE,
@@ -32,6 +32,17 @@ const SizeGb = Type.Integer({
   description: `${VOLUME_SIZE_GB.min}–${VOLUME_SIZE_GB.max} GB`,
 });
 const InstanceId = Type.String({ minLength: 1, maxLength: 64, description: 'An instance of this account' });
+/** A data volume's schedule, and an instance's for its root volume. */
+export const BackupSchedule = Type.Union([
+  Type.Object(
+    {
+      frequency: StringEnum(BACKUP_FREQUENCIES),
+      retention: Type.Integer({ minimum: BACKUP_RETENTION.min, maximum: BACKUP_RETENTION.max }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Null(),
+]);
 
 export const Volume = Type.Object(
   {

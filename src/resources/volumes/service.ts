@@ -3,7 +3,7 @@
  * Each request checks what is particular to volumes (quotas, same region, the instance's devices, who
  * holds the volume, root volumes) and leaves the rest to the lifecycle core: the status check against the
  * state table (resources/volumes/states.ts), the version-guarded write, the event and the reconcile job, in
- * one transaction. The reconciler (volume-reconciler.ts) then drives the disk through the driver.
+ * one transaction. The reconciler (resources/volumes/reconciler.ts) then drives the disk through the driver.
  *
  * Lock order: every transaction that holds more than one of them takes the instance first, then the
  * account, then the volume, so two requests never wait on each other in a cycle.
@@ -21,9 +21,9 @@ import type { Principal } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
-import type { BackupSchedule, Instance } from '../instances/record.js';
-import { lockAccountInstance } from '../instances/store.js';
-import type { BackupScheduleBook } from '../snapshots/schedule-book.js';
+import type { BackupSchedule } from './backup-schedule.js';
+import type { BackupScheduleBook } from './backup-schedule-book.js';
+import type { HeldInstance, InstanceHolds } from './instance-holds.js';
 import { rootVolumeConflict, VOLUME_KIND, type VolumeEventType } from './kind.js';
 import {
   type Filesystem,
@@ -118,6 +118,7 @@ export class VolumeService {
     private readonly lifecycle: Lifecycle,
     private readonly quotas: QuotaService,
     private readonly schedules: BackupScheduleBook,
+    private readonly instances: InstanceHolds,
     private readonly faults: FaultInjection | null,
   ) {
     quotas.register('volumes', volumes.countDataVolumes);
@@ -245,7 +246,7 @@ export class VolumeService {
         };
       },
       // Held before the volume (the lock order); a missing one is refused in the plan, after the volume's 404.
-      { holdFirst: async (trx) => void (await lockAccountInstance(trx, accountId, instanceId)) },
+      { holdFirst: async (trx) => void (await this.instances.lockForAttach(trx, accountId, instanceId)) },
     );
     return volumeView(attached);
   }
@@ -316,7 +317,7 @@ export class VolumeService {
    * Inside an instance's delete (the instance held): its data volumes let go of it. Attached or attaching
    * ones detach; one still being created forgets the instance; one growing detaches once grown.
    */
-  async releaseFrom(trx: Executor, instance: Instance): Promise<void> {
+  async releaseFrom(trx: Executor, instance: { id: string }): Promise<void> {
     for (const volume of await volumes.volumesOfInstance(trx, instance.id)) {
       if (volume.kind !== 'data') continue;
       const held = await volumes.lockAccountVolume(trx, volume.account_id, volume.id);
@@ -347,7 +348,11 @@ export class VolumeService {
    * Inside an instance's resize (the instance held): its root volume takes the new type's size, with
    * `volume.resized`; the machine's resize grows the disk itself.
    */
-  async resizeRoot(trx: Executor, instance: Instance, sizeGb: number): Promise<void> {
+  async resizeRoot(
+    trx: Executor,
+    instance: { account_id: string; root_volume_id: string },
+    sizeGb: number,
+  ): Promise<void> {
     const root = await volumes.lockAccountVolume(trx, instance.account_id, instance.root_volume_id);
     if (!root || root.size_gb === sizeGb) return;
     await this.lifecycle.writeWithin(
@@ -384,8 +389,8 @@ export class VolumeService {
     return this.lifecycle.act(VOLUME_KIND, accountId, id, action, plan);
   }
 
-  private async findInstanceFor(trx: Executor, accountId: string, instanceId: string): Promise<Instance> {
-    const instance = await lockAccountInstance(trx, accountId, instanceId);
+  private async findInstanceFor(trx: Executor, accountId: string, instanceId: string): Promise<HeldInstance> {
+    const instance = await this.instances.lockForAttach(trx, accountId, instanceId);
     if (!instance) {
       throw new NotFound('instance', instanceId, { field: 'instance_id' });
     }

@@ -12,7 +12,7 @@ import { compiledOnce } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import type { Database, Executor, VolumeRow, VolumesTable } from '../../platform/store/schema.js';
-import type { BackupSchedule } from '../instances/record.js';
+import type { BackupSchedule } from './backup-schedule.js';
 import type { Filesystem, PendingAction, Volume, VolumeChanges, VolumeKind, VolumeSort } from './record.js';
 import type { VolumeStatus } from './states.js';
 

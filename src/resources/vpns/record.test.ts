@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isAllowed, statusAfter } from '../../platform/lifecycle/state-table.js';
-import { intToIp, ipToInt } from '../networking/addresses.js';
+import { intToIp, ipToInt } from '../addresses/addresses.js';
 import {
   contains,
   cutsIntoTunnel,

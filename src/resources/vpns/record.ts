@@ -3,7 +3,7 @@
  * the tunnel network clients get addresses from, the routes they are given, and how a peer's address is
  * chosen. WireGuard keys and configuration text are in wireguard.ts.
  */
-import { intToIp, ipToInt, PRIVATE_NETWORKS } from '../networking/addresses.js';
+import { intToIp, ipToInt, PRIVATE_NETWORKS } from '../addresses/addresses.js';
 import type { VpnStatus } from './states.js';
 
 /** The UDP port every gateway listens on (WireGuard's usual one). */

@@ -32,9 +32,9 @@ import type { SecretBox } from '../../platform/secret-box.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { lockAccount } from '../account/store.js';
-import { takeAddress } from '../networking/address-store.js';
-import { parseCidr } from '../networking/addresses.js';
-import { publicAddressScope } from '../networking/public-ip-store.js';
+import { takeAddress } from '../addresses/address-store.js';
+import { parseCidr } from '../addresses/addresses.js';
+import { publicAddressScope } from '../addresses/public-ip-store.js';
 import { sealedKeyBinding, VPN_KIND } from './kind.js';
 import {
   allowedCidrsProblem,

@@ -8,7 +8,7 @@ import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import type { Executor, VpnPeerRow, VpnRow, VpnsTable } from '../../platform/store/schema.js';
-import { publicScopeKey, returnAddress } from '../networking/address-store.js';
+import { publicScopeKey, returnAddress } from '../addresses/address-store.js';
 import type { PeerSort, Vpn, VpnChanges, VpnPeer, VpnSort } from './record.js';
 import type { VpnStatus } from './states.js';
 

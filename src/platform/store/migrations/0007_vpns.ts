@@ -6,7 +6,7 @@ type AnyDb = Kysely<any>;
 
 /**
  * VPNs (WireGuard gateways) and their peers. A gateway's public address is unique in its region (instances
- * hold the others; allocation reads both, see resources/networking/public-ip-store.ts); a peer's tunnel address and public key
+ * hold the others; allocation reads both, see resources/addresses/public-ip-store.ts); a peer's tunnel address and public key
  * are unique within its VPN, so two adds can never share either.
  */
 export async function up(db: AnyDb): Promise<void> {

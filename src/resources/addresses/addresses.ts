@@ -3,6 +3,9 @@
  * ranges by default, so a simulated address can never collide with a real host); private addresses from
  * a per-account network per region. MAC addresses are locally administered (02:…), derived from the
  * instance id, so they are stable without being stored twice.
+ *
+ * This folder is the address management that instances and VPN gateways share (the plan here, the
+ * allocation in address-store.ts and public-ip-store.ts); it imports no other resource, so both can use it.
  */
 import { createHash } from 'node:crypto';
 

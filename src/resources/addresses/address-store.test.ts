@@ -1,5 +1,5 @@
 /**
- * Address scopes against the rule they replace (resources/networking/addresses.ts `lowestFree` over every address in
+ * Address scopes against the rule they replace (resources/addresses/addresses.ts `lowestFree` over every address in
  * use): on a real store (SQLite, and PostgreSQL where it runs), any sequence of takes and returns hands
  * out exactly what the lowest-free scan would, through exhaustion and reuse, and a scope set up over
  * addresses already held continues from them. Each store has a one-statement way for the usual take

@@ -5,8 +5,7 @@
  */
 
 import type { BackupScheduleRow, Executor } from '../../platform/store/schema.js';
-import type { BackupSchedule } from '../instances/record.js';
-import type { ScheduleSource } from './record.js';
+import type { BackupSchedule, ScheduleSource } from './backup-schedule.js';
 
 export interface DueSchedule {
   source_id: string;

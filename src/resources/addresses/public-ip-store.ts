@@ -1,6 +1,6 @@
 /**
  * Public IPv4 addresses of a region: instances hold most of them, VPN gateways the rest, and no address is
- * ever held twice. Both take them from one address scope per region (resources/networking/address-store.ts), which reads the
+ * ever held twice. Both take them from one address scope per region (resources/addresses/address-store.ts), which reads the
  * addresses both tables hold only when it is set up; the unique constraints of each table stay as the
  * last guard.
  */

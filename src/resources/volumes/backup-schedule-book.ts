@@ -1,17 +1,16 @@
 /**
  * Backup schedules as the volume and instance services keep them: the source's `backup_schedule` field
- * is mirrored into the indexed `backup_schedules` table in the same transaction, and the scheduler's job
- * (snapshot-scheduler.ts) is told to look again, since the new slot may be earlier than the one it
- * waits for.
+ * is mirrored into the indexed `backup_schedules` table in the same transaction, and the snapshot
+ * scheduler's job (resources/snapshots/scheduler.ts) is told to look again, since the new slot may be
+ * earlier than the one it waits for.
  */
 import type { Clock } from '../../platform/domain/clock.js';
 import type { JobRunner } from '../../platform/jobs/runner.js';
 import type { Executor } from '../../platform/store/schema.js';
-import type { BackupSchedule } from '../instances/record.js';
-import { nextSlot, type ScheduleSource } from './record.js';
-import { putSchedule, removeSchedule } from './schedule-store.js';
+import { type BackupSchedule, nextSlot, type ScheduleSource } from './backup-schedule.js';
+import { putSchedule, removeSchedule } from './backup-schedule-store.js';
 
-/** The scheduler's one job: it runs when the earliest schedule is due. */
+/** The snapshot scheduler's one job: it runs when the earliest schedule is due. */
 export const SCHEDULER_JOB = { kind: 'snapshot-schedules', subject: 'due' } as const;
 
 export class BackupScheduleBook {
