@@ -191,11 +191,15 @@ function deepObjects(depth) {
   return `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 }
 
-function resolve(schema, document) {
-  let current = schema;
+/** What a `$ref` (`#/components/schemas/Volume`, `#/components/parameters/limit`) names, or `node` itself. */
+function resolve(node, document) {
+  let current = node;
   while (current && typeof current.$ref === 'string') {
-    const name = current.$ref.replace('#/components/schemas/', '');
-    current = document.components.schemas[name];
+    current = current.$ref
+      .slice(2)
+      .split('/')
+      .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'))
+      .reduce((parent, key) => parent?.[key], document);
   }
   return current ?? {};
 }
@@ -443,7 +447,10 @@ export function fuzzRequests(document, { key, ids = [] }) {
           { weight: 1, arbitrary: fc.constantFrom(...METHODS) },
         ),
         pathFor(template, ids),
-        queryFor(operation.parameters ?? [], document),
+        queryFor(
+          (operation.parameters ?? []).map((parameter) => resolve(parameter, document)),
+          document,
+        ),
         bodyFor(operation, document),
       )
       .chain(([chosen, path, query, body]) =>

@@ -10,10 +10,13 @@ import { TAGS } from '../src/platform/http/openapi.js';
 import { STORES } from './helpers/backends.js';
 import { createInstance, waitForStatus } from './helpers/instances.js';
 import { contractProblems } from './helpers/openapi-contract.js';
+import { dereferenced } from './helpers/openapi-document.js';
 import { type Reply, serverForSuite, startTestServer, type TestServer } from './helpers/server.js';
 
 const committedFile = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'openapi', 'v1.json');
 const committed = JSON.parse(readFileSync(committedFile, 'utf8'));
+/** The document with every `$ref` followed: what each operation says, wherever the part is written. */
+const inline = dereferenced(committed);
 
 /** Absolute http(s) URLs in `text` whose origin is not `origin`. */
 function foreignUrls(text: string, origin: string): string[] {
@@ -181,7 +184,7 @@ type Operation = {
 };
 
 const operations: { method: string; path: string; operation: Operation }[] = Object.entries(
-  committed.paths as Record<string, Record<string, Operation>>,
+  inline.paths as Record<string, Record<string, Operation>>,
 ).flatMap(([pathName, item]) =>
   Object.entries(item).map(([method, operation]) => ({ method, path: pathName, operation })),
 );
@@ -277,7 +280,7 @@ describe('the OpenAPI document as a contract (issue 20 item 7)', () => {
       expect(operation.requestBody?.content['application/json']?.example, pathName).toBeDefined();
     }
     const created =
-      committed.paths['/v1/account/api-keys'].post.responses['201'].content['application/json'].schema;
+      inline.paths['/v1/account/api-keys'].post.responses['201'].content['application/json'].schema;
     const data = created.properties.data;
     expect(data.properties.key).toBeDefined();
     expect(data.required).not.toContain('key');

@@ -7,6 +7,7 @@
  * status the operation lists, a body its schema accepts, a JSON content type, and every header the
  * document marks required. An answer of anything else (an unknown path, a method the path does not
  * have) must be the error envelope. Only Swagger UI (/docs) and the document itself are outside.
+ * Responses, headers and schemas are followed through their `$ref`s to the shared `components`.
  */
 import { readFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -14,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import formatsPlugin from 'ajv-formats';
+import { pointerOf, resolved } from './openapi-document.js';
 
 const DOCUMENT_FILE = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -39,12 +41,18 @@ interface ResponseObject {
   content?: Record<string, { schema?: object }>;
 }
 
+/** A response as found through its reference, and where it lives (its schema is compiled from there). */
+interface DocumentedResponse {
+  response: ResponseObject;
+  pointer: string;
+}
+
 interface Operation {
   template: string;
   method: string;
   pattern: RegExp;
   params: number;
-  responses: Record<string, ResponseObject>;
+  responses: Record<string, DocumentedResponse>;
 }
 
 export interface CheckedReply {
@@ -58,7 +66,7 @@ const DOCUMENT_ID = 'nimbus-openapi';
 
 function load() {
   const document = JSON.parse(readFileSync(DOCUMENT_FILE, 'utf8')) as {
-    paths: Record<string, Record<string, { responses: Record<string, ResponseObject> }>>;
+    paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
   };
   // The document is not itself a JSON Schema (parameters say `required: true`), so Ajv is told not to
   // check it as one; only the schemas inside it are compiled, by JSON Pointer.
@@ -78,29 +86,38 @@ function load() {
       )
       .join('/');
     for (const [method, operation] of Object.entries(item)) {
+      const responses = Object.entries(operation.responses).map(([status, listed]) => {
+        const at = pointerOf('paths', template, method, 'responses', status);
+        const { value, pointer } = resolved<ResponseObject>(document, listed, at);
+        const headers = Object.fromEntries(
+          Object.entries(value.headers ?? {}).map(([name, header]) => [
+            name,
+            resolved<HeaderObject>(document, header, `${pointer}/headers/${name}`).value,
+          ]),
+        );
+        return [status, { response: { ...value, headers }, pointer }] as const;
+      });
       operations.push({
         template,
         method: method.toUpperCase(),
         // The server ignores a trailing slash (ignoreTrailingSlash), so the document's paths do too.
         pattern: new RegExp(`^${source}/?$`),
         params: (template.match(/\{/g) ?? []).length,
-        responses: operation.responses,
+        responses: Object.fromEntries(responses),
       });
     }
   }
   // A static segment wins over a parameter, as in the router (/v1/events/types before /v1/events/{id}).
   // Among as many parameters, more fixed text is more specific (/invoices/{id}.pdf before /invoices/{id}).
   operations.sort((a, b) => a.params - b.params || b.template.length - a.template.length);
+  // Keyed by where the response lives: operations sharing an error response share its validator.
   const validators = new Map<string, ValidateFunction>();
-  const pointer = (...segments: string[]) =>
-    segments.map((segment) => segment.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
   const schemaValidator = (operation: Operation, status: string) => {
-    const key = `${operation.method} ${operation.template} ${status}`;
-    let validate = validators.get(key);
+    const { pointer } = operation.responses[status]!;
+    let validate = validators.get(pointer);
     if (!validate) {
-      const ref = `${DOCUMENT_ID}#/${pointer('paths', operation.template, operation.method.toLowerCase(), 'responses', status, 'content', 'application/json', 'schema')}`;
-      validate = ajv.compile({ $ref: ref });
-      validators.set(key, validate);
+      validate = ajv.compile({ $ref: `${DOCUMENT_ID}${pointer}/content/application~1json/schema` });
+      validators.set(pointer, validate);
     }
     return validate;
   };
@@ -168,7 +185,7 @@ export function contractProblems(method: string, pathname: string, reply: Checke
   }
   const { schemaValidator, headerValidator } = loaded!;
   const status = String(reply.status);
-  const response = operation.responses[status];
+  const response = operation.responses[status]?.response;
   const where = `${operation.method} ${operation.template}`;
   if (!response) {
     return [
