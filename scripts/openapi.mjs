@@ -9,7 +9,8 @@
  *                                      at warning level or above
  *
  * The serialisation is deterministic (key order as generated, 2-space indent, trailing newline), so the
- * committed file changes exactly when the API does.
+ * committed file changes exactly when the API does. An object or array that fits on one line of
+ * LINE_WIDTH columns is written on one: a `$ref`, a header, an enum each take a line, not five.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -60,8 +61,54 @@ async function generateDocument() {
   }
 }
 
+const LINE_WIDTH = 110;
+
+/** `value` on one line: `{ "a": 1, "b": [true] }`. */
+function oneLine(value) {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(oneLine).join(', ')}]`;
+  const members = Object.entries(value).map(([key, member]) => `${JSON.stringify(key)}: ${oneLine(member)}`);
+  return members.length === 0 ? '{}' : `{ ${members.join(', ')} }`;
+}
+
+/** `value` written at `indent`, where `column` characters of its line are already taken. */
+function formatted(value, indent, column) {
+  const flat = oneLine(value);
+  if (value === null || typeof value !== 'object' || column + flat.length <= LINE_WIDTH) return flat;
+  const inner = `${indent}  `;
+  if (Array.isArray(value) && value.every((member) => member === null || typeof member !== 'object')) {
+    return `[\n${filled(
+      value.map((member) => JSON.stringify(member)),
+      inner,
+    ).join(',\n')}\n${indent}]`;
+  }
+  const lines = Array.isArray(value)
+    ? value.map((member) => `${inner}${formatted(member, inner, inner.length)}`)
+    : Object.entries(value).map(([key, member]) => {
+        const label = `${inner}${JSON.stringify(key)}: `;
+        return `${label}${formatted(member, inner, label.length)}`;
+      });
+  const [open, close] = Array.isArray(value) ? ['[', ']'] : ['{', '}'];
+  return `${open}\n${lines.join(',\n')}\n${indent}${close}`;
+}
+
+/** Words (an enum's values, a `required` list) several to a line, as text is filled. */
+function filled(words, indent) {
+  const lines = [];
+  let line = '';
+  for (const word of words) {
+    if (line !== '' && indent.length + line.length + 2 + word.length + 1 > LINE_WIDTH) {
+      lines.push(`${indent}${line}`);
+      line = word;
+    } else line = line === '' ? word : `${line}, ${word}`;
+  }
+  lines.push(`${indent}${line}`);
+  return lines;
+}
+
 function serialise(document) {
-  return `${JSON.stringify(document, null, 2)}\n`;
+  // Through JSON first, so the file holds what the server serves (no undefined members, toJSON applied).
+  return `${formatted(JSON.parse(JSON.stringify(document)), '', 0)}\n`;
 }
 
 /** Lints with Redocly's recommended ruleset; prints every problem and returns the totals. */

@@ -47,7 +47,10 @@ function statesModule(document) {
 /** Each generated file, by its path, with the text the document produces. */
 async function generate(documentFile) {
   const document = JSON.parse(readFileSync(documentFile, 'utf8'));
-  const ast = await openapiTS(document, { silent: true });
+  // A field with a default is one the server fills in when a request leaves it out. openapi-typescript
+  // makes such fields required outside request bodies, and the bodies are named component schemas
+  // (`NewInstance`), which it cannot tell from answers: keep them optional everywhere.
+  const ast = await openapiTS(document, { silent: true, defaultNonNullable: false });
   return [
     { file: path.join(generatedDir, 'v1.ts'), text: `${HEADER}${astToString(ast)}` },
     { file: path.join(generatedDir, 'states.ts'), text: statesModule(document) },

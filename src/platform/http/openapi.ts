@@ -6,24 +6,18 @@
  *
  * Routes declare what is theirs: summary, description, success schema, the errors their service raises.
  * completeDocument() below adds what the shared plugins do on every route (responses.ts): their error
- * statuses, the response headers, the Idempotency-Key parameter; and it keeps the tags and the
- * description of the API to the operations that exist.
+ * statuses, the response headers, the Idempotency-Key parameter; it keeps the tags and the description
+ * of the API to the operations that exist; and it lists every shared part once under `components`, which
+ * the operations of /v1 and /v2 point at (openapi-components.ts).
  */
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteHandlerMethod } from 'fastify';
 import type { StateTable } from '../lifecycle/state-table.js';
 import { CachedDocument } from './document-cache.js';
+import { errorResponse, type Reference, SharedComponents } from './openapi-components.js';
 import { publishStateTables } from './openapi-states.js';
-import {
-  ERROR_DESCRIPTIONS,
-  type ErrorStatus,
-  HEADER_COMPONENTS,
-  IDEMPOTENCY_KEY_PARAMETER,
-  type OperationKind,
-  pipelineErrors,
-  responseHeaders,
-} from './responses.js';
+import { IDEMPOTENCY_KEY_PARAMETER, type OperationKind, pipelineErrors } from './responses.js';
 
 /** Content-Security-Policy of the /docs pages: everything from this server, nothing from elsewhere. */
 export const DOCS_CSP = [
@@ -192,21 +186,15 @@ interface Parameter {
   schema?: Record<string, unknown>;
 }
 
-interface Response {
-  description?: string;
-  headers?: Record<string, unknown>;
-  content?: Record<string, unknown>;
-}
-
 interface Operation {
   tags?: string[];
   security?: unknown[];
-  parameters?: Parameter[];
+  parameters?: (Parameter | Reference)[];
   requestBody?: {
     required?: boolean;
     content?: Record<string, { schema?: { anyOf?: { type?: string }[] } }>;
   };
-  responses?: Record<string, Response>;
+  responses?: Record<string, Record<string, unknown>>;
 }
 
 interface OpenApiDocument {
@@ -231,27 +219,23 @@ function markOptionalBodies(document: OpenApiDocument): void {
   }
 }
 
-function errorResponse(status: ErrorStatus): Response {
-  return {
-    description: ERROR_DESCRIPTIONS[status],
-    content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
-  };
-}
-
 /** Adds what the shared plugins do on every operation of its kind (see responses.ts). */
-function completeOperation(method: string, operation: Operation): void {
+function completeOperation(method: string, operation: Operation, components: SharedComponents): void {
   const kind: OperationKind = {
     method,
     public: Array.isArray(operation.security) && operation.security.length === 0,
   };
   // A query parameter with a default is filled in by the server: a client may leave it out.
   for (const parameter of operation.parameters ?? []) {
-    if (parameter.in === 'query' && parameter.schema && 'default' in parameter.schema) {
+    if ('in' in parameter && parameter.in === 'query' && parameter.schema && 'default' in parameter.schema) {
       parameter.required = false;
     }
   }
   if (!kind.public && method === 'post') {
-    operation.parameters = [...(operation.parameters ?? []), { ...IDEMPOTENCY_KEY_PARAMETER }];
+    const idempotencyKey = components.parameter(IDEMPOTENCY_KEY_PARAMETER.name, {
+      ...IDEMPOTENCY_KEY_PARAMETER,
+    });
+    operation.parameters = [...(operation.parameters ?? []), idempotencyKey];
   }
   const responses = operation.responses ?? {};
   // Ranges say nothing a client can act on; each status is listed with what it means.
@@ -259,11 +243,7 @@ function completeOperation(method: string, operation: Operation): void {
   delete responses['5XX'];
   for (const status of pipelineErrors(kind)) responses[status] ??= errorResponse(status);
   for (const [status, response] of Object.entries(responses)) {
-    const headers: Record<string, unknown> = { ...response.headers };
-    for (const [name, required] of responseHeaders(kind, Number(status))) {
-      headers[name] = { ...HEADER_COMPONENTS[name], required };
-    }
-    response.headers = headers;
+    responses[status] = components.response(kind, Number(status), response);
   }
   operation.responses = Object.fromEntries(
     Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)),
@@ -296,8 +276,17 @@ function describeAreas(document: OpenApiDocument): void {
 }
 
 function completeDocument(document: OpenApiDocument): void {
+  const components = new SharedComponents();
+  const operations: Operation[] = [];
   for (const item of Object.values(document.paths ?? {})) {
-    for (const [method, operation] of Object.entries(item)) completeOperation(method, operation);
+    for (const [method, operation] of Object.entries(item)) {
+      completeOperation(method, operation, components);
+      operations.push(operation);
+    }
   }
+  components.shareNamedSchemas(document);
+  components.shareParameters(operations);
+  document.components ??= {};
+  components.writeInto(document.components);
   describeAreas(document);
 }

@@ -30,9 +30,13 @@ export function errorResponses<S extends ErrorStatus>(...statuses: S[]) {
   >;
 }
 
-/** A success schema with the sentence the document shows for it (otherwise "Default Response"). */
+/**
+ * A success schema with the sentence the document shows for its answer (otherwise "Default Response"). The
+ * sentence describes the answer, not the schema, so the same envelope stays one schema however many
+ * answers carry it.
+ */
 export function described<T extends TSchema>(schema: T, description: string): T {
-  return CloneType(schema, { description });
+  return CloneType(schema, { 'x-response-description': description });
 }
 
 /** An example request body shown in the document; it must satisfy the schema (spectral checks it). */

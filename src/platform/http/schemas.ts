@@ -47,30 +47,39 @@ export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(sch
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC' });
 
-const Metadata = Type.Object({
-  request_id: Type.String(),
-  timestamp: Timestamp,
-});
+const Metadata = Type.Object(
+  {
+    request_id: Type.String(),
+    timestamp: Timestamp,
+  },
+  { title: 'Metadata' },
+);
 
-export const PaginationSchema = Type.Object({
-  page: Type.Integer(),
-  limit: Type.Integer(),
-  total_items: Type.Integer(),
-  total_pages: Type.Integer(),
-  has_next: Type.Boolean(),
-  has_prev: Type.Boolean(),
-});
+export const PaginationSchema = Type.Object(
+  {
+    page: Type.Integer(),
+    limit: Type.Integer(),
+    total_items: Type.Integer(),
+    total_pages: Type.Integer(),
+    has_next: Type.Boolean(),
+    has_prev: Type.Boolean(),
+  },
+  { title: 'Pagination' },
+);
 
 /** The pagination of a /v2 list (list-versions.ts): cursors instead of page numbers and counts. */
-export const CursorPaginationSchema = Type.Object({
-  limit: Type.Integer(),
-  next_cursor: Type.Union([Type.String(), Type.Null()], {
-    description: 'Pass as `cursor` for the page after this one; null on the last page',
-  }),
-  prev_cursor: Type.Union([Type.String(), Type.Null()], {
-    description: 'Pass as `cursor` for the page before this one; null on the first page',
-  }),
-});
+export const CursorPaginationSchema = Type.Object(
+  {
+    limit: Type.Integer(),
+    next_cursor: Type.Union([Type.String(), Type.Null()], {
+      description: 'Pass as `cursor` for the page after this one; null on the last page',
+    }),
+    prev_cursor: Type.Union([Type.String(), Type.Null()], {
+      description: 'Pass as `cursor` for the page before this one; null on the first page',
+    }),
+  },
+  { title: 'CursorPagination' },
+);
 
 /** The `cursor` query parameter of a /v2 list. */
 export const CursorParameter = Type.String({
@@ -81,8 +90,10 @@ export const CursorParameter = Type.String({
     '(400 otherwise). Leave out for the first page.',
 });
 
+/** `{success, data, metadata}`; around a named resource it is named too (`VolumeEnvelope`), so the document lists it once. */
 export function Envelope<T extends TSchema>(data: T) {
-  return Type.Object({ success: Type.Literal(true), data, metadata: Metadata });
+  const name = typeof data.title === 'string' ? { title: `${data.title}Envelope` } : {};
+  return Type.Object({ success: Type.Literal(true), data, metadata: Metadata }, name);
 }
 
 export function ListEnvelope<T extends TSchema>(item: T) {

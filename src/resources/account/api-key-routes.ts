@@ -55,7 +55,7 @@ const NewApiKey = Type.Object(
     ),
     expires_at: Type.Optional(Type.String({ format: 'date-time' })),
   },
-  { additionalProperties: false },
+  { title: 'NewApiKey', additionalProperties: false },
 );
 
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ apiKeys: ApiKeyService }> = async (

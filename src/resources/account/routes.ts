@@ -38,7 +38,7 @@ const AccountPatch = Type.Object(
     company: Type.Optional(Type.Union([PrintableName(), Type.Null()])),
     billing_email: Type.Optional(Type.Union([Email, Type.Null()])),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'AccountUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const Quota = Type.Object({

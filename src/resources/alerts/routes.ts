@@ -219,7 +219,7 @@ const NewPolicy = Type.Object(
     channels: Channels,
     enabled: Type.Optional(Type.Boolean({ default: true })),
   },
-  { additionalProperties: false },
+  { title: 'NewAlertPolicy', additionalProperties: false },
 );
 
 const PolicyChanges = Type.Object(
@@ -235,7 +235,7 @@ const PolicyChanges = Type.Object(
     channels: Type.Optional(Channels),
     enabled: Type.Optional(Type.Boolean()),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'AlertPolicyUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const IncidentFilters = {

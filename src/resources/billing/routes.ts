@@ -186,7 +186,7 @@ const PlanEstimate = Type.Object(
 );
 const Plan = Type.Object(
   { items: Type.Array(EstimateItem, { minItems: 1, maxItems: 100 }) },
-  { additionalProperties: false },
+  { title: 'EstimateRequest', additionalProperties: false },
 );
 
 const Pdf = { content: { 'application/pdf': { schema: { type: 'string', format: 'binary' } } } };

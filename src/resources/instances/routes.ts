@@ -114,7 +114,7 @@ export const NewInstance = Type.Object(
     monitoring: Type.Optional(Type.Boolean({ default: true })),
     backup_schedule: Type.Optional(BackupSchedule),
   },
-  { additionalProperties: false },
+  { title: 'NewInstance', additionalProperties: false },
 );
 
 const InstanceUpdate = Type.Object(
@@ -129,7 +129,7 @@ const InstanceUpdate = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'InstanceUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const StopRequest = Type.Union([
@@ -142,12 +142,15 @@ const StopRequest = Type.Union([
         }),
       ),
     },
-    { additionalProperties: false },
+    { title: 'InstanceStopRequest', additionalProperties: false },
   ),
   Type.Null(),
 ]);
 
-const ResizeRequest = Type.Object({ instance_type: InstanceTypeName }, { additionalProperties: false });
+const ResizeRequest = Type.Object(
+  { instance_type: InstanceTypeName },
+  { title: 'InstanceResizeRequest', additionalProperties: false },
+);
 
 const ListInstancesQuery = ListQuery(
   INSTANCE_SORTS,

@@ -108,7 +108,7 @@ const NewFirewallRule = Type.Object(
     region: StringEnum(REGION_NAMES),
     enabled: Type.Optional(Type.Boolean({ default: true })),
   },
-  { additionalProperties: false },
+  { title: 'NewFirewallRule', additionalProperties: false },
 );
 
 const FirewallRuleUpdate = Type.Object(
@@ -125,7 +125,7 @@ const FirewallRuleUpdate = Type.Object(
     targets: Type.Optional(Targets),
     enabled: Type.Optional(Type.Boolean()),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'FirewallRuleUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const ListFirewallRulesQuery = ListQuery(

@@ -56,12 +56,12 @@ const NewSnapshot = Type.Object(
     instance_id: Type.Optional(ResourceId('Copy the root volume of this instance (running or stopped)')),
     tags: Type.Optional(Tags),
   },
-  { additionalProperties: false },
+  { title: 'NewSnapshot', additionalProperties: false },
 );
 
 const SnapshotUpdate = Type.Object(
   { name: Type.Optional(ResourceName), tags: Type.Optional(Tags) },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'SnapshotUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const RestoreRequest = Type.Object(
@@ -99,7 +99,7 @@ const RestoreRequest = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false },
+  { title: 'SnapshotRestoreRequest', additionalProperties: false },
 );
 
 const Restore = Type.Object(

@@ -41,7 +41,7 @@ const NewSshKey = Type.Object(
       description: `The contents of a .pub file. Types: ${SSH_KEY_TYPES.join(', ')}; RSA keys of at least 2048 bits`,
     }),
   },
-  { additionalProperties: false },
+  { title: 'NewSshKey', additionalProperties: false },
 );
 
 const SshKeyListQuery = ListQuery(

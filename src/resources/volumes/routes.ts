@@ -39,7 +39,7 @@ export const BackupSchedule = Type.Union([
       frequency: StringEnum(BACKUP_FREQUENCIES),
       retention: Type.Integer({ minimum: BACKUP_RETENTION.min, maximum: BACKUP_RETENTION.max }),
     },
-    { additionalProperties: false },
+    { title: 'BackupSchedule', additionalProperties: false },
   ),
   Type.Null(),
 ]);
@@ -90,7 +90,7 @@ const NewVolume = Type.Object(
     }),
     backup_schedule: Type.Optional(BackupSchedule),
   },
-  { additionalProperties: false },
+  { title: 'NewVolume', additionalProperties: false },
 );
 
 const VolumeUpdate = Type.Object(
@@ -99,13 +99,16 @@ const VolumeUpdate = Type.Object(
     tags: Type.Optional(Tags),
     backup_schedule: Type.Optional(BackupSchedule),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'VolumeUpdate', additionalProperties: false, minProperties: 1 },
 );
 
-const AttachRequest = Type.Object({ instance_id: InstanceId }, { additionalProperties: false });
+const AttachRequest = Type.Object(
+  { instance_id: InstanceId },
+  { title: 'VolumeAttachRequest', additionalProperties: false },
+);
 const ResizeRequest = Type.Object(
   { size_gb: { ...SizeGb, description: 'The new size: larger than the current one' } },
-  { additionalProperties: false },
+  { title: 'VolumeResizeRequest', additionalProperties: false },
 );
 
 const ListVolumesQuery = ListQuery(

@@ -116,12 +116,12 @@ const NewVpn = Type.Object(
     }),
     allowed_cidrs: Type.Optional(AllowedCidrs),
   },
-  { additionalProperties: false },
+  { title: 'NewVpn', additionalProperties: false },
 );
 
 const VpnUpdate = Type.Object(
   { name: Type.Optional(ResourceName), allowed_cidrs: Type.Optional(AllowedCidrs) },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'VpnUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const NewPeer = Type.Object(
@@ -134,7 +134,7 @@ const NewPeer = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { title: 'NewVpnPeer', additionalProperties: false },
 );
 
 const PeerParams = Type.Object({

@@ -99,7 +99,7 @@ const NewWebhook = Type.Object(
     description: Type.Optional(Description),
     enabled: Type.Optional(Type.Boolean({ default: true })),
   },
-  { additionalProperties: false },
+  { title: 'NewWebhook', additionalProperties: false },
 );
 
 const WebhookChanges = Type.Object(
@@ -109,7 +109,7 @@ const WebhookChanges = Type.Object(
     description: Type.Optional(Type.Union([Description, Type.Null()])),
     enabled: Type.Optional(Type.Boolean()),
   },
-  { additionalProperties: false, minProperties: 1 },
+  { title: 'WebhookUpdate', additionalProperties: false, minProperties: 1 },
 );
 
 const Rotation = Type.Object(
@@ -123,7 +123,7 @@ const Rotation = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { title: 'WebhookSecretRotationRequest', additionalProperties: false },
 );
 
 const DeliveryParams = Type.Object({
