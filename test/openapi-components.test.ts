@@ -1,6 +1,6 @@
 /**
  * Issue 30 item 6: openapi/v1.json writes each shared part once, under `components`, and `$ref`s it
- * everywhere else (src/http/openapi-components.ts, docs/api.md "The OpenAPI document").
+ * everywhere else (src/platform/http/openapi-components.ts, docs/api.md "The OpenAPI document").
  *
  * - Every reference names a part of the document, in the section its place calls for, and following them
  *   all gives a finite document.
@@ -204,7 +204,7 @@ describe('openapi/v1.json: each shared part written once, under components', () 
       expect(twin, `${method} ${pathName} has a /v1 twin`).toBeDefined();
       const refs = (node: unknown) =>
         [...new Set(references(node).map(({ ref }) => ref))]
-          // A /v2 list pages by cursor where /v1 pages by number (src/http/list-versions.ts).
+          // A /v2 list pages by cursor where /v1 pages by number (src/platform/http/list-versions.ts).
           .filter((ref) => !/\/(page|cursor|Pagination|CursorPagination)$/.test(ref))
           .sort();
       expect(refs(operation), `${method.toUpperCase()} ${pathName}`).toEqual(refs(twin!.operation));

@@ -1,6 +1,6 @@
 /**
  * Reading the OpenAPI document through its `$ref`s: the document lists each shared part once under
- * `components` (src/http/openapi-components.ts) and points at it everywhere else, so a reader that wants
+ * `components` (src/platform/http/openapi-components.ts) and points at it everywhere else, so a reader that wants
  * an operation's response, header or parameter follows the reference first.
  */
 
