@@ -14,6 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../domain/clock.js';
 import { Conflict, NotFound } from '../errors.js';
 import { JobRunner } from '../jobs/runner.js';
+import { QuotaService } from '../quotas/quotas.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { conflict, Lifecycle, type Reconciler, type ResourceKind, type Step } from './lifecycle.js';
@@ -122,7 +123,7 @@ describe('Lifecycle (a kind other than instances)', () => {
       .execute();
     clock = new ManualClock();
     jobs = new JobRunner(store, clock, { automatic: false });
-    lifecycle = new Lifecycle(store, clock, jobs);
+    lifecycle = new Lifecycle(store, clock, jobs, { quotas: new QuotaService(store) });
   });
   afterEach(async () => {
     await jobs.stop();
@@ -132,15 +133,19 @@ describe('Lifecycle (a kind other than instances)', () => {
 
   const newDisk = (status: DiskStatus = 'creating'): Promise<Disk> => {
     counter += 1;
-    return lifecycle.create(DISK_KIND, 'volume.created', async () => ({
-      id: `disk_${counter}`,
-      account_id: 'acct_a',
-      name: `disk-${counter}`,
-      status,
-      instance_id: null,
-      version: 1,
-      updated_at: clock.now().toISOString(),
-    }));
+    return lifecycle.create(DISK_KIND, {
+      event: 'volume.created',
+      accountId: 'acct_a',
+      build: () => ({
+        id: `disk_${counter}`,
+        account_id: 'acct_a',
+        name: `disk-${counter}`,
+        status,
+        instance_id: null,
+        version: 1,
+        updated_at: clock.now().toISOString(),
+      }),
+    });
   };
   const eventsOf = async (id: string) =>
     (
@@ -299,8 +304,8 @@ describe('Lifecycle (a kind other than instances)', () => {
     expect(order).toEqual(['holdFirst', 'plan']);
     const before = await DISK_KIND.find(store.db, disk.id);
     const refused = lifecycle.act(DISK_KIND, 'acct_a', disk.id, 'detach', () => ({}), {
-      holdFirst: async (trx) => {
-        await DISK_KIND.update(trx, before!, { instance_id: 'ins_rolled_back' });
+      holdFirst: async (ctx) => {
+        await DISK_KIND.update(ctx.trx, before!, { instance_id: 'ins_rolled_back' });
         throw new NotFound('instance', 'ins_gone');
       },
     });
@@ -332,32 +337,30 @@ describe('Lifecycle (a kind other than instances)', () => {
     expect(await jobOf(disk.id)).toBeUndefined();
     // Rolled back with the transaction that made it.
     await expect(
-      store.db.transaction().execute(async (trx) => {
-        await lifecycle.writeWithin(trx, DISK_KIND, disk, { status: 'detaching' }, { reconcile: true });
+      lifecycle.transaction(async (ctx) => {
+        await lifecycle.writeWithin(ctx, DISK_KIND, disk, { status: 'detaching' }, { reconcile: true });
         throw new Error('the outer request failed');
       }),
     ).rejects.toThrow('the outer request failed');
     expect(await DISK_KIND.find(store.db, disk.id)).toMatchObject({ status: 'creating', version: 1 });
     expect(await jobOf(disk.id)).toBeUndefined();
-    const written = await store.db
-      .transaction()
-      .execute((trx) =>
-        lifecycle.writeWithin(
-          trx,
-          DISK_KIND,
-          disk,
-          { status: 'detaching' },
-          { event: { type: 'volume.detached' }, reconcile: true },
-        ),
-      );
+    const written = await lifecycle.transaction((ctx) =>
+      lifecycle.writeWithin(
+        ctx,
+        DISK_KIND,
+        disk,
+        { status: 'detaching' },
+        { event: { type: 'volume.detached' }, reconcile: true },
+      ),
+    );
     expect(written).toMatchObject({ status: 'detaching', version: 2 });
     expect((await eventsOf(disk.id)).at(-1)).toMatchObject({ type: 'volume.detached' });
     expect(await jobOf(disk.id)).toMatchObject({ kind: 'disk' });
     // Guarded: a second write from the same stale read loses.
     expect(
-      await store.db
-        .transaction()
-        .execute((trx) => lifecycle.writeWithin(trx, DISK_KIND, disk, { instance_id: 'ins_late' })),
+      await lifecycle.transaction((ctx) =>
+        lifecycle.writeWithin(ctx, DISK_KIND, disk, { instance_id: 'ins_late' }),
+      ),
     ).toBeUndefined();
   });
 
