@@ -4,7 +4,8 @@
  * holds no instance knowledge: conflicts, guarded writes, events, the reconcile job's steps and giving
  * up all come from the kind's table, store functions and reconciler. It also covers what the core offers
  * kinds beyond that: a kind's own reason for a refusal, records held before the kind's, an advance that
- * carries an event, and writes made inside another record's transaction.
+ * carries an event, writes made inside another record's transaction, a create's quota claim at the end of
+ * its transaction, and the counts a kind keeps.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -362,6 +363,134 @@ describe('Lifecycle (a kind other than instances)', () => {
         lifecycle.writeWithin(ctx, DISK_KIND, disk, { instance_id: 'ins_late' }),
       ),
     ).toBeUndefined();
+  });
+
+  it('a create that names quotas holds its usage back and claims it, guarded, at its end; past the limit nothing is made', async () => {
+    // A disk takes one `volumes` (a counted quota); the account has one room left of the free plan's 10.
+    const counted: typeof DISK_KIND = { ...DISK_KIND, usage: () => ({ volumes: 1 }) };
+    lifecycle.register(counted, new ScriptedReconciler(() => ({ next: 'done' })));
+    await store.db
+      .insertInto('accounts')
+      .values({
+        id: 'acct_a',
+        name: 'a',
+        email: 'a@example.com',
+        company: null,
+        billing_email: null,
+        plan: 'free',
+        status: 'active',
+        rate_limit_per_hour: null,
+        rate_limit_burst: null,
+        created_at: clock.now().toISOString(),
+        updated_at: clock.now().toISOString(),
+      })
+      .execute();
+    await store.db
+      .insertInto('account_usage')
+      .values({ account_id: 'acct_a', name: 'volumes', used: 9 })
+      .execute();
+    const used = async () =>
+      Number(
+        (
+          await store.db
+            .selectFrom('account_usage')
+            .select('used')
+            .where('account_id', '=', 'acct_a')
+            .where('name', '=', 'volumes')
+            .executeTakeFirstOrThrow()
+        ).used,
+      );
+    const order: string[] = [];
+    /** `meanwhile`: what happens in the create's transaction before its end (another create taking room). */
+    const create = (id: string, meanwhile?: (trx: Executor) => Promise<unknown>) =>
+      lifecycle.create(counted, {
+        event: 'volume.created',
+        accountId: 'acct_a',
+        quotas: [['volumes', 1]],
+        hold: async () => void order.push(`hold ${id}`),
+        build: async (ctx) => {
+          // Held back: inside the create's own transaction the counter has not moved yet.
+          const counter = await ctx.trx.selectFrom('account_usage').select('used').executeTakeFirst();
+          order.push(`build ${id} at ${counter?.used}`);
+          await meanwhile?.(ctx.trx);
+          return {
+            id,
+            account_id: 'acct_a',
+            name: id,
+            status: 'creating',
+            instance_id: null,
+            version: 1,
+            updated_at: clock.now().toISOString(),
+          };
+        },
+        claim: async () => void order.push(`claim ${id}`),
+      });
+
+    // Past the early check, the last room goes to another create before this one's end: the guarded
+    // claim refuses it, and nothing of it stays (the other's write was in the same transaction here).
+    const raced = create('disk_raced', (trx) =>
+      trx.updateTable('account_usage').set({ used: 10 }).where('account_id', '=', 'acct_a').execute(),
+    );
+    await expect(raced).rejects.toMatchObject({ code: 'quota_exceeded' });
+    expect(await counted.find(store.db, 'disk_raced')).toBeUndefined();
+    expect(await eventsOf('disk_raced')).toEqual([]);
+    expect(await used()).toBe(9);
+
+    order.length = 0;
+    await create('disk_fits');
+    expect(order).toEqual(['hold disk_fits', 'build disk_fits at 9', 'claim disk_fits']);
+    expect(await used()).toBe(10);
+    expect(await jobOf('disk_fits')).toMatchObject({ kind: 'disk' });
+
+    // The early check refuses the next one before it is built.
+    order.length = 0;
+    await expect(create('disk_past')).rejects.toMatchObject({ code: 'quota_exceeded' });
+    expect(order).toEqual(['hold disk_past']);
+    expect(await used()).toBe(10);
+
+    // Removing the record gives its usage back, in the removal's transaction.
+    const made = await counted.find(store.db, 'disk_fits');
+    await counted.update(store.db, made!, { status: 'available' });
+    const deleting = await lifecycle.act(counted, 'acct_a', 'disk_fits', 'delete', () => ({}));
+    await lifecycle.remove(counted, deleting, { type: 'volume.deleted' });
+    expect(await used()).toBe(9);
+  });
+
+  it('counts a kind keeps move with each write and are written once per transaction, summed, at its end', async () => {
+    const writes: Record<string, number>[] = [];
+    const counting: typeof DISK_KIND = {
+      ...DISK_KIND,
+      counts: {
+        keyOf: (disk) => disk.status,
+        write: async (_trx, changes) => void writes.push(Object.fromEntries(changes)),
+      },
+    };
+    const build = (id: string) => ({
+      event: 'volume.created' as const,
+      accountId: 'acct_a',
+      build: () => ({
+        id,
+        account_id: 'acct_a',
+        name: id,
+        status: 'creating' as const,
+        instance_id: null,
+        version: 1,
+        updated_at: clock.now().toISOString(),
+      }),
+    });
+    await lifecycle.transaction(async (ctx) => {
+      const first = await lifecycle.createWithin(ctx, counting, build('disk_c1'));
+      await lifecycle.createWithin(ctx, counting, build('disk_c2'));
+      await lifecycle.writeWithin(ctx, counting, first, { status: 'available' });
+      expect(writes).toEqual([]);
+    });
+    expect(writes).toEqual([{ creating: 1, available: 1 }]);
+    // A write that moves no count writes none.
+    const disk = await counting.find(store.db, 'disk_c2');
+    await lifecycle.transaction((ctx) =>
+      lifecycle.writeWithin(ctx, counting, disk!, { instance_id: 'ins_1' }),
+    );
+    expect(writes).toHaveLength(1);
   });
 
   it('a step that keeps throwing ends in what giveUp says, after the runner’s attempts', async () => {
