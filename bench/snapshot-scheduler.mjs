@@ -50,6 +50,7 @@ const { systemClock } = await dist('platform/domain/clock.js');
 const { JobRunner } = await dist('platform/jobs/runner.js');
 const { Lifecycle } = await dist('platform/lifecycle/lifecycle.js');
 const { QuotaService } = await dist('platform/quotas/quotas.js');
+const { BILLING_METERING } = await dist('resources/billing/meter-store.js');
 const { SnapshotService } = await dist('resources/snapshots/service.js');
 const { SnapshotScheduler } = await dist('resources/snapshots/scheduler.js');
 
@@ -95,9 +96,10 @@ async function seededStore(total) {
   raw.exec('analyze');
 
   const jobs = new JobRunner(store, systemClock, { automatic: false });
-  const lifecycle = new Lifecycle(store, systemClock, jobs);
-  const snapshots = new SnapshotService(store, systemClock, lifecycle, new QuotaService(store), null);
-  const scheduler = new SnapshotScheduler(store, systemClock, jobs, snapshots);
+  const quotas = new QuotaService(store);
+  const lifecycle = new Lifecycle(store, systemClock, jobs, { quotas, metering: BILLING_METERING });
+  const snapshots = new SnapshotService(store, systemClock, lifecycle, quotas, null);
+  const scheduler = new SnapshotScheduler(store, systemClock, jobs, lifecycle, snapshots);
   const setDue = raw.prepare(`update backup_schedules set next_due_at = ? where source_id = ?`);
   return {
     scheduler,

@@ -19,6 +19,7 @@ import { AlertEvaluator } from './resources/alerts/evaluator.js';
 import { IncidentWriter } from './resources/alerts/incidents.js';
 import { AlertNotifier } from './resources/alerts/notifier.js';
 import { AlertService } from './resources/alerts/service.js';
+import { BILLING_METERING } from './resources/billing/meter-store.js';
 import { BillingService } from './resources/billing/service.js';
 import { EventService } from './resources/events/service.js';
 import { INSTANCE_KIND } from './resources/instances/kind.js';
@@ -118,7 +119,8 @@ export function createServices(deps: ServiceDeps): Services {
   const quotas = new QuotaService(deps.store);
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
   const sshKeys = new SshKeyService(deps.store, deps.clock);
-  const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs);
+  // The core meters billed kinds through billing's meter store (the core knows no prices).
+  const lifecycle = new Lifecycle(deps.store, deps.clock, deps.jobs, { quotas, metering: BILLING_METERING });
   lifecycle.register(
     INSTANCE_KIND,
     new InstanceReconciler(
@@ -141,7 +143,14 @@ export function createServices(deps: ServiceDeps): Services {
       sourceTagsOf(deps.store.background, snapshot),
     ),
   );
-  new SnapshotScheduler(deps.store, deps.clock, deps.jobs, snapshots, deps.onScheduledSnapshotError);
+  new SnapshotScheduler(
+    deps.store,
+    deps.clock,
+    deps.jobs,
+    lifecycle,
+    snapshots,
+    deps.onScheduledSnapshotError,
+  );
   const volumes = new VolumeService(
     deps.store,
     deps.clock,

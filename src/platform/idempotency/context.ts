@@ -10,8 +10,8 @@
  *
  * How: the idempotency plugin runs the handler of a route that makes something (route config
  * `idempotentCreate`) inside `runWithClaim`, an AsyncLocalStorage scope of its own (unrelated to any
- * other request context); services call `recordCreated(trx, kind, id)` in the transaction that inserts
- * the record. Outside such a scope (no key, another route, background work) it does nothing. A claim
+ * other request context); `recordCreated(trx, kind, id)` is called in the transaction that inserts the
+ * record: by the lifecycle core's `create` for stateful kinds, by the service for the others. Outside such a scope (no key, another route, background work) it does nothing. A claim
  * closes when the request's answer is settled, so work that outlives the request in its async context
  * (timers armed by it) cannot mark it. If the claim no longer holds the key (its lease lapsed and a
  * retry took it over), `recordCreated` throws IdempotencyKeyInUse and the create rolls back: one

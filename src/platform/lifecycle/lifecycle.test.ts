@@ -4,7 +4,8 @@
  * holds no instance knowledge: conflicts, guarded writes, events, the reconcile job's steps and giving
  * up all come from the kind's table, store functions and reconciler. It also covers what the core offers
  * kinds beyond that: a kind's own reason for a refusal, records held before the kind's, an advance that
- * carries an event, and writes made inside another record's transaction.
+ * carries an event, writes made inside another record's transaction, a create's quota claim at the end of
+ * its transaction, and the counts a kind keeps.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -14,6 +15,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../domain/clock.js';
 import { Conflict, NotFound } from '../errors.js';
 import { JobRunner } from '../jobs/runner.js';
+import { QuotaService } from '../quotas/quotas.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { conflict, Lifecycle, type Reconciler, type ResourceKind, type Step } from './lifecycle.js';
@@ -122,7 +124,7 @@ describe('Lifecycle (a kind other than instances)', () => {
       .execute();
     clock = new ManualClock();
     jobs = new JobRunner(store, clock, { automatic: false });
-    lifecycle = new Lifecycle(store, clock, jobs);
+    lifecycle = new Lifecycle(store, clock, jobs, { quotas: new QuotaService(store) });
   });
   afterEach(async () => {
     await jobs.stop();
@@ -132,15 +134,19 @@ describe('Lifecycle (a kind other than instances)', () => {
 
   const newDisk = (status: DiskStatus = 'creating'): Promise<Disk> => {
     counter += 1;
-    return lifecycle.create(DISK_KIND, 'volume.created', async () => ({
-      id: `disk_${counter}`,
-      account_id: 'acct_a',
-      name: `disk-${counter}`,
-      status,
-      instance_id: null,
-      version: 1,
-      updated_at: clock.now().toISOString(),
-    }));
+    return lifecycle.create(DISK_KIND, {
+      event: 'volume.created',
+      accountId: 'acct_a',
+      build: () => ({
+        id: `disk_${counter}`,
+        account_id: 'acct_a',
+        name: `disk-${counter}`,
+        status,
+        instance_id: null,
+        version: 1,
+        updated_at: clock.now().toISOString(),
+      }),
+    });
   };
   const eventsOf = async (id: string) =>
     (
@@ -299,8 +305,8 @@ describe('Lifecycle (a kind other than instances)', () => {
     expect(order).toEqual(['holdFirst', 'plan']);
     const before = await DISK_KIND.find(store.db, disk.id);
     const refused = lifecycle.act(DISK_KIND, 'acct_a', disk.id, 'detach', () => ({}), {
-      holdFirst: async (trx) => {
-        await DISK_KIND.update(trx, before!, { instance_id: 'ins_rolled_back' });
+      holdFirst: async (ctx) => {
+        await DISK_KIND.update(ctx.trx, before!, { instance_id: 'ins_rolled_back' });
         throw new NotFound('instance', 'ins_gone');
       },
     });
@@ -332,33 +338,159 @@ describe('Lifecycle (a kind other than instances)', () => {
     expect(await jobOf(disk.id)).toBeUndefined();
     // Rolled back with the transaction that made it.
     await expect(
-      store.db.transaction().execute(async (trx) => {
-        await lifecycle.writeWithin(trx, DISK_KIND, disk, { status: 'detaching' }, { reconcile: true });
+      lifecycle.transaction(async (ctx) => {
+        await lifecycle.writeWithin(ctx, DISK_KIND, disk, { status: 'detaching' }, { reconcile: true });
         throw new Error('the outer request failed');
       }),
     ).rejects.toThrow('the outer request failed');
     expect(await DISK_KIND.find(store.db, disk.id)).toMatchObject({ status: 'creating', version: 1 });
     expect(await jobOf(disk.id)).toBeUndefined();
-    const written = await store.db
-      .transaction()
-      .execute((trx) =>
-        lifecycle.writeWithin(
-          trx,
-          DISK_KIND,
-          disk,
-          { status: 'detaching' },
-          { event: { type: 'volume.detached' }, reconcile: true },
-        ),
-      );
+    const written = await lifecycle.transaction((ctx) =>
+      lifecycle.writeWithin(
+        ctx,
+        DISK_KIND,
+        disk,
+        { status: 'detaching' },
+        { event: { type: 'volume.detached' }, reconcile: true },
+      ),
+    );
     expect(written).toMatchObject({ status: 'detaching', version: 2 });
     expect((await eventsOf(disk.id)).at(-1)).toMatchObject({ type: 'volume.detached' });
     expect(await jobOf(disk.id)).toMatchObject({ kind: 'disk' });
     // Guarded: a second write from the same stale read loses.
     expect(
-      await store.db
-        .transaction()
-        .execute((trx) => lifecycle.writeWithin(trx, DISK_KIND, disk, { instance_id: 'ins_late' })),
+      await lifecycle.transaction((ctx) =>
+        lifecycle.writeWithin(ctx, DISK_KIND, disk, { instance_id: 'ins_late' }),
+      ),
     ).toBeUndefined();
+  });
+
+  it('a create that names quotas holds its usage back and claims it, guarded, at its end; past the limit nothing is made', async () => {
+    // A disk takes one `volumes` (a counted quota); the account has one room left of the free plan's 10.
+    const counted: typeof DISK_KIND = { ...DISK_KIND, usage: () => ({ volumes: 1 }) };
+    lifecycle.register(counted, new ScriptedReconciler(() => ({ next: 'done' })));
+    await store.db
+      .insertInto('accounts')
+      .values({
+        id: 'acct_a',
+        name: 'a',
+        email: 'a@example.com',
+        company: null,
+        billing_email: null,
+        plan: 'free',
+        status: 'active',
+        rate_limit_per_hour: null,
+        rate_limit_burst: null,
+        created_at: clock.now().toISOString(),
+        updated_at: clock.now().toISOString(),
+      })
+      .execute();
+    await store.db
+      .insertInto('account_usage')
+      .values({ account_id: 'acct_a', name: 'volumes', used: 9 })
+      .execute();
+    const used = async () =>
+      Number(
+        (
+          await store.db
+            .selectFrom('account_usage')
+            .select('used')
+            .where('account_id', '=', 'acct_a')
+            .where('name', '=', 'volumes')
+            .executeTakeFirstOrThrow()
+        ).used,
+      );
+    const order: string[] = [];
+    /** `meanwhile`: what happens in the create's transaction before its end (another create taking room). */
+    const create = (id: string, meanwhile?: (trx: Executor) => Promise<unknown>) =>
+      lifecycle.create(counted, {
+        event: 'volume.created',
+        accountId: 'acct_a',
+        quotas: [['volumes', 1]],
+        hold: async () => void order.push(`hold ${id}`),
+        build: async (ctx) => {
+          // Held back: inside the create's own transaction the counter has not moved yet.
+          const counter = await ctx.trx.selectFrom('account_usage').select('used').executeTakeFirst();
+          order.push(`build ${id} at ${counter?.used}`);
+          await meanwhile?.(ctx.trx);
+          return {
+            id,
+            account_id: 'acct_a',
+            name: id,
+            status: 'creating',
+            instance_id: null,
+            version: 1,
+            updated_at: clock.now().toISOString(),
+          };
+        },
+        claim: async () => void order.push(`claim ${id}`),
+      });
+
+    // Past the early check, the last room goes to another create before this one's end: the guarded
+    // claim refuses it, and nothing of it stays (the other's write was in the same transaction here).
+    const raced = create('disk_raced', (trx) =>
+      trx.updateTable('account_usage').set({ used: 10 }).where('account_id', '=', 'acct_a').execute(),
+    );
+    await expect(raced).rejects.toMatchObject({ code: 'quota_exceeded' });
+    expect(await counted.find(store.db, 'disk_raced')).toBeUndefined();
+    expect(await eventsOf('disk_raced')).toEqual([]);
+    expect(await used()).toBe(9);
+
+    order.length = 0;
+    await create('disk_fits');
+    expect(order).toEqual(['hold disk_fits', 'build disk_fits at 9', 'claim disk_fits']);
+    expect(await used()).toBe(10);
+    expect(await jobOf('disk_fits')).toMatchObject({ kind: 'disk' });
+
+    // The early check refuses the next one before it is built.
+    order.length = 0;
+    await expect(create('disk_past')).rejects.toMatchObject({ code: 'quota_exceeded' });
+    expect(order).toEqual(['hold disk_past']);
+    expect(await used()).toBe(10);
+
+    // Removing the record gives its usage back, in the removal's transaction.
+    const made = await counted.find(store.db, 'disk_fits');
+    await counted.update(store.db, made!, { status: 'available' });
+    const deleting = await lifecycle.act(counted, 'acct_a', 'disk_fits', 'delete', () => ({}));
+    await lifecycle.remove(counted, deleting, { type: 'volume.deleted' });
+    expect(await used()).toBe(9);
+  });
+
+  it('counts a kind keeps move with each write and are written once per transaction, summed, at its end', async () => {
+    const writes: Record<string, number>[] = [];
+    const counting: typeof DISK_KIND = {
+      ...DISK_KIND,
+      counts: {
+        keyOf: (disk) => disk.status,
+        write: async (_trx, changes) => void writes.push(Object.fromEntries(changes)),
+      },
+    };
+    const build = (id: string) => ({
+      event: 'volume.created' as const,
+      accountId: 'acct_a',
+      build: () => ({
+        id,
+        account_id: 'acct_a',
+        name: id,
+        status: 'creating' as const,
+        instance_id: null,
+        version: 1,
+        updated_at: clock.now().toISOString(),
+      }),
+    });
+    await lifecycle.transaction(async (ctx) => {
+      const first = await lifecycle.createWithin(ctx, counting, build('disk_c1'));
+      await lifecycle.createWithin(ctx, counting, build('disk_c2'));
+      await lifecycle.writeWithin(ctx, counting, first, { status: 'available' });
+      expect(writes).toEqual([]);
+    });
+    expect(writes).toEqual([{ creating: 1, available: 1 }]);
+    // A write that moves no count writes none.
+    const disk = await counting.find(store.db, 'disk_c2');
+    await lifecycle.transaction((ctx) =>
+      lifecycle.writeWithin(ctx, counting, disk!, { instance_id: 'ins_1' }),
+    );
+    expect(writes).toHaveLength(1);
   });
 
   it('a step that keeps throwing ends in what giveUp says, after the runner’s attempts', async () => {

@@ -9,30 +9,44 @@
  * - `act`: in one transaction, hold the record, check the action against the table (409 `conflict` with
  *   `current_status` and `allowed_statuses`), write the new status and the caller's changes guarded by
  *   the version read, record the typed event (outbox), and enqueue the kind's reconcile job.
- * - `create`: insert, record the created event and enqueue the job, in one transaction.
+ * - `create`: the one way a record of a kind is made. In one transaction: hold what the record depends on
+ *   (the service's `hold`), check its quotas from what is committed, build it, insert it, record the
+ *   created event and enqueue its job, mark the request's Idempotency-Key committed with it
+ *   (platform/idempotency/context.ts), and claim its quotas, guarded, as the last statements; the job
+ *   runner is woken once it commits.
  * - the reconcile job (one per kind, registered with the job runner under the kind's name): it loads the
  *   record, asks the reconciler for one step, and applies what the step says — a guarded write, a write
  *   with its event, a removal with its event — so reconcilers decide and never write themselves.
- * - metering: a kind that is billed says what a record pays in its state (`meter`); every write above that
- *   changes it switches the record's metered interval in the same transaction (resources/billing/meter-store.ts), so
- *   billing reads a history that holds exactly what committed.
+ * - what a kind declares beyond its records: the quota usage a record takes (`usage`), the counts it keeps
+ *   (`counts`) and what it pays (`meter`). Every write above moves them in its own transaction: usage and
+ *   counts through the transaction's context (write-context.ts), the meter through the `Metering` the
+ *   composition root gives (metering.ts), so billing reads a history that holds exactly what committed.
+ *
+ * Each transaction of the core has its context (`WriteContext`): the callbacks it runs get it, not the
+ * bare transaction, and write through it what the core finishes before COMMIT and after.
  *
  * Every answer a request gets is written before it is given (the job is in the same transaction), so a
  * crash right after a 202 loses nothing; every step is decided from what is found, so a job cut short is
  * simply run again.
  */
 
-import { switchMeter } from '../../resources/billing/meter-store.js';
-import { type Meter, meterKey } from '../../resources/billing/rules.js';
-import { holdCounts, writeHeldCounts } from '../../resources/instances/store.js';
 import type { Clock } from '../domain/clock.js';
 import { Conflict, type DomainError, NotFound, type ResourceKind as NotFoundResource } from '../errors.js';
 import type { EventData, EventType } from '../events/catalog.js';
 import { recordEvent } from '../events/outbox.js';
+import { recordCreated } from '../idempotency/context.js';
 import type { JobHandler, JobRunner, RunningJob } from '../jobs/runner.js';
+import type { QuotaService } from '../quotas/quotas.js';
+import { type Usage, usageDelta } from '../quotas/usage.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
+import type { BilledState, Metering } from './metering.js';
 import { isAllowed, type StateTable, statusAfter } from './state-table.js';
+import { type KindCounts, type QuotaRequest, WriteContext } from './write-context.js';
+
+export type { BilledState, Metering } from './metering.js';
+export type { KindCounts, QuotaRequest } from './write-context.js';
+export { WriteContext } from './write-context.js';
 
 export interface LifecycleRecord<Status extends string> {
   id: string;
@@ -76,8 +90,56 @@ export interface ResourceKind<
    * volume attached elsewhere names its instance); undefined for the table's own 409.
    */
   refusal?(record: R, action: Action): DomainError | undefined;
-  /** What the record pays in its current state (resources/billing/rules.ts); absent for kinds that are not billed. */
-  meter?(record: R): Meter | null;
+  /** What the record pays in its current state (for billing's `Metering`); absent for kinds that are not billed. */
+  meter?(record: R): BilledState | null;
+  /** What the record takes of its account's quota counters (platform/quotas/usage.ts); absent: nothing. */
+  usage?(record: R): Usage;
+  /** Counts the kind keeps of its records by key, moved by the core on every write. */
+  counts?: KindCounts<R>;
+  /**
+   * Gives back, when the record is removed, what it took of capacity shared beyond its account (an
+   * instance's GPUs in its region): after its account's counters have moved, the order creates take
+   * them in (account, then region).
+   */
+  release?(trx: Executor, record: R): Promise<void>;
+}
+
+/** What a service gives `create` for one new record of a kind. */
+export interface CreatePlan<S extends string, R extends LifecycleRecord<S>, E extends EventType, Held> {
+  /** The event that announces the record. */
+  event: E;
+  /** The account the record belongs to, whose quotas it takes. */
+  accountId: string;
+  /**
+   * The quotas the record takes. Checked from what is committed after `hold` (an early answer; for the
+   * quotas that are not counters, under the lock `hold` took), and claimed at the end of the transaction,
+   * each counter guarded by its limit. Without them, the record's usage is written as it moves.
+   */
+  quotas?: readonly QuotaRequest[];
+  /**
+   * Holds and checks what the record depends on, before its quotas are checked (a volume's instance, a
+   * snapshot's source, the account for a quota that is counted by rows); its result goes to `build`.
+   */
+  hold?(ctx: WriteContext): Promise<Held>;
+  /** The record (in the table's create status), and the related records made with it, in the transaction. */
+  build(ctx: WriteContext, held: Held): R | Promise<R>;
+  /**
+   * What the record takes, besides its quotas, of rows every create of the region writes (an instance's
+   * GPUs): written after the quota claim, at the end of the transaction.
+   */
+  claim?(ctx: WriteContext, record: R): Promise<void>;
+  /**
+   * Whether the record is what the request being served answers with (default true), so that a keyed
+   * request's Idempotency-Key is marked committed with it. Work no request waits for (scheduled snapshots)
+   * says false.
+   */
+  answersRequest?: boolean;
+}
+
+export interface LifecycleOptions {
+  quotas: QuotaService;
+  /** Billing's meter store; required once a kind that has `meter` is written. */
+  metering?: Metering;
 }
 
 export interface ActOptions {
@@ -85,7 +147,7 @@ export interface ActOptions {
    * Holds other records before this one, in the same transaction: every transaction that holds two kinds
    * of record takes them in one order (an instance before its volumes), so none waits on another in a cycle.
    */
-  holdFirst?: (trx: Executor) => Promise<void>;
+  holdFirst?: (ctx: WriteContext) => Promise<void>;
 }
 
 /** What a request's action does beyond the status the table gives it. */
@@ -101,7 +163,7 @@ export interface ActionPlan<Status extends string, Changes, E extends EventType>
  * transaction (a restored volume reports `snapshot.restored` on its snapshot). Built by a service over
  * the core (`writeWithin`), so the reconciler that returns it still writes nothing itself.
  */
-export type RelatedWrite = (trx: Executor) => Promise<void>;
+export type RelatedWrite = (ctx: WriteContext) => Promise<void>;
 
 /** One reconciler step, as the reconciler decides it; the core carries it out. */
 export type Step<Status extends string, Changes, E extends EventType> =
@@ -130,12 +192,18 @@ const MAX_STEPS_PER_RUN = 12;
 
 export class Lifecycle {
   private readonly tables: StateTable<string, string>[] = [];
+  private readonly quotas: QuotaService;
+  private readonly metering: Metering | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly jobs: JobRunner,
-  ) {}
+    options: LifecycleOptions,
+  ) {
+    this.quotas = options.quotas;
+    this.metering = options.metering;
+  }
 
   /** Registers the kind's reconciler as the handler of its jobs. */
   register<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
@@ -153,31 +221,22 @@ export class Lifecycle {
   }
 
   /**
-   * Inserts the record `build` makes (in its status from the table), records `event`, and enqueues the
-   * reconciler when the table gives a target — one transaction, in which `build` may do its own checks.
+   * Makes one record of `kind`, in a transaction of its own (see `createWithin` for the steps); the job
+   * runner is woken once it commits.
    */
-  async create<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+  create<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType, Held>(
     kind: ResourceKind<S, A, R, C, E>,
-    event: E,
-    build: (trx: Executor) => Promise<R>,
+    plan: CreatePlan<S, R, E, Held>,
   ): Promise<R> {
-    const reconcile = kind.table.create.target !== undefined;
-    const record = await this.transaction(async (trx) => {
-      const record = await build(trx);
-      await kind.insert(trx, record);
-      await this.meterChange(trx, kind, undefined, record);
-      await this.recordKindEvent(trx, kind, record, { type: event });
-      if (reconcile) await this.jobs.enqueue(trx, kind.table.kind, record.id);
-      return record;
-    });
-    if (reconcile) this.jobs.wake();
-    return record;
+    return this.transaction((ctx) => this.createWithin(ctx, kind, plan));
   }
 
   /**
-   * Inserts `record` (built by the caller) inside the caller's transaction, with its created event and
-   * its job (a restore makes a new volume inside the snapshot's transaction). Like `writeWithin`, the job
-   * runner is woken by whoever commits (`act` does so when it enqueued).
+   * Makes one record of `kind` inside the transaction of `ctx` (a restore's new volume, inside the
+   * snapshot's action; the scheduler's snapshots, in its batch): holds what it depends on (`hold`), checks
+   * its quotas, builds it, inserts it with its usage, counts and meter, records the created event,
+   * enqueues its job when the table gives a target, marks the request's Idempotency-Key committed with it,
+   * and leaves the quota claim (then the plan's `claim`) to the end of the transaction.
    */
   async createWithin<
     S extends string,
@@ -185,16 +244,27 @@ export class Lifecycle {
     R extends LifecycleRecord<S>,
     C,
     E extends EventType,
-  >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, event: E, record: R): Promise<R> {
-    await kind.insert(trx, record);
-    await this.meterChange(trx, kind, undefined, record);
-    await this.recordKindEvent(trx, kind, record, { type: event });
-    if (kind.table.create.target !== undefined) await this.jobs.enqueue(trx, kind.table.kind, record.id);
+    Held,
+  >(ctx: WriteContext, kind: ResourceKind<S, A, R, C, E>, plan: CreatePlan<S, R, E, Held>): Promise<R> {
+    if (plan.quotas) ctx.holdUsage();
+    const held = plan.hold ? await plan.hold(ctx) : (undefined as Held);
+    if (plan.quotas) {
+      const limits = await this.quotas.ensureRooms(ctx.trx, plan.accountId, plan.quotas);
+      ctx.claimQuotas({ accountId: plan.accountId, requests: plan.quotas, limits });
+    }
+    const record = await plan.build(ctx, held);
+    await kind.insert(ctx.trx, record);
+    await this.moved(ctx, kind, undefined, record);
+    await this.recordKindEvent(ctx.trx, kind, record, { type: plan.event });
+    if (kind.table.create.target !== undefined) await this.enqueue(ctx, kind, record.id);
+    if (plan.answersRequest !== false) await recordCreated(ctx.trx, kind.resource, record.id);
+    const claim = plan.claim;
+    if (claim) ctx.atEnd(() => claim(ctx, record));
     return record;
   }
 
   /**
-   * Asks the kind's reconciler to look at a record again, inside the caller's transaction (a finished
+   * Asks the kind's reconciler to look at a record again, inside the transaction of `ctx` (a finished
    * root-disk restore lets the instance waiting for it boot).
    */
   async reconcileWithin<
@@ -203,13 +273,8 @@ export class Lifecycle {
     R extends LifecycleRecord<S>,
     C,
     E extends EventType,
-  >(trx: Executor, kind: ResourceKind<S, A, R, C, E>, id: string): Promise<void> {
-    await this.jobs.enqueue(trx, kind.table.kind, id);
-  }
-
-  /** Wakes the job runner after a transaction that enqueued work through `createWithin`/`writeWithin` committed. */
-  wake(): void {
-    this.jobs.wake();
+  >(ctx: WriteContext, kind: ResourceKind<S, A, R, C, E>, id: string): Promise<void> {
+    await this.enqueue(ctx, kind, id);
   }
 
   /**
@@ -223,55 +288,51 @@ export class Lifecycle {
     accountId: string,
     id: string,
     action: A,
-    plan: (record: R, trx: Executor) => ActionPlan<S, C, E> | Promise<ActionPlan<S, C, E>>,
+    plan: (record: R, ctx: WriteContext) => ActionPlan<S, C, E> | Promise<ActionPlan<S, C, E>>,
     options: ActOptions = {},
   ): Promise<R> {
-    const outcome = await this.transaction(async (trx) => {
-      await options.holdFirst?.(trx);
-      const current = await kind.lock(trx, accountId, id);
+    return this.transaction(async (ctx) => {
+      await options.holdFirst?.(ctx);
+      const current = await kind.lock(ctx.trx, accountId, id);
       if (!current) throw new NotFound(kind.resource, id);
       if (!isAllowed(kind.table, action, current.status)) {
         throw kind.refusal?.(current, action) ?? conflict(kind.table, action, current.status);
       }
-      const { changes, event, reconcile } = await plan(current, trx);
+      const { changes, event, reconcile } = await plan(current, ctx);
       const status = statusAfter(kind.table, action, current.status);
-      const written = await kind.update(trx, current, {
+      const written = await kind.update(ctx.trx, current, {
         status,
         ...changes,
         updated_at: this.clock.now().toISOString(),
       } as Write<S, C>);
       // The record is held, so its version still matches; the guard stays, the rule every writer follows.
       if (!written) throw conflict(kind.table, action, current.status);
-      await this.meterChange(trx, kind, current, written);
-      if (event) await this.recordKindEvent(trx, kind, written, event);
-      const enqueue = reconcile ?? written.status !== current.status;
-      if (enqueue) await this.jobs.enqueue(trx, kind.table.kind, id);
-      return { written, enqueue };
+      await this.moved(ctx, kind, current, written);
+      if (event) await this.recordKindEvent(ctx.trx, kind, written, event);
+      if (reconcile ?? written.status !== current.status) await this.enqueue(ctx, kind, id);
+      return written;
     });
-    if (outcome.enqueue) this.jobs.wake();
-    return outcome.written;
   }
 
   /**
    * A guarded write of a record of `kind` made inside another record's transaction (an instance's delete
-   * detaches its volumes): the changes, their event, and the kind's job when `reconcile`. The caller holds
-   * the transaction; the job runner is woken once it commits (the `act` that holds it does so).
+   * detaches its volumes): the changes, their event, and the kind's job when `reconcile`.
    */
   async writeWithin<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
-    trx: Executor,
+    ctx: WriteContext,
     kind: ResourceKind<S, A, R, C, E>,
     current: R,
     changes: Write<S, C>,
     options: { event?: KindEvent<E>; reconcile?: boolean } = {},
   ): Promise<R | undefined> {
-    const written = await kind.update(trx, current, {
+    const written = await kind.update(ctx.trx, current, {
       ...changes,
       updated_at: this.clock.now().toISOString(),
     });
     if (!written) return undefined;
-    await this.meterChange(trx, kind, current, written);
-    if (options.event) await this.recordKindEvent(trx, kind, written, options.event);
-    if (options.reconcile) await this.jobs.enqueue(trx, kind.table.kind, current.id);
+    await this.moved(ctx, kind, current, written);
+    if (options.event) await this.recordKindEvent(ctx.trx, kind, written, options.event);
+    if (options.reconcile) await this.enqueue(ctx, kind, current.id);
     return written;
   }
 
@@ -289,22 +350,22 @@ export class Lifecycle {
     finish?: RunningJob,
   ): Promise<boolean> {
     const at = this.clock.now().toISOString();
-    // A write of the record alone needs no transaction; a status change does (it moves the counts too).
-    const alone = !event && !related && !finish && !this.changesMeter(kind, current, changes);
+    // A write of the record alone needs no transaction; a status change does (it may move counts), and
+    // so does one that moves the record's usage, counts or meter.
+    const alone = !event && !related && !finish && !this.movesMore(kind, current, changes);
     if (alone && (changes.status === undefined || changes.status === current.status))
       return (
         (await kind.update(this.store.background, current, { ...changes, updated_at: at })) !== undefined
       );
-    const written = await this.transactionOn(this.store.background, async (trx) => {
-      const written = await kind.update(trx, current, { ...changes, updated_at: at });
-      if (written) await this.meterChange(trx, kind, current, written);
-      if (written && event) await this.recordKindEvent(trx, kind, written, event);
-      if (written && related) await related(trx);
-      if (written && finish) await finish.finishWithin(trx);
-      return written !== undefined;
+    return this.transactionOn(this.store.background, async (ctx) => {
+      const written = await kind.update(ctx.trx, current, { ...changes, updated_at: at });
+      if (!written) return false;
+      await this.moved(ctx, kind, current, written);
+      if (event) await this.recordKindEvent(ctx.trx, kind, written, event);
+      if (related) await related(ctx);
+      if (finish) await finish.finishWithin(ctx.trx);
+      return true;
     });
-    if (written && related) this.jobs.wake();
-    return written;
   }
 
   /** Carries out a reconciler's removal with its event; false when the record changed since it was read. */
@@ -314,47 +375,95 @@ export class Lifecycle {
     event: KindEvent<E>,
     finish?: RunningJob,
   ): Promise<boolean> {
-    return this.transactionOn(this.store.background, async (trx) => {
-      if (!(await kind.remove(trx, current))) return false;
-      await this.meterChange(trx, kind, current, undefined);
-      await this.recordKindEvent(trx, kind, current, event);
-      await finish?.finishWithin(trx);
+    return this.transactionOn(this.store.background, async (ctx) => {
+      if (!(await kind.remove(ctx.trx, current))) return false;
+      await this.moved(ctx, kind, current, undefined);
+      await kind.release?.(ctx.trx, current);
+      await this.recordKindEvent(ctx.trx, kind, current, event);
+      await finish?.finishWithin(ctx.trx);
       return true;
     });
   }
 
   /**
-   * A transaction of the core's own: the per-status counts its writes move (resources/instances/store.ts) are held
-   * back and written as its last statement before COMMIT. On PostgreSQL those rows are shared by every
-   * write of the account in the region, and a writer holds them until COMMIT: a boot's settle used to
-   * move them first and then hold them through its meter, event and job statements, while the account's
-   * creates and other boots queued behind it. Public for a create that writes more in the same
-   * transaction (instances: quota counters and GPU capacity).
+   * A transaction of the core's own, for work that writes several records through it (the snapshot
+   * scheduler's batch): `work` gets its context; what the context holds is written as the last statements
+   * before COMMIT (write-context.ts), and the job runner is woken after the COMMIT when anything was
+   * enqueued.
    */
-  transaction<T>(work: (trx: Executor) => Promise<T>): Promise<T> {
+  transaction<T>(work: (ctx: WriteContext) => Promise<T>): Promise<T> {
     return this.transactionOn(this.store.db, work);
   }
 
   /** `transaction` on `db`: the store's handle for requests, or for background work (a job's writes). */
-  private transactionOn<T>(db: Store['db'], work: (trx: Executor) => Promise<T>): Promise<T> {
-    return db.transaction().execute(async (trx) => {
-      holdCounts(trx);
-      const result = await work(trx);
-      await writeHeldCounts(trx);
+  private async transactionOn<T>(db: Store['db'], work: (ctx: WriteContext) => Promise<T>): Promise<T> {
+    let wake = false;
+    const result = await db.transaction().execute(async (trx) => {
+      const ctx = new WriteContext(trx, this.quotas);
+      const result = await work(ctx);
+      await ctx.finish();
+      wake = ctx.wakesRunner;
       return result;
     });
+    if (wake) this.jobs.wake();
+    return result;
   }
 
-  /** Whether writing `changes` would change what the record pays (so the write needs a transaction). */
-  private changesMeter<
+  private async enqueue<
     S extends string,
     A extends string,
     R extends LifecycleRecord<S>,
     C,
     E extends EventType,
-  >(kind: ResourceKind<S, A, R, C, E>, current: R, changes: Write<S, C>): boolean {
+  >(ctx: WriteContext, kind: ResourceKind<S, A, R, C, E>, id: string): Promise<void> {
+    await this.jobs.enqueue(ctx.trx, kind.table.kind, id);
+    ctx.wakeAfterCommit();
+  }
+
+  /**
+   * What a write of the record moves besides the record, from `before` to `after` (undefined: not
+   * there): the account's usage, the kind's counts, its meter.
+   */
+  private async moved<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(
+    ctx: WriteContext,
+    kind: ResourceKind<S, A, R, C, E>,
+    before: R | undefined,
+    after: R | undefined,
+  ): Promise<void> {
+    const record = (after ?? before) as R;
+    if (kind.usage) {
+      const delta = usageDelta(before ? kind.usage(before) : null, after ? kind.usage(after) : null);
+      if (Object.keys(delta).length > 0) await ctx.moveUsage(record.account_id, delta);
+    }
+    if (kind.counts) {
+      const from = before && kind.counts.keyOf(before);
+      const to = after && kind.counts.keyOf(after);
+      if (from !== to) {
+        if (from !== undefined) ctx.count(kind.counts, from, -1);
+        if (to !== undefined) ctx.count(kind.counts, to, 1);
+      }
+    }
+    await this.meterChange(ctx.trx, kind, before, after);
+  }
+
+  /** Whether writing `changes` would move the record's usage, counts or meter (so it needs a transaction). */
+  private movesMore<S extends string, A extends string, R extends LifecycleRecord<S>, C, E extends EventType>(
+    kind: ResourceKind<S, A, R, C, E>,
+    current: R,
+    changes: Write<S, C>,
+  ): boolean {
+    const next = { ...current, ...changes } as R;
+    if (kind.usage && Object.keys(usageDelta(kind.usage(current), kind.usage(next))).length > 0) return true;
+    if (kind.counts && kind.counts.keyOf(current) !== kind.counts.keyOf(next)) return true;
     if (!kind.meter) return false;
-    return meterKey(kind.meter(current)) !== meterKey(kind.meter({ ...current, ...changes }));
+    const metering = this.meteringFor(kind);
+    return metering.key(kind.meter(current)) !== metering.key(kind.meter(next));
   }
 
   /**
@@ -374,13 +483,25 @@ export class Lifecycle {
     after: R | undefined,
   ): Promise<void> {
     if (!kind.meter) return;
+    const metering = this.meteringFor(kind);
     const previous = before ? kind.meter(before) : null;
     const next = after ? kind.meter(after) : null;
-    if (meterKey(previous) === meterKey(next)) return;
+    if (metering.key(previous) === metering.key(next)) return;
     const record = (after ?? before) as R;
     const at = new Date(after?.updated_at ?? this.clock.now().toISOString());
     // A record made in this transaction has no interval open to end.
-    await switchMeter(trx, record.id, next, at, before === undefined);
+    await metering.switchMeter(trx, record.id, next, at, before === undefined);
+  }
+
+  private meteringFor<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(kind: ResourceKind<S, A, R, C, E>): Metering {
+    if (!this.metering) throw new Error(`The ${kind.table.kind} kind is billed, but no metering was given`);
+    return this.metering;
   }
 
   private async recordKindEvent<

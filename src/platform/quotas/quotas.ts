@@ -21,7 +21,7 @@ import { NotFound, QuotaExceeded } from '../errors.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
 import { COUNTED_QUOTAS, type CountedQuota, isCountedQuota } from './usage.js';
-import { applyDeferredUsage, deferUsage, lockUsage, setUsage, usageOf, usagesOf } from './usage-store.js';
+import { applyHeldUsage, type HeldUsage, lockUsage, setUsage, usageOf, usagesOf } from './usage-store.js';
 
 export type UsageCounter = (db: Executor, accountId: string) => Promise<number>;
 
@@ -150,32 +150,25 @@ export class QuotaService {
   }
 
   /**
-   * Starts a create's claim: from here on the store's counter changes on `trx` are held back, to be
-   * written by `claimRooms` at the end of the transaction.
-   */
-  holdUsage(trx: Executor): void {
-    deferUsage(trx);
-  }
-
-  /**
-   * The transaction's last statement before COMMIT: writes the counter changes held back since
-   * `holdUsage`, each of `requests` guarded by its limit in `limits` (from `ensureRooms`; null: nothing
-   * was asked for, nothing is guarded). A counter another create filled meanwhile is refused like
-   * `ensureRooms` refuses (403 quota_exceeded, the first in the order given), and the caller's
-   * transaction rolls back.
+   * The transaction's last statement before COMMIT: writes the counter changes `held` back by a create
+   * (platform/lifecycle/write-context.ts), each of `requests` guarded by its limit in `limits` (from
+   * `ensureRooms`; null: nothing was asked for, nothing is guarded). A counter another create filled
+   * meanwhile is refused like `ensureRooms` refuses (403 quota_exceeded, the first in the order given),
+   * and the caller's transaction rolls back.
    */
   async claimRooms(
     trx: Executor,
     accountId: string,
     requests: readonly (readonly [name: QuotaName, requested: number])[],
     limits: Record<QuotaName, number> | null,
+    held: HeldUsage,
   ): Promise<void> {
     const guarded = new Map(
       requests
         .filter(([name, requested]) => requested > 0 && isCountedQuota(name) && limits !== null)
         .map(([name]) => [name as CountedQuota, (limits as Record<QuotaName, number>)[name]]),
     );
-    const refused = await applyDeferredUsage(trx, guarded);
+    const refused = await applyHeldUsage(trx, held, guarded);
     if (refused.length === 0) return;
     const [name, requested] = requests.find(([name]) => refused.includes(name as CountedQuota)) ?? [];
     if (name === undefined || requested === undefined || limits === null) {

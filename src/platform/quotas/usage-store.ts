@@ -1,7 +1,7 @@
 /**
- * Per-account usage counters (account_usage): the instances, volumes and snapshots stores apply each
- * write's `usageDelta` here, in the writer's transaction, so a quota check reads one row instead of
- * counting or summing the account's rows. A missing row is zero.
+ * Per-account usage counters (account_usage): the lifecycle core applies each write's `usageDelta` here
+ * (from what the kind declares a record takes, `ResourceKind.usage`), in the writer's transaction, so a
+ * quota check reads one row instead of counting or summing the account's rows. A missing row is zero.
  */
 import { sql } from 'kysely';
 import { compiledPerShape } from '../store/compiled-query.js';
@@ -18,19 +18,10 @@ function byName<T extends [string, unknown]>(changes: T[]): T[] {
   return changes.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
+/** Moves the account's counters by `delta` now, every counter it moves in one statement (none guarded). */
 export async function adjustUsage(db: Executor, accountId: string, delta: Usage): Promise<void> {
   const changes = byName(Object.entries(delta).filter(([, change]) => change));
   if (changes.length === 0) return;
-  const held = deferred.get(db);
-  if (held) {
-    const sum = held.get(accountId) ?? {};
-    for (const [name, change] of changes) {
-      sum[name as CountedQuota] = (sum[name as CountedQuota] ?? 0) + (change as number);
-    }
-    held.set(accountId, sum);
-    return;
-  }
-  // Every counter the write moves, in one statement (none guarded).
   await upsertCounters(db, accountId, changes as [CountedQuota, number][], []);
 }
 
@@ -118,14 +109,27 @@ export async function setUsage(
  * A create's counter changes, held back until its transaction's end (PostgreSQL: the counter rows are
  * the one thing every create of an account writes, so whoever writes them holds them until COMMIT;
  * written last, they are held for one statement and the commit instead of the whole transaction).
- * From `deferUsage(trx)` on, `adjustUsage` on that transaction adds its deltas up here instead of
- * writing them; `applyDeferredUsage` writes the sums. The transaction must not commit in between: the
- * store's rule that a write's usage moves in the write's own transaction still holds, only later in it.
+ * The create's context (platform/lifecycle/write-context.ts) adds its writes' deltas here instead of
+ * writing them; `applyHeldUsage` writes the sums. The transaction must not commit in between: the
+ * rule that a write's usage moves in the write's own transaction still holds, only later in it.
  */
-const deferred = new WeakMap<Executor, Map<string, Usage>>();
+export class HeldUsage {
+  private readonly byAccount = new Map<string, Usage>();
 
-export function deferUsage(trx: Executor): void {
-  if (!deferred.has(trx)) deferred.set(trx, new Map());
+  add(accountId: string, delta: Usage): void {
+    const sum = this.byAccount.get(accountId) ?? {};
+    for (const [name, change] of Object.entries(delta) as [CountedQuota, number][]) {
+      if (change) sum[name] = (sum[name] ?? 0) + change;
+    }
+    this.byAccount.set(accountId, sum);
+  }
+
+  /** What is held, per account; emptied by `applyHeldUsage`. */
+  take(): [accountId: string, delta: Usage][] {
+    const held = [...this.byAccount];
+    this.byAccount.clear();
+    return held;
+  }
 }
 
 /**
@@ -186,19 +190,18 @@ function upsertCounters(
 }
 
 /**
- * Writes what `deferUsage` held back on `trx`, in one statement per account, each counter guarded by
- * its limit in `limits` (a counter not named there is not guarded): a counter that would pass its limit
- * is left as it is. Returns the guarded counters left unchanged that way (the caller refuses the request
- * and rolls the transaction back); empty when everything was written.
+ * Writes what `held` holds, in one statement per account, each counter guarded by its limit in `limits`
+ * (a counter not named there is not guarded): a counter that would pass its limit is left as it is.
+ * Returns the guarded counters left unchanged that way (the caller refuses the request and rolls the
+ * transaction back); empty when everything was written.
  */
-export async function applyDeferredUsage(
+export async function applyHeldUsage(
   trx: Executor,
+  held: HeldUsage,
   limits: ReadonlyMap<CountedQuota, number> = new Map(),
 ): Promise<CountedQuota[]> {
-  const byAccount = deferred.get(trx);
-  deferred.delete(trx);
   const refused: CountedQuota[] = [];
-  for (const [accountId, delta] of byAccount ?? []) {
+  for (const [accountId, delta] of held.take()) {
     const changes = byName(
       (Object.entries(delta) as [CountedQuota, number][]).filter(([, change]) => change),
     );

@@ -1,7 +1,8 @@
 /**
  * Metered intervals (`meter_segments`): the durable history billing reads. The lifecycle core switches a
- * resource's meter in the transaction of the state change that changes its price (platform/lifecycle/lifecycle.ts),
- * so the history holds exactly the committed changes and nothing a crash or a restart could lose.
+ * resource's meter in the transaction of the state change that changes its price (platform/lifecycle/
+ * lifecycle.ts, through `BILLING_METERING`, which the composition root gives it), so the history holds
+ * exactly the committed changes and nothing a crash or a restart could lose.
  *
  * Usage sums whole seconds in SQL (per resource and price, or per account too when a period closes); the
  * money is worked out from those sums in resources/billing/rules.ts, exactly, with bigint.
@@ -13,11 +14,12 @@
  * times each changed. Other windows add up the intervals themselves.
  */
 import { type RawBuilder, sql } from 'kysely';
+import type { Metering } from '../../platform/lifecycle/metering.js';
 import { compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import type { Database, Executor } from '../../platform/store/schema.js';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from './rules.js';
-import { epochSecond, monthOf, monthSpans } from './rules.js';
+import { epochSecond, meterKey, monthOf, monthSpans } from './rules.js';
 
 const closeOpen = compiledOnce<Database, { resourceId: string; at: string; second: number }, ClosedInterval>(
   (db, p) =>
@@ -67,6 +69,12 @@ export async function switchMeter(
   if (next === null) return;
   await open.run(db, { ...next, at: atText, second });
 }
+
+/**
+ * The meter store as the lifecycle core uses it (platform/lifecycle/metering.ts), given to it by the
+ * composition root: the core compares what records pay by `meterKey` and switches intervals here.
+ */
+export const BILLING_METERING: Metering = { key: meterKey, switchMeter };
 
 /** What names a price of a resource in the totals (the columns it stands for may be null). */
 export const priceKey = (m: {

@@ -1,11 +1,13 @@
 /**
  * Instances as a kind of the lifecycle core: the state table, how records are read and written, what
- * their events carry, and what goes with an instance when it is removed (its root volume, its GPUs).
+ * their events carry, what goes with an instance when it is removed (its root volume, its GPUs), and what
+ * it takes and pays: quota usage, the per-status counts, its meter.
  */
 
 import type { MachineSpec } from '../../drivers/driver.js';
 import type { InstanceEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
+import { gpusOf, instanceUsage } from '../../platform/quotas/usage.js';
 import { instanceMeter } from '../billing/rules.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
 import { removeSchedule } from '../volumes/backup-schedule-store.js';
@@ -38,9 +40,11 @@ export const INSTANCE_KIND: ResourceKind<
     if (!(await instances.deleteInstance(trx, instance))) return false;
     await deleteRootVolume(trx, instance.id);
     await removeSchedule(trx, instance.id);
-    const gpus = instanceTypeNamed(instance.instance_type).gpu?.count ?? 0;
-    if (gpus > 0) await instances.releaseGpus(trx, instance.region, gpus);
     return true;
+  },
+  async release(trx, instance) {
+    const gpus = gpusOf(instanceTypeNamed(instance.instance_type));
+    if (gpus > 0) await instances.releaseGpus(trx, instance.region, gpus);
   },
   eventData: (instance): InstanceEventData => ({
     instance_id: instance.id,
@@ -48,6 +52,8 @@ export const INSTANCE_KIND: ResourceKind<
     status: instance.status,
   }),
   meter: (instance) => instanceMeter(instance, instanceTypeNamed(instance.instance_type)),
+  usage: instanceUsage,
+  counts: instances.STATUS_COUNTS,
 };
 
 /** What the driver is told about the machine it runs for an instance. */

@@ -19,8 +19,7 @@ import {
   PaymentRequired,
   ServiceUnavailable,
 } from '../../platform/errors.js';
-import { recordCreated } from '../../platform/idempotency/context.js';
-import type { ActionPlan, Lifecycle } from '../../platform/lifecycle/lifecycle.js';
+import type { ActionPlan, Lifecycle, WriteContext } from '../../platform/lifecycle/lifecycle.js';
 import type { Principal } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
@@ -163,78 +162,84 @@ export class InstanceService {
     const scopes = this.addressScopes(accountId, input.region);
     if (scopes.public) await replenishAddresses(this.store.db, scopes.public);
     await replenishAddresses(this.store.db, scopes.private);
-    const asked = [
-      ['instances', 1],
-      ['vcpus', type.vcpus],
-      ['gpus', gpusOf(type)],
-    ] as const;
     // No lock on the account: what every create of the account (the quota counters) or of the region
     // (its GPU count) writes is written last, so it is held only from there to the COMMIT, and
     // addresses come from rows nobody else is taking (resources/addresses/address-store.ts).
-    // The core's transaction: the per-status counts the new row moves are written as its last statement.
-    const instance = await this.lifecycle.transaction(async (trx) => {
-      this.quotas.holdUsage(trx);
-      const restore = options.rootFrom ? await options.rootFrom(trx, type) : null;
-      const sshKeyIds = await this.sshKeys.resolve(trx, accountId, input.ssh_keys ?? []);
-      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
-      const now = this.clock.now();
-      const at = now.toISOString();
-      const id = newId('instance', now);
-      const rootVolumeId = newId('volume', now);
-      const addresses = await this.allocateAddresses(trx, scopes, input.region);
-      if (input.backup_schedule) {
-        await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, input.backup_schedule);
-      }
-      const root = newRootVolume({
-        id: rootVolumeId,
-        accountId,
-        instanceId: id,
-        instanceName: input.name,
-        region: input.region,
-        sizeGb: type.storage_gb,
-        at,
-      });
-      await insertVolume(
-        trx,
-        restore
-          ? { ...root, status: 'restoring', restore_snapshot_id: restore.snapshotId, restore_started_at: at }
-          : root,
-      );
-      if (restore) await this.lifecycle.reconcileWithin(trx, VOLUME_KIND, rootVolumeId);
-      const record: Instance = {
-        id,
-        account_id: accountId,
-        name: input.name,
-        status: INSTANCE_KIND.table.create.status,
-        operation: 'create' as const,
-        operation_at: at,
-        instance_type: type.name,
-        region: input.region,
-        image: input.image,
-        ssh_key_ids: sshKeyIds,
-        public_ip: addresses.publicIp,
-        private_ip: addresses.privateIp,
-        tags: input.tags ?? {},
-        user_data: input.user_data ?? null,
-        encryption_key_id: input.encryption_key_id ?? null,
-        firewall_preset: input.firewall_preset ?? DEFAULT_FIREWALL_PRESET,
-        monitoring: input.monitoring !== false,
-        backup_schedule: input.backup_schedule ?? null,
-        root_volume_id: rootVolumeId,
-        version: 1,
-        created_at: at,
-        updated_at: at,
-      };
-      // What every create of the account or region writes comes last, so it is held only to the COMMIT:
-      // the quota counters and the GPU count here, then the per-status counts (the transaction's end),
-      // in the order deletes take them too.
-      await this.lifecycle.createWithin(trx, INSTANCE_KIND, 'instance.created', record);
-      await recordCreated(trx, 'instance', record.id);
-      await this.quotas.claimRooms(trx, accountId, asked, limits);
-      await this.reserveGpus(trx, input.region, gpusOf(type));
-      return record;
+    const instance = await this.lifecycle.create(INSTANCE_KIND, {
+      event: 'instance.created',
+      accountId,
+      quotas: [
+        ['instances', 1],
+        ['vcpus', type.vcpus],
+        ['gpus', gpusOf(type)],
+      ],
+      hold: async (ctx) => ({
+        restore: options.rootFrom ? await options.rootFrom(ctx.trx, type) : null,
+        sshKeyIds: await this.sshKeys.resolve(ctx.trx, accountId, input.ssh_keys ?? []),
+      }),
+      build: async (ctx, { restore, sshKeyIds }): Promise<Instance> => {
+        const now = this.clock.now();
+        const at = now.toISOString();
+        const id = newId('instance', now);
+        const rootVolumeId = newId('volume', now);
+        const addresses = await this.allocateAddresses(ctx.trx, scopes, input.region);
+        if (input.backup_schedule) {
+          await this.options.schedules.put(
+            ctx.trx,
+            { id, accountId, kind: 'instance' },
+            input.backup_schedule,
+          );
+        }
+        const root = newRootVolume({
+          id: rootVolumeId,
+          accountId,
+          instanceId: id,
+          instanceName: input.name,
+          region: input.region,
+          sizeGb: type.storage_gb,
+          at,
+        });
+        // The root disk is part of the instance (it takes no quota and pays on the instance's meter).
+        await insertVolume(
+          ctx.trx,
+          restore
+            ? {
+                ...root,
+                status: 'restoring',
+                restore_snapshot_id: restore.snapshotId,
+                restore_started_at: at,
+              }
+            : root,
+        );
+        if (restore) await this.lifecycle.reconcileWithin(ctx, VOLUME_KIND, rootVolumeId);
+        return {
+          id,
+          account_id: accountId,
+          name: input.name,
+          status: INSTANCE_KIND.table.create.status,
+          operation: 'create' as const,
+          operation_at: at,
+          instance_type: type.name,
+          region: input.region,
+          image: input.image,
+          ssh_key_ids: sshKeyIds,
+          public_ip: addresses.publicIp,
+          private_ip: addresses.privateIp,
+          tags: input.tags ?? {},
+          user_data: input.user_data ?? null,
+          encryption_key_id: input.encryption_key_id ?? null,
+          firewall_preset: input.firewall_preset ?? DEFAULT_FIREWALL_PRESET,
+          monitoring: input.monitoring !== false,
+          backup_schedule: input.backup_schedule ?? null,
+          root_volume_id: rootVolumeId,
+          version: 1,
+          created_at: at,
+          updated_at: at,
+        };
+      },
+      // After the quota counters, before the per-status counts: the order deletes take them in too.
+      claim: (ctx) => this.reserveGpus(ctx.trx, input.region, gpusOf(type)),
     });
-    this.lifecycle.wake();
     return this.view(instance, true);
   }
 
@@ -257,9 +262,13 @@ export class InstanceService {
 
   async update(accountId: string, id: string, changes: InstanceUpdate): Promise<InstanceView> {
     this.checkTags(changes.tags);
-    const updated = await this.act(accountId, id, 'update', async (instance, trx) => {
+    const updated = await this.act(accountId, id, 'update', async (instance, ctx) => {
       if (changes.backup_schedule !== undefined) {
-        await this.options.schedules.put(trx, { id, accountId, kind: 'instance' }, changes.backup_schedule);
+        await this.options.schedules.put(
+          ctx.trx,
+          { id, accountId, kind: 'instance' },
+          changes.backup_schedule,
+        );
       }
       return {
         changes: {
@@ -285,8 +294,8 @@ export class InstanceService {
   async start(principal: Principal, id: string): Promise<InstanceView> {
     refuseIfPastDue(principal, 'start instances');
     return this.view(
-      await this.act(principal.accountId, id, 'start', async (instance, trx) => {
-        await refuseWhileRootRestores(trx, instance, 'start');
+      await this.act(principal.accountId, id, 'start', async (instance, ctx) => {
+        await refuseWhileRootRestores(ctx.trx, instance, 'start');
         return this.operation('start');
       }),
       true,
@@ -313,7 +322,7 @@ export class InstanceService {
   async resize(principal: Principal, id: string, instanceType: string): Promise<InstanceView> {
     const next = instanceTypeNamed(instanceType);
     const accountId = principal.accountId;
-    const updated = await this.act(accountId, id, 'resize', async (instance, trx) => {
+    const updated = await this.act(accountId, id, 'resize', async (instance, ctx) => {
       const current = instanceTypeNamed(instance.instance_type);
       if (next.name === current.name) {
         throw new InvalidRequest(`The instance is already ${current.name}`, {
@@ -328,13 +337,13 @@ export class InstanceService {
         );
       }
       checkPlacement(next, instance.region, instance.image);
-      await refuseWhileRootRestores(trx, instance, 'resize');
+      await refuseWhileRootRestores(ctx.trx, instance, 'resize');
       const vcpuDelta = next.vcpus - current.vcpus;
       const gpuDelta = gpusOf(next) - gpusOf(current);
       // Only growth is checked (ensureRooms skips what asks for nothing or less); the counters are held
       // until the resize commits, so the account's creates meanwhile count it at their guarded claim.
       await this.quotas.ensureRooms(
-        trx,
+        ctx.trx,
         accountId,
         [
           ['vcpus', vcpuDelta],
@@ -343,11 +352,11 @@ export class InstanceService {
         { hold: true },
       );
       if (gpuDelta > 0) {
-        await this.reserveGpus(trx, instance.region, gpuDelta);
+        await this.reserveGpus(ctx.trx, instance.region, gpuDelta);
       } else if (gpuDelta < 0) {
-        await instances.releaseGpus(trx, instance.region, -gpuDelta);
+        await instances.releaseGpus(ctx.trx, instance.region, -gpuDelta);
       }
-      await this.volumes.resizeRoot(trx, instance, next.storage_gb);
+      await this.volumes.resizeRoot(ctx, instance, next.storage_gb);
       const plan = this.operation('resize');
       return { ...plan, changes: { ...plan.changes, instance_type: next.name } };
     });
@@ -356,8 +365,8 @@ export class InstanceService {
 
   /** Its data volumes detach and survive (available); the root volume goes with the instance. */
   async delete(accountId: string, id: string): Promise<InstanceView> {
-    const deleting = await this.act(accountId, id, 'delete', async (instance, trx) => {
-      await this.volumes.releaseFrom(trx, instance);
+    const deleting = await this.act(accountId, id, 'delete', async (instance, ctx) => {
+      await this.volumes.releaseFrom(ctx, instance);
       return this.operation('delete');
     });
     return this.view(deleting, true);
@@ -412,7 +421,7 @@ export class InstanceService {
     accountId: string,
     id: string,
     action: InstanceAction,
-    plan: (instance: Instance, trx: Executor) => InstancePlan | Promise<InstancePlan>,
+    plan: (instance: Instance, ctx: WriteContext) => InstancePlan | Promise<InstancePlan>,
   ): Promise<Instance> {
     return this.lifecycle.act(INSTANCE_KIND, accountId, id, action, plan);
   }

@@ -1,17 +1,17 @@
 /**
  * Instances and what hangs off them: tags (mirrored into instance_tags for filtering), the maintained
- * per-account counts that lists use for total_items, the account's quota usage (platform/quotas/usage-store.ts), and the
- * addresses they hold (resources/addresses/address-store.ts). Every write goes through `insertInstance`, `updateInstance`
- * (guarded on the version the caller read) or `deleteInstance`, which keep the counts and usage in step
- * and give the addresses back, in the caller's transaction.
+ * per-account counts that lists use for total_items (`STATUS_COUNTS`), and the addresses they hold
+ * (resources/addresses/address-store.ts). Every write goes through `insertInstance`, `updateInstance`
+ * (guarded on the version the caller read) or `deleteInstance`, which give the addresses back in the
+ * caller's transaction; they are called by the lifecycle core, which moves the counts and the account's
+ * quota usage with each (resources/instances/kind.ts declares them).
  *
  * Callers see `Instance` records (resources/instances/record.ts); the JSON text and 0/1 integers the columns hold
  * stay in this module (`fromRow`, `toColumns`).
  */
 import { type ExpressionBuilder, sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { instanceUsage, usageDelta } from '../../platform/quotas/usage.js';
-import { adjustUsage } from '../../platform/quotas/usage-store.js';
+import type { KindCounts } from '../../platform/lifecycle/lifecycle.js';
 import { columnsShape, compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
@@ -84,24 +84,6 @@ const countsUpsert = compiledPerShape<Database, Record<string, string | number>,
       ),
 );
 
-/** Moves the account's per-status counts by each delta, in one statement (a status change moves two). */
-async function adjustCounts(
-  db: Executor,
-  accountId: string,
-  region: string,
-  deltas: readonly (readonly [status: string, delta: number])[],
-) {
-  const held = heldCounts.get(db);
-  if (held) {
-    const key = JSON.stringify([accountId, region]);
-    const sums = held.get(key) ?? new Map<string, number>();
-    for (const [status, delta] of deltas) sums.set(status, (sums.get(status) ?? 0) + delta);
-    held.set(key, sums);
-    return;
-  }
-  await writeCounts(db, accountId, region, deltas);
-}
-
 async function writeCounts(
   db: Executor,
   accountId: string,
@@ -117,40 +99,34 @@ async function writeCounts(
 }
 
 /**
- * Count changes held back on a transaction by `holdCounts`, summed per [account, region] (as JSON) and
- * status. On PostgreSQL an account's instance_counts rows are written by every create, boot and action
- * of the account in the region, and whoever writes one holds it until COMMIT; written as the
- * transaction's last statement, a row is held for that statement and the commit instead of for the
- * meter, event and job statements of a boot's settle as well (docs/benchmarks.md, issue 18).
+ * The per-status counts (instance_counts) as the lifecycle core keeps them for the instance kind: each
+ * write moves them in its context (platform/lifecycle/write-context.ts), summed per account, region and
+ * status, and they are written as the transaction's last statement. On PostgreSQL an account's
+ * instance_counts rows are written by every create, boot and action of the account in the region, and
+ * whoever writes one holds it until COMMIT; written last, a row is held for that statement and the commit
+ * instead of for the meter, event and job statements of a boot's settle as well (docs/benchmarks.md,
+ * issue 18). Lists read the counts committed, so nothing in between misses them.
  */
-const heldCounts = new WeakMap<Executor, Map<string, Map<string, number>>>();
-
-/**
- * From here on, the count changes of this transaction's instance writes are summed instead of written;
- * `writeHeldCounts` must then be its last statement before COMMIT (the counts move in the write's own
- * transaction still, only later in it). Lists read the counts committed, so nothing in between misses them.
- */
-export function holdCounts(trx: Executor): void {
-  if (!heldCounts.has(trx)) heldCounts.set(trx, new Map());
-}
-
-/**
- * Writes what `holdCounts` held back on `trx`: one statement per account and region, statuses in key
- * order (two transactions moving the same rows take them in the same order, so neither waits on the
- * other in a cycle); a status whose changes cancel out is not written.
- */
-export async function writeHeldCounts(trx: Executor): Promise<void> {
-  const held = heldCounts.get(trx);
-  heldCounts.delete(trx);
-  if (!held) return;
-  for (const key of [...held.keys()].sort()) {
-    const [accountId, region] = JSON.parse(key) as [string, string];
-    const deltas = [...(held.get(key) as Map<string, number>)]
-      .filter(([, delta]) => delta !== 0)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    if (deltas.length > 0) await writeCounts(trx, accountId, region, deltas);
-  }
-}
+export const STATUS_COUNTS: KindCounts<Instance> = {
+  keyOf: (instance) => JSON.stringify([instance.account_id, instance.region, instance.status]),
+  /**
+   * One statement per account and region, statuses in key order (two transactions moving the same rows
+   * take them in the same order, so neither waits on the other in a cycle).
+   */
+  async write(trx, changes) {
+    const byPlace = new Map<string, [status: string, delta: number][]>();
+    for (const [key, delta] of changes) {
+      const [accountId, region, status] = JSON.parse(key) as [string, string, string];
+      const place = JSON.stringify([accountId, region]);
+      byPlace.set(place, [...(byPlace.get(place) ?? []), [status, delta]]);
+    }
+    for (const place of [...byPlace.keys()].sort()) {
+      const [accountId, region] = JSON.parse(place) as [string, string];
+      const deltas = (byPlace.get(place) ?? []).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      await writeCounts(trx, accountId, region, deltas);
+    }
+  },
+};
 
 async function writeTags(
   db: Executor,
@@ -222,8 +198,6 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
       )
       .execute();
   }
-  await adjustCounts(db, instance.account_id, instance.region, [[instance.status, 1]]);
-  await adjustUsage(db, instance.account_id, usageDelta(null, instanceUsage(instance)));
 }
 
 const byId = compiledOnce<Database, { id: string }, InstanceRow>((db, p) =>
@@ -294,15 +268,6 @@ export async function updateInstance(
   if (!row) return undefined;
   const updated = fromRow(row);
   if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
-  if (updated.status !== current.status) {
-    await adjustCounts(db, current.account_id, current.region, [
-      [current.status, -1],
-      [updated.status, 1],
-    ]);
-  }
-  if (updated.instance_type !== current.instance_type) {
-    await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), instanceUsage(updated)));
-  }
   return updated;
 }
 
@@ -315,8 +280,6 @@ export async function deleteInstance(db: Executor, current: Instance): Promise<b
     .where('version', '=', current.version)
     .executeTakeFirst();
   if (deleted.numDeletedRows === 0n) return false;
-  await adjustCounts(db, current.account_id, current.region, [[current.status, -1]]);
-  await adjustUsage(db, current.account_id, usageDelta(instanceUsage(current), null));
   await returnAddress(db, publicScopeKey(current.region), current.public_ip);
   await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);
   return true;

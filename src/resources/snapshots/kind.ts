@@ -6,6 +6,7 @@
 import type { SnapshotSpec } from '../../drivers/driver.js';
 import type { SnapshotEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
+import { snapshotUsage } from '../../platform/quotas/usage.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { snapshotMeter } from '../billing/rules.js';
 import { findInstance } from '../instances/store.js';
@@ -45,6 +46,7 @@ export const SNAPSHOT_KIND: ResourceKind<
     size_gb: snapshot.size_gb,
   }),
   meter: snapshotMeter,
+  usage: snapshotUsage,
 };
 
 /** What the driver is told about a snapshot; the source's tags carry the simulator's fault tag. */

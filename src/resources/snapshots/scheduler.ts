@@ -24,6 +24,7 @@
 import { sql } from 'kysely';
 import type { Clock } from '../../platform/domain/clock.js';
 import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
+import type { Lifecycle } from '../../platform/lifecycle/lifecycle.js';
 import type { Store } from '../../platform/store/db.js';
 import { nextSlot } from '../volumes/backup-schedule.js';
 import { SCHEDULER_JOB } from '../volumes/backup-schedule-book.js';
@@ -43,6 +44,7 @@ export class SnapshotScheduler implements JobHandler {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly jobs: JobRunner,
+    private readonly lifecycle: Lifecycle,
     private readonly snapshots: SnapshotService,
     /** Told of a slot whose snapshot could not be made (the slot is skipped); by default nobody is. */
     private readonly onError: (error: unknown, sourceId: string) => void = () => {},
@@ -62,11 +64,11 @@ export class SnapshotScheduler implements JobHandler {
   /** One run: every schedule due now makes its snapshot; returns when the next one is due. */
   async run(): Promise<Date | null> {
     const now = this.clock.now();
-    let made = 0;
     for (let batch = 0; batch < BATCHES_PER_RUN; batch++) {
       const due = await dueSchedules(this.store.db, now, BATCH);
-      made += await this.store.db.transaction().execute(async (trx) => {
-        let madeHere = 0;
+      // A transaction of the lifecycle core: the runner is woken once it commits, if anything was enqueued.
+      await this.lifecycle.transaction(async (ctx) => {
+        const trx = ctx.trx;
         const room = new Map<string, number>();
         for (const schedule of due) {
           if (!(await takeSlot(trx, schedule, nextSlot(schedule.source_id, schedule.frequency, now))))
@@ -74,11 +76,10 @@ export class SnapshotScheduler implements JobHandler {
           await sql`savepoint scheduled_slot`.execute(trx);
           try {
             const slot = new Date(schedule.next_due_at);
-            const snapshot = await this.snapshots.createScheduled(trx, schedule, slot, room);
-            if (snapshot) {
-              await this.jobs.enqueue(trx, RETENTION_JOB, schedule.source_id);
-              madeHere += 1;
-            }
+            // A slot's writes hold nothing back in the context (no quota claim, no counts), so a
+            // rollback to the savepoint leaves nothing of them to write at the end.
+            const snapshot = await this.snapshots.createScheduled(ctx, schedule, slot, room);
+            if (snapshot) await this.jobs.enqueue(trx, RETENTION_JOB, schedule.source_id);
             await sql`release savepoint scheduled_slot`.execute(trx);
           } catch (error) {
             await sql`rollback to savepoint scheduled_slot`.execute(trx);
@@ -86,13 +87,11 @@ export class SnapshotScheduler implements JobHandler {
             this.onError(error, schedule.source_id);
           }
         }
-        return madeHere;
       });
       if (due.length < BATCH) break;
       // Many due at once: yield, and come straight back for the rest.
       if (batch === BATCHES_PER_RUN - 1) return now;
     }
-    if (made > 0) this.jobs.wake();
     return earliestDue(this.store.db);
   }
 

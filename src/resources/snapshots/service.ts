@@ -15,8 +15,12 @@ import { checkTagKeys } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import type { PermissionArea } from '../../platform/domain/permissions.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
-import { recordCreated } from '../../platform/idempotency/context.js';
-import { conflict, type Lifecycle, type RelatedWrite } from '../../platform/lifecycle/lifecycle.js';
+import {
+  conflict,
+  type Lifecycle,
+  type RelatedWrite,
+  type WriteContext,
+} from '../../platform/lifecycle/lifecycle.js';
 import { isAllowed } from '../../platform/lifecycle/state-table.js';
 import { type Principal, requirePermission } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
@@ -156,19 +160,14 @@ export class SnapshotService {
       );
     }
     const accountId = principal.accountId;
-    const asked = [['snapshots', 1]] as const;
-    // No lock on the account: the quota counter is written last (quotas.ts claimRooms).
-    const snapshot = await this.store.db.transaction().execute(async (trx) => {
-      this.quotas.holdUsage(trx);
-      const source = await this.holdSource(trx, accountId, input);
-      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
-      const record = this.newSnapshot(accountId, source, input.name, 'manual', input.tags ?? {});
-      await this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', record);
-      await recordCreated(trx, 'snapshot', record.id);
-      await this.quotas.claimRooms(trx, accountId, asked, limits);
-      return record;
+    // No lock on the account: the quota counter is written last (the lifecycle core claims it).
+    const snapshot = await this.lifecycle.create(SNAPSHOT_KIND, {
+      event: 'snapshot.created',
+      accountId,
+      quotas: [['snapshots', 1]],
+      hold: (ctx) => this.holdSource(ctx.trx, accountId, input),
+      build: (_ctx, source) => this.newSnapshot(accountId, source, input.name, 'manual', input.tags ?? {}),
     });
-    this.lifecycle.wake();
     return snapshotView(snapshot);
   }
 
@@ -207,8 +206,8 @@ export class SnapshotService {
 
   async delete(accountId: string, id: string): Promise<SnapshotView> {
     return snapshotView(
-      await this.lifecycle.act(SNAPSHOT_KIND, accountId, id, 'delete', async (snapshot, trx) => {
-        const restores = await countRestoresFrom(trx, snapshot.id);
+      await this.lifecycle.act(SNAPSHOT_KIND, accountId, id, 'delete', async (snapshot, ctx) => {
+        const restores = await countRestoresFrom(ctx.trx, snapshot.id);
         if (restores > 0) {
           throw new Conflict(
             `Snapshot ${snapshot.id} is being restored into ${restores} volume(s); delete it once they are done`,
@@ -250,17 +249,22 @@ export class SnapshotService {
       accountId,
       id,
       'restore',
-      async (snapshot, trx) => {
+      async (snapshot, ctx) => {
         const startedAt = this.clock.now().toISOString();
         const restore = { restore_snapshot_id: snapshot.id, restore_started_at: startedAt };
         switch (mode) {
           case 'new-volume':
-            written = await this.restoreIntoNewVolume(trx, accountId, snapshot, input, startedAt);
+            written = await this.restoreIntoNewVolume(ctx, accountId, snapshot, input, startedAt);
             break;
           case 'target-volume': {
-            const target = await this.targetVolume(trx, accountId, snapshot, input.target_volume_id ?? '');
+            const target = await this.targetVolume(
+              ctx.trx,
+              accountId,
+              snapshot,
+              input.target_volume_id ?? '',
+            );
             written = await this.lifecycle.writeWithin(
-              trx,
+              ctx,
               VOLUME_KIND,
               target,
               { status: 'restoring', ...restore },
@@ -269,9 +273,14 @@ export class SnapshotService {
             break;
           }
           case 'instance-root': {
-            const root = await this.rootOfStoppedInstance(trx, accountId, snapshot, input.instance_id ?? '');
+            const root = await this.rootOfStoppedInstance(
+              ctx.trx,
+              accountId,
+              snapshot,
+              input.instance_id ?? '',
+            );
             written = await this.lifecycle.writeWithin(
-              trx,
+              ctx,
               VOLUME_KIND,
               root,
               { status: 'restoring', ...restore },
@@ -286,17 +295,16 @@ export class SnapshotService {
       {
         // The instance (for a root disk) and the target volume are held before the snapshot: the lock
         // order. A new volume holds nothing first: its quotas are claimed by guarded counters.
-        holdFirst: async (trx) => {
+        holdFirst: async (ctx) => {
           if (mode === 'instance-root') {
-            const instance = await lockAccountInstance(trx, accountId, input.instance_id ?? '');
-            if (instance) await lockAccountVolume(trx, accountId, instance.root_volume_id);
+            const instance = await lockAccountInstance(ctx.trx, accountId, input.instance_id ?? '');
+            if (instance) await lockAccountVolume(ctx.trx, accountId, instance.root_volume_id);
           } else if (mode === 'target-volume') {
-            await lockAccountVolume(trx, accountId, input.target_volume_id ?? '');
+            await lockAccountVolume(ctx.trx, accountId, input.target_volume_id ?? '');
           }
         },
       },
     );
-    this.lifecycle.wake();
     const volume = written as unknown as Volume;
     return {
       snapshot: snapshotView(snapshot),
@@ -423,21 +431,21 @@ export class SnapshotService {
    * for a root disk, the instance waiting for it to boot is looked at again.
    */
   reportRestored(volume: Volume): RelatedWrite {
-    return async (trx) => {
+    return async (ctx) => {
       if (volume.kind === 'root' && volume.instance_id !== null) {
-        const instance = await findInstance(trx, volume.instance_id);
+        const instance = await findInstance(ctx.trx, volume.instance_id);
         if (instance?.status === 'starting')
-          await this.lifecycle.reconcileWithin(trx, INSTANCE_KIND, instance.id);
+          await this.lifecycle.reconcileWithin(ctx, INSTANCE_KIND, instance.id);
       }
       if (volume.restore_snapshot_id === null) return;
       const snapshot = await snapshots.lockAccountSnapshot(
-        trx,
+        ctx.trx,
         volume.account_id,
         volume.restore_snapshot_id,
       );
       if (!snapshot) return;
       await this.lifecycle.writeWithin(
-        trx,
+        ctx,
         SNAPSHOT_KIND,
         snapshot,
         {},
@@ -460,23 +468,28 @@ export class SnapshotService {
    * transaction: its snapshots counter is held from its first slot to the commit, so it is counted once.
    */
   async createScheduled(
-    trx: Executor,
+    ctx: WriteContext,
     schedule: DueSchedule,
     slot: Date,
     room: Map<string, number> = new Map(),
   ): Promise<Snapshot | null> {
-    const source = await this.scheduledSource(trx, schedule);
+    const source = await this.scheduledSource(ctx.trx, schedule);
     if (!source) return null;
     const accountId = schedule.account_id;
     let left = room.get(accountId);
     // The counter is held for the rest of the batch, so the account's snapshot creates meanwhile wait at
     // their guarded claim and count these.
-    if (left === undefined) left = await this.quotas.roomHeld(trx, accountId, 'snapshots');
+    if (left === undefined) left = await this.quotas.roomHeld(ctx.trx, accountId, 'snapshots');
     room.set(accountId, left);
     if (left < 1) return null;
     const name = scheduledName(source.instance?.name ?? source.volume.name, slot);
-    const snapshot = this.newSnapshot(accountId, source, name, 'scheduled', {});
-    const made = await this.lifecycle.createWithin(trx, SNAPSHOT_KIND, 'snapshot.created', snapshot);
+    // The quota is checked above, for the batch; no request waits for this snapshot.
+    const made = await this.lifecycle.createWithin(ctx, SNAPSHOT_KIND, {
+      event: 'snapshot.created',
+      accountId,
+      answersRequest: false,
+      build: () => this.newSnapshot(accountId, source, name, 'scheduled', {}),
+    });
     room.set(accountId, left - 1);
     return made;
   }
@@ -592,7 +605,7 @@ export class SnapshotService {
   }
 
   private async restoreIntoNewVolume(
-    trx: Executor,
+    ctx: WriteContext,
     accountId: string,
     snapshot: Snapshot,
     input: RestoreRequest,
@@ -611,38 +624,40 @@ export class SnapshotService {
         { field: 'size_gb', value: sizeGb, snapshot_size_gb: snapshot.size_gb },
       );
     }
-    const asked = [
-      ['volumes', 1],
-      ['volume_storage_gb', sizeGb],
-    ] as const;
-    this.quotas.holdUsage(trx);
-    const limits = await this.quotas.ensureRooms(trx, accountId, asked);
-    const now = this.clock.now();
-    const volume = await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', {
-      id: newId('volume', now),
-      account_id: accountId,
-      name: input.name ?? snapshot.name,
-      region: snapshot.region,
-      size_gb: sizeGb,
-      status: VOLUME_KIND.table.create.status,
-      kind: 'data',
-      instance_id: null,
-      device_name: null,
-      attached_at: null,
-      filesystem: null,
-      tags: input.tags ?? {},
-      pending_action: null,
-      backup_schedule: null,
-      restore_snapshot_id: snapshot.id,
-      restore_started_at: startedAt,
-      version: 1,
-      created_at: now.toISOString(),
-      updated_at: now.toISOString(),
+    // Claimed guarded at the end of the snapshot's transaction, so a volume create of the account that
+    // took the last room meanwhile makes this a 403.
+    return this.lifecycle.createWithin(ctx, VOLUME_KIND, {
+      event: 'volume.created',
+      accountId,
+      quotas: [
+        ['volumes', 1],
+        ['volume_storage_gb', sizeGb],
+      ],
+      build: (): Volume => {
+        const now = this.clock.now();
+        return {
+          id: newId('volume', now),
+          account_id: accountId,
+          name: input.name ?? snapshot.name,
+          region: snapshot.region,
+          size_gb: sizeGb,
+          status: VOLUME_KIND.table.create.status,
+          kind: 'data',
+          instance_id: null,
+          device_name: null,
+          attached_at: null,
+          filesystem: null,
+          tags: input.tags ?? {},
+          pending_action: null,
+          backup_schedule: null,
+          restore_snapshot_id: snapshot.id,
+          restore_started_at: startedAt,
+          version: 1,
+          created_at: now.toISOString(),
+          updated_at: now.toISOString(),
+        };
+      },
     });
-    await recordCreated(trx, 'volume', volume.id);
-    // Guarded, so a volume create of the account that took the last room meanwhile makes this a 403.
-    await this.quotas.claimRooms(trx, accountId, asked, limits);
-    return volume;
   }
 
   /** A data volume the snapshot may be written over: detached, available, in its region, large enough. */

@@ -1,10 +1,9 @@
 /**
  * Snapshots. Every write goes through `updateSnapshot`, guarded by the version the caller read. Callers
  * see `Snapshot` records (resources/snapshots/record.ts); the JSON text of the tags column stays in this module.
+ * The account's quota usage moves with each write the lifecycle core makes (resources/snapshots/kind.ts `usage`).
  */
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { snapshotUsage, usageDelta } from '../../platform/quotas/usage.js';
-import { adjustUsage } from '../../platform/quotas/usage-store.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import type { Executor, SnapshotRow, SnapshotsTable } from '../../platform/store/schema.js';
@@ -30,7 +29,6 @@ export async function insertSnapshot(db: Executor, snapshot: Snapshot): Promise<
     .insertInto('snapshots')
     .values({ ...snapshot, tags: JSON.stringify(snapshot.tags) })
     .execute();
-  await adjustUsage(db, snapshot.account_id, usageDelta(null, snapshotUsage()));
 }
 
 export async function findSnapshot(db: Executor, id: string): Promise<Snapshot | undefined> {
@@ -86,9 +84,7 @@ export async function deleteSnapshot(db: Executor, current: Snapshot): Promise<b
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .executeTakeFirst();
-  if (deleted.numDeletedRows === 0n) return false;
-  await adjustUsage(db, current.account_id, usageDelta(snapshotUsage(), null));
-  return true;
+  return deleted.numDeletedRows > 0n;
 }
 
 /** The scheduled snapshots of a source (every status), newest first; retention reads these. */

@@ -7,6 +7,7 @@
 import type { VolumeSpec } from '../../drivers/driver.js';
 import type { VolumeEventData } from '../../platform/events/catalog.js';
 import { conflict, type ResourceKind } from '../../platform/lifecycle/lifecycle.js';
+import { volumeUsage } from '../../platform/quotas/usage.js';
 import { volumeMeter } from '../billing/rules.js';
 import { removeSchedule } from './backup-schedule-store.js';
 import type { Volume, VolumeChanges } from './record.js';
@@ -37,6 +38,7 @@ export const VOLUME_KIND: ResourceKind<VolumeStatus, VolumeAction, Volume, Volum
     kind: volume.kind,
   }),
   meter: volumeMeter,
+  usage: volumeUsage,
   refusal(volume, action) {
     if (volume.kind === 'root' && (action === 'detach' || action === 'delete' || action === 'attach')) {
       return rootVolumeConflict(volume, action);

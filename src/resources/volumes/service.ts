@@ -15,8 +15,7 @@ import { newId } from '../../platform/domain/ids.js';
 import { checkTagKeys, parseTagFilter } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
-import { recordCreated } from '../../platform/idempotency/context.js';
-import type { ActionPlan, Lifecycle } from '../../platform/lifecycle/lifecycle.js';
+import type { ActionPlan, Lifecycle, WriteContext } from '../../platform/lifecycle/lifecycle.js';
 import type { Principal } from '../../platform/principal.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { Store } from '../../platform/store/db.js';
@@ -133,50 +132,47 @@ export class VolumeService {
       );
     }
     const accountId = principal.accountId;
-    const asked = [
-      ['volumes', 1],
-      ['volume_storage_gb', input.size_gb],
-    ] as const;
-    // No lock on the account: the quota counters are written last (quotas.ts claimRooms).
-    const volume = await this.store.db.transaction().execute(async (trx) => {
-      this.quotas.holdUsage(trx);
-      const placement =
+    // No lock on the account: the quota counters are written last (the lifecycle core claims them).
+    const volume = await this.lifecycle.create(VOLUME_KIND, {
+      event: 'volume.created',
+      accountId,
+      quotas: [
+        ['volumes', 1],
+        ['volume_storage_gb', input.size_gb],
+      ],
+      hold: (ctx) =>
         input.instance_id === undefined
-          ? null
-          : await this.placeOn(trx, accountId, input.instance_id, input.region, null);
-      const limits = await this.quotas.ensureRooms(trx, accountId, asked);
-      const now = this.clock.now();
-      const at = now.toISOString();
-      const id = newId('volume', now);
-      const schedule = input.backup_schedule ?? null;
-      if (schedule) await this.schedules.put(trx, { id, accountId, kind: 'volume' }, schedule);
-      const record: Volume = {
-        id,
-        account_id: accountId,
-        name: input.name,
-        region: input.region,
-        size_gb: input.size_gb,
-        status: VOLUME_KIND.table.create.status,
-        kind: 'data' as const,
-        instance_id: placement?.instanceId ?? null,
-        device_name: placement?.deviceName ?? null,
-        attached_at: null,
-        filesystem: input.filesystem ?? null,
-        tags: input.tags ?? {},
-        pending_action: placement ? ('attach' as const) : null,
-        backup_schedule: schedule,
-        restore_snapshot_id: null,
-        restore_started_at: null,
-        version: 1,
-        created_at: at,
-        updated_at: at,
-      };
-      await this.lifecycle.createWithin(trx, VOLUME_KIND, 'volume.created', record);
-      await recordCreated(trx, 'volume', record.id);
-      await this.quotas.claimRooms(trx, accountId, asked, limits);
-      return record;
+          ? Promise.resolve(null)
+          : this.placeOn(ctx.trx, accountId, input.instance_id, input.region, null),
+      build: async (ctx, placement): Promise<Volume> => {
+        const now = this.clock.now();
+        const at = now.toISOString();
+        const id = newId('volume', now);
+        const schedule = input.backup_schedule ?? null;
+        if (schedule) await this.schedules.put(ctx.trx, { id, accountId, kind: 'volume' }, schedule);
+        return {
+          id,
+          account_id: accountId,
+          name: input.name,
+          region: input.region,
+          size_gb: input.size_gb,
+          status: VOLUME_KIND.table.create.status,
+          kind: 'data' as const,
+          instance_id: placement?.instanceId ?? null,
+          device_name: placement?.deviceName ?? null,
+          attached_at: null,
+          filesystem: input.filesystem ?? null,
+          tags: input.tags ?? {},
+          pending_action: placement ? ('attach' as const) : null,
+          backup_schedule: schedule,
+          restore_snapshot_id: null,
+          restore_started_at: null,
+          version: 1,
+          created_at: at,
+          updated_at: at,
+        };
+      },
     });
-    this.lifecycle.wake();
     return volumeView(volume);
   }
 
@@ -206,7 +202,7 @@ export class VolumeService {
 
   async update(accountId: string, id: string, changes: VolumeUpdate): Promise<VolumeView> {
     this.checkTags(changes.tags);
-    const updated = await this.act(accountId, id, 'update', async (volume, trx) => {
+    const updated = await this.act(accountId, id, 'update', async (volume, ctx) => {
       if (changes.backup_schedule !== undefined) {
         if (volume.kind === 'root') {
           throw new InvalidRequest(
@@ -214,7 +210,7 @@ export class VolumeService {
             { field: 'backup_schedule', instance_id: volume.instance_id },
           );
         }
-        await this.schedules.put(trx, { id, accountId, kind: 'volume' }, changes.backup_schedule);
+        await this.schedules.put(ctx.trx, { id, accountId, kind: 'volume' }, changes.backup_schedule);
       }
       return {
         changes: {
@@ -233,9 +229,9 @@ export class VolumeService {
       accountId,
       id,
       'attach',
-      async (volume, trx) => {
+      async (volume, ctx) => {
         // The instance was held first (holdFirst); its devices are decided with it held.
-        const placement = await this.placeOn(trx, accountId, instanceId, volume.region, volume.id);
+        const placement = await this.placeOn(ctx.trx, accountId, instanceId, volume.region, volume.id);
         return {
           changes: {
             instance_id: placement.instanceId,
@@ -246,7 +242,7 @@ export class VolumeService {
         };
       },
       // Held before the volume (the lock order); a missing one is refused in the plan, after the volume's 404.
-      { holdFirst: async (trx) => void (await this.instances.lockForAttach(trx, accountId, instanceId)) },
+      { holdFirst: async (ctx) => void (await this.instances.lockForAttach(ctx.trx, accountId, instanceId)) },
     );
     return volumeView(attached);
   }
@@ -266,7 +262,7 @@ export class VolumeService {
   }
 
   async resize(accountId: string, id: string, sizeGb: number): Promise<VolumeView> {
-    const resized = await this.lifecycle.act(VOLUME_KIND, accountId, id, 'resize', async (volume, trx) => {
+    const resized = await this.lifecycle.act(VOLUME_KIND, accountId, id, 'resize', async (volume, ctx) => {
       if (volume.kind === 'root') throw rootVolumeConflict(volume, 'resize');
       if (sizeGb <= volume.size_gb) {
         throw new InvalidRequest(
@@ -278,7 +274,7 @@ export class VolumeService {
       }
       // The counter is held (after the volume: the order deletes take them in) until the growth
       // commits, so the account's creates meanwhile count it at their guarded claim.
-      await this.quotas.ensureRooms(trx, accountId, [['volume_storage_gb', sizeGb - volume.size_gb]], {
+      await this.quotas.ensureRooms(ctx.trx, accountId, [['volume_storage_gb', sizeGb - volume.size_gb]], {
         hold: true,
       });
       return { changes: { size_gb: sizeGb } };
@@ -317,10 +313,10 @@ export class VolumeService {
    * Inside an instance's delete (the instance held): its data volumes let go of it. Attached or attaching
    * ones detach; one still being created forgets the instance; one growing detaches once grown.
    */
-  async releaseFrom(trx: Executor, instance: { id: string }): Promise<void> {
-    for (const volume of await volumes.volumesOfInstance(trx, instance.id)) {
+  async releaseFrom(ctx: WriteContext, instance: { id: string }): Promise<void> {
+    for (const volume of await volumes.volumesOfInstance(ctx.trx, instance.id)) {
       if (volume.kind !== 'data') continue;
-      const held = await volumes.lockAccountVolume(trx, volume.account_id, volume.id);
+      const held = await volumes.lockAccountVolume(ctx.trx, volume.account_id, volume.id);
       if (!held) continue;
       let changes: VolumeChanges | null = null;
       let reconcile = false;
@@ -340,7 +336,7 @@ export class VolumeService {
         default:
           break;
       }
-      if (changes) await this.lifecycle.writeWithin(trx, VOLUME_KIND, held, changes, { reconcile });
+      if (changes) await this.lifecycle.writeWithin(ctx, VOLUME_KIND, held, changes, { reconcile });
     }
   }
 
@@ -349,14 +345,14 @@ export class VolumeService {
    * `volume.resized`; the machine's resize grows the disk itself.
    */
   async resizeRoot(
-    trx: Executor,
+    ctx: WriteContext,
     instance: { account_id: string; root_volume_id: string },
     sizeGb: number,
   ): Promise<void> {
-    const root = await volumes.lockAccountVolume(trx, instance.account_id, instance.root_volume_id);
+    const root = await volumes.lockAccountVolume(ctx.trx, instance.account_id, instance.root_volume_id);
     if (!root || root.size_gb === sizeGb) return;
     await this.lifecycle.writeWithin(
-      trx,
+      ctx,
       VOLUME_KIND,
       root,
       { size_gb: sizeGb },
@@ -384,7 +380,7 @@ export class VolumeService {
     accountId: string,
     id: string,
     action: VolumeAction,
-    plan: (volume: Volume, trx: Executor) => VolumePlan | Promise<VolumePlan>,
+    plan: (volume: Volume, ctx: WriteContext) => VolumePlan | Promise<VolumePlan>,
   ): Promise<Volume> {
     return this.lifecycle.act(VOLUME_KIND, accountId, id, action, plan);
   }

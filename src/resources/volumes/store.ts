@@ -2,12 +2,11 @@
  * Volumes: data volumes and the root volumes of instances, with their tags (mirrored into volume_tags
  * for filtering). Every write that changes a volume goes through `updateVolume`, which guards on the
  * version the caller read. Callers see `Volume` records (resources/volumes/record.ts); the JSON text of the tags
- * column stays in this module.
+ * column stays in this module. The account's quota usage moves with each write the lifecycle core makes
+ * (resources/volumes/kind.ts `usage`).
  */
 import type { ExpressionBuilder } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { usageDelta, volumeUsage } from '../../platform/quotas/usage.js';
-import { adjustUsage } from '../../platform/quotas/usage-store.js';
 import { compiledOnce } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
@@ -96,7 +95,6 @@ export async function insertVolume(db: Executor, volume: Volume): Promise<void> 
   await volumeInsert.run(db, row as VolumeRow);
   // A new volume has no tag rows to replace.
   if (Object.keys(volume.tags).length > 0) await writeTags(db, volume, volume.tags);
-  await adjustUsage(db, volume.account_id, usageDelta(null, volumeUsage(volume)));
 }
 
 /** Compiled once (platform/store/compiled-query.ts): a boot reads its root volume (is a restore writing it?). */
@@ -154,7 +152,6 @@ export async function updateVolume(
   if (!row) return undefined;
   const updated = fromRow(row);
   if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
-  await adjustUsage(db, current.account_id, usageDelta(volumeUsage(current), volumeUsage(updated)));
   return updated;
 }
 
@@ -166,9 +163,7 @@ export async function deleteVolume(db: Executor, current: Volume): Promise<boole
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .executeTakeFirst();
-  if (deleted.numDeletedRows === 0n) return false;
-  await adjustUsage(db, current.account_id, usageDelta(volumeUsage(current), null));
-  return true;
+  return deleted.numDeletedRows > 0n;
 }
 
 export async function deleteRootVolume(db: Executor, instanceId: string): Promise<void> {

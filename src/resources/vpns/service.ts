@@ -170,7 +170,7 @@ export class VpnService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly lifecycle: Lifecycle,
-    private readonly quotas: QuotaService,
+    quotas: QuotaService,
     private readonly secretBox: SecretBox,
     /** Each region's public IPv4 pool (NIMBUS_PUBLIC_IP_POOLS), shared with instances. */
     private readonly publicIpPools: Record<string, string>,
@@ -189,30 +189,34 @@ export class VpnService {
     }
     const accountId = principal.accountId;
     const keys = generateKeyPair();
-    const vpn = await this.lifecycle.create(VPN_KIND, 'vpn.created', async (trx) => {
-      await lockAccount(trx, accountId);
-      await this.quotas.ensureRoom(trx, accountId, 'vpns', 1);
-      const endpointIp = await this.allocateEndpoint(trx, input.region);
-      const now = this.clock.now();
-      const at = now.toISOString();
-      const id = newId('vpn', now);
-      await recordCreated(trx, 'vpn', id);
-      return {
-        id,
-        account_id: accountId,
-        name: input.name,
-        region: input.region,
-        status: VPN_KIND.table.create.status,
-        endpoint_ip: endpointIp,
-        endpoint_port: VPN_PORT,
-        server_public_key: keys.publicKey,
-        server_private_key_sealed: this.secretBox.seal(keys.privateKey, sealedKeyBinding(id)),
-        tunnel_cidr: tunnel,
-        allowed_cidrs: allowed,
-        version: 1,
-        created_at: at,
-        updated_at: at,
-      };
+    const vpn = await this.lifecycle.create(VPN_KIND, {
+      event: 'vpn.created',
+      accountId,
+      // Counted over the account's rows, under its lock: of two creates the second counts the first.
+      quotas: [['vpns', 1]],
+      hold: (ctx) => lockAccount(ctx.trx, accountId),
+      build: async (ctx): Promise<Vpn> => {
+        const endpointIp = await this.allocateEndpoint(ctx.trx, input.region);
+        const now = this.clock.now();
+        const at = now.toISOString();
+        const id = newId('vpn', now);
+        return {
+          id,
+          account_id: accountId,
+          name: input.name,
+          region: input.region,
+          status: VPN_KIND.table.create.status,
+          endpoint_ip: endpointIp,
+          endpoint_port: VPN_PORT,
+          server_public_key: keys.publicKey,
+          server_private_key_sealed: this.secretBox.seal(keys.privateKey, sealedKeyBinding(id)),
+          tunnel_cidr: tunnel,
+          allowed_cidrs: allowed,
+          version: 1,
+          created_at: at,
+          updated_at: at,
+        };
+      },
     });
     return vpnView(vpn);
   }
@@ -260,14 +264,14 @@ export class VpnService {
     const generated = input.public_key === undefined ? generateKeyPair() : null;
     const publicKey = input.public_key ?? (generated?.publicKey as string);
     let peer: VpnPeer | undefined;
-    const vpn = await this.lifecycle.act(VPN_KIND, accountId, vpnId, 'add_peer', async (current, trx) => {
+    const vpn = await this.lifecycle.act(VPN_KIND, accountId, vpnId, 'add_peer', async (current, ctx) => {
       if (publicKey === current.server_public_key) {
         throw new InvalidRequest("public_key is the gateway's own key; send the client's public key", {
           field: 'public_key',
           value: publicKey,
         });
       }
-      const existing = await vpns.peersOf(trx, current.id);
+      const existing = await vpns.peersOf(ctx.trx, current.id);
       const same = existing.find((p) => p.public_key === publicKey);
       if (same) {
         throw new Conflict(`VPN ${current.id} already has a peer with this public key (${same.id})`, {
@@ -295,8 +299,8 @@ export class VpnService {
         key_generated: generated !== null,
         created_at: now.toISOString(),
       };
-      await vpns.insertPeer(trx, peer);
-      await recordCreated(trx, 'vpn_peer', peer.id);
+      await vpns.insertPeer(ctx.trx, peer);
+      await recordCreated(ctx.trx, 'vpn_peer', peer.id);
       // The job loads the gateway's new configuration (it lists this peer now).
       return { reconcile: true, event: { type: 'vpn.peer_added', data: peerEventData(peer) } };
     });
@@ -320,10 +324,10 @@ export class VpnService {
 
   async removePeer(accountId: string, vpnId: string, peerId: string): Promise<PeerView> {
     let removed: VpnPeer | undefined;
-    await this.lifecycle.act(VPN_KIND, accountId, vpnId, 'remove_peer', async (vpn, trx) => {
-      const peer = await vpns.findPeer(trx, vpn.id, peerId);
+    await this.lifecycle.act(VPN_KIND, accountId, vpnId, 'remove_peer', async (vpn, ctx) => {
+      const peer = await vpns.findPeer(ctx.trx, vpn.id, peerId);
       if (!peer) throw new NotFound('vpn_peer', peerId);
-      await vpns.deletePeer(trx, vpn.id, peer.id);
+      await vpns.deletePeer(ctx.trx, vpn.id, peer.id);
       removed = peer;
       return { reconcile: true, event: { type: 'vpn.peer_removed', data: peerEventData(peer) } };
     });
