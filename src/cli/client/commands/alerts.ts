@@ -312,15 +312,10 @@ export function alertsCommand(): Command {
     name: 'incidents',
     description: "incidents, newest first: a policy's, or every policy's",
     argument: ['[id]', 'policy id (default: every policy)'],
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only firing or only resolved ones',
-        choices: ['firing', 'resolved'],
-        query: 'status',
-      },
-      { flags: '--instance <id>', help: 'only this instance', query: 'instance_id' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only firing or only resolved ones', ['firing', 'resolved']],
+      instance_id: ['--instance <id>', 'only this instance'],
+    },
     sorts: ['started_at'],
     examples: ['nimbus alerts incidents --status firing', 'nimbus alerts incidents alr_0123 -o wide'],
     columns: INCIDENT_COLUMNS,

@@ -126,15 +126,10 @@ function invoicesCommand(): Command {
 
   const list = listCommand({
     description: 'list invoices, newest period first',
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only this status',
-        choices: ['draft', 'open', 'paid', 'void'],
-        query: 'status',
-      },
-      { flags: '--period <yyyy-mm>', help: 'only this month, e.g. 2026-03', query: 'period' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only this status', ['draft', 'open', 'paid', 'void']],
+      period: ['--period <yyyy-mm>', 'only this month, e.g. 2026-03'],
+    },
     sorts: ['period_start', 'created_at'],
     examples: ['nimbus billing invoices list', 'nimbus billing invoices list --status open -o json'],
     columns: INVOICE_COLUMNS,

@@ -40,20 +40,10 @@ export function catalogCommand(): Command {
   const types = listCommand({
     name: 'types',
     description: 'instance types with their size and price',
-    filters: [
-      {
-        flags: '--family <family>',
-        help: 'only this family',
-        choices: ['compute', 'memory', 'storage', 'gpu'],
-        query: 'family',
-      },
-      {
-        flags: '--region <region>',
-        help: 'only types offered in this region',
-        choices: REGIONS,
-        query: 'region',
-      },
-    ],
+    filters: {
+      family: ['--family <family>', 'only this family', ['compute', 'memory', 'storage', 'gpu']],
+      region: ['--region <region>', 'only types offered in this region', REGIONS],
+    },
     sorts: ['name', 'price_per_hour', 'vcpus', 'memory_gb'],
     examples: [
       'nimbus catalog types --all',

@@ -31,21 +31,13 @@ export function eventsCommand(): Command {
 
   const list = listCommand({
     description: 'list events, newest first',
-    filters: [
-      { flags: '--type <type>', help: 'only this event type (nimbus events types)', query: 'type' },
-      { flags: '--resource <id>', help: 'only events of this resource', query: 'resource_id' },
-      { flags: '--since <time>', help: 'only events at or after this time (ISO 8601)', query: 'since' },
-      {
-        flags: '--actor <key-id>',
-        help: 'only events of requests made with this API key',
-        query: 'actor_id',
-      },
-      {
-        flags: '--actor-type <type>',
-        help: 'only events of this kind of actor: api_key, operator or system',
-        query: 'actor_type',
-      },
-    ],
+    filters: {
+      type: ['--type <type>', 'only this event type (nimbus events types)'],
+      resource_id: ['--resource <id>', 'only events of this resource'],
+      since: ['--since <time>', 'only events at or after this time (ISO 8601)'],
+      actor_id: ['--actor <key-id>', 'only events of requests made with this API key'],
+      actor_type: ['--actor-type <type>', 'only events of this kind of actor: api_key, operator or system'],
+    },
     sorts: ['created_at'],
     examples: [
       'nimbus events list --type instance.created',

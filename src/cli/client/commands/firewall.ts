@@ -126,17 +126,12 @@ export function firewallCommand(): Command {
 
   const list = listCommand({
     description: 'list rules',
-    filters: [
-      {
-        flags: '--direction <direction>',
-        help: 'only this direction',
-        choices: DIRECTIONS,
-        query: 'direction',
-      },
-      { flags: '--protocol <protocol>', help: 'only this protocol', choices: PROTOCOLS, query: 'protocol' },
-      { flags: '--region <region>', help: 'only this region', query: 'region' },
-      { flags: '--instance <id>', help: 'only rules that apply to this instance', query: 'instance_id' },
-    ],
+    filters: {
+      direction: ['--direction <direction>', 'only this direction', DIRECTIONS],
+      protocol: ['--protocol <protocol>', 'only this protocol', PROTOCOLS],
+      region: ['--region <region>', 'only this region'],
+      instance_id: ['--instance <id>', 'only rules that apply to this instance'],
+    },
     sorts: ['priority', 'created_at', 'name'],
     examples: [
       'nimbus firewall list --sort priority --order asc',

@@ -129,17 +129,16 @@ const create = () =>
 const list = () =>
   listCommand({
     description: 'list instances (newest first)',
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only this status',
-        choices: ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'],
-        query: 'status',
-      },
-      { flags: '--region <region>', help: 'only this region', query: 'region' },
-      { flags: '--name <name>', help: 'only this name', query: 'name' },
-      { flags: '--tag <key:value>', help: 'only instances with this tag', query: 'tag' },
-    ],
+    filters: {
+      status: [
+        '--status <status>',
+        'only this status',
+        ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'],
+      ],
+      region: ['--region <region>', 'only this region'],
+      name: ['--name <name>', 'only this name'],
+      tag: ['--tag <key:value>', 'only instances with this tag'],
+    },
     sorts: ['created_at', 'name', 'status', 'instance_type'],
     examples: [
       'nimbus instances list',

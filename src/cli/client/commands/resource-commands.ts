@@ -33,13 +33,11 @@ function idOf(session: Session, reference: string, named: NamedKind | undefined)
   return named ? resolveId(session, reference, named) : reference;
 }
 
-/** A filter of a list: an option whose value, when given, is sent as the query parameter `query`. */
-export interface ListFilter {
-  flags: string;
-  help: string;
-  choices?: readonly string[];
-  query: string;
-}
+/**
+ * A list's filters: each query parameter with the option that sets it (its flags, help and any
+ * choices), in the order --help lists them. An option not given sends nothing.
+ */
+export type ListFilters = Record<string, [flags: string, help: string, choices?: readonly string[]]>;
 
 export interface ListCommandSpec {
   /** The command's name; `list` (the default) also answers to `ls`. */
@@ -47,7 +45,7 @@ export interface ListCommandSpec {
   description: string;
   /** The parent's id, for a list under a parent resource. */
   argument?: Argument;
-  filters?: readonly ListFilter[];
+  filters?: ListFilters;
   sorts: readonly string[];
   examples: string[];
   columns: Column[];
@@ -62,11 +60,11 @@ export function listCommand(spec: ListCommandSpec): Command {
   if (name === 'list') command.alias('ls');
   command.description(spec.description);
   if (spec.argument) command.argument(...spec.argument);
-  const filters = (spec.filters ?? []).map((filter) => {
-    const option = new Option(filter.flags, filter.help);
-    if (filter.choices) option.choices(filter.choices);
+  const filters = Object.entries(spec.filters ?? {}).map(([query, [flags, help, choices]]) => {
+    const option = new Option(flags, help);
+    if (choices) option.choices(choices);
     command.addOption(option);
-    return { option: option.attributeName(), query: filter.query };
+    return { query, option: option.attributeName() };
   });
   listOptions(command, spec.sorts);
   example(command, ...spec.examples);

@@ -66,23 +66,13 @@ export function snapshotsCommand(): Command {
 
   const list = listCommand({
     description: 'list snapshots',
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only this status',
-        choices: ['creating', 'available', 'failed', 'deleting'],
-        query: 'status',
-      },
-      {
-        flags: '--kind <kind>',
-        help: 'manual or made by a backup schedule',
-        choices: ['manual', 'scheduled'],
-        query: 'kind',
-      },
-      { flags: '--volume <id>', help: 'only snapshots of this volume', query: 'source_volume_id' },
-      { flags: '--instance <id>', help: 'only snapshots of this instance', query: 'source_instance_id' },
-      { flags: '--region <region>', help: 'only this region', query: 'region' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only this status', ['creating', 'available', 'failed', 'deleting']],
+      kind: ['--kind <kind>', 'manual or made by a backup schedule', ['manual', 'scheduled']],
+      source_volume_id: ['--volume <id>', 'only snapshots of this volume'],
+      source_instance_id: ['--instance <id>', 'only snapshots of this instance'],
+      region: ['--region <region>', 'only this region'],
+    },
     sorts: ['created_at', 'name', 'size_gb'],
     examples: [
       'nimbus snapshots list --instance ins_0123',

@@ -48,7 +48,7 @@ export function sshKeysCommand(): Command {
 
   const list = listCommand({
     description: 'list SSH keys',
-    filters: [{ flags: '--name <name>', help: 'only this name', query: 'name' }],
+    filters: { name: ['--name <name>', 'only this name'] },
     sorts: ['created_at', 'name'],
     examples: ['nimbus ssh-keys list', 'nimbus ssh-keys list -o json --all'],
     columns: COLUMNS,

@@ -97,19 +97,14 @@ export function volumesCommand(): Command {
 
   const list = listCommand({
     description: 'list volumes',
-    filters: [
-      { flags: '--status <status>', help: 'only this status', choices: STATUSES, query: 'status' },
-      { flags: '--region <region>', help: 'only this region', query: 'region' },
-      {
-        flags: '--kind <kind>',
-        help: 'data volumes or instances’ root disks',
-        choices: ['data', 'root'],
-        query: 'kind',
-      },
-      { flags: '--instance <id>', help: 'only volumes attached to this instance', query: 'instance_id' },
-      { flags: '--name <name>', help: 'only this name', query: 'name' },
-      { flags: '--tag <key:value>', help: 'only volumes with this tag', query: 'tag' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only this status', STATUSES],
+      region: ['--region <region>', 'only this region'],
+      kind: ['--kind <kind>', 'data volumes or instances’ root disks', ['data', 'root']],
+      instance_id: ['--instance <id>', 'only volumes attached to this instance'],
+      name: ['--name <name>', 'only this name'],
+      tag: ['--tag <key:value>', 'only volumes with this tag'],
+    },
     sorts: ['created_at', 'name', 'size_gb'],
     examples: ['nimbus volumes list --kind data', 'nimbus volumes list --instance ins_0123 -o json'],
     columns: COLUMNS,

@@ -166,15 +166,10 @@ export function vpnCommand(): Command {
 
   const list = listCommand({
     description: 'list VPNs',
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only this status',
-        choices: ['provisioning', 'active', 'deleting', 'error'],
-        query: 'status',
-      },
-      { flags: '--region <region>', help: 'only this region', query: 'region' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only this status', ['provisioning', 'active', 'deleting', 'error']],
+      region: ['--region <region>', 'only this region'],
+    },
     sorts: ['created_at', 'name'],
     examples: ['nimbus vpn list'],
     columns: COLUMNS,

@@ -142,15 +142,10 @@ export function webhooksCommand(): Command {
     name: 'deliveries',
     description: 'deliveries of a subscription, newest first',
     argument: ['<id>', 'webhook id'],
-    filters: [
-      {
-        flags: '--status <status>',
-        help: 'only this status',
-        choices: ['pending', 'succeeded', 'failed'],
-        query: 'status',
-      },
-      { flags: '--event <type>', help: 'only this event type', query: 'event_type' },
-    ],
+    filters: {
+      status: ['--status <status>', 'only this status', ['pending', 'succeeded', 'failed']],
+      event_type: ['--event <type>', 'only this event type'],
+    },
     sorts: ['created_at'],
     examples: ['nimbus webhooks deliveries whk_0123 --status failed'],
     columns: DELIVERY_COLUMNS,
