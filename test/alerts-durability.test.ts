@@ -8,39 +8,32 @@
  * The real server runs as a child process (bin/nimbus serve, so `npm run build` first) with 1 s
  * collections; an `error` state policy fires at the first collection after a boot fails.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from './helpers/backends.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { restartableServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE, fault } from './helpers/instances.js';
-import { type SmtpRelay, startSmtpRelay } from './helpers/smtp-relay.js';
-import { type Receiver, startReceiver } from './helpers/webhook-receiver.js';
+import { startSmtpRelay } from './helpers/smtp-relay.js';
+import { startReceiver } from './helpers/webhook-receiver.js';
 
-let relay: SmtpRelay;
-let receiver: Receiver;
-beforeAll(async () => {
-  assertBuilt();
-  relay = await startSmtpRelay();
-  receiver = await startReceiver();
-});
+const relay = await startSmtpRelay();
+const receiver = await startReceiver();
 afterAll(async () => {
-  await relay?.close();
-  await receiver?.close();
+  await relay.close();
+  await receiver.close();
 });
 
 describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
   const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-alerts-durability-' });
-  const { dataDir } = suite;
-  let server: ChildServer | null = null;
-  const env = () => ({
-    NIMBUS_SIM_SPEEDUP: '1000',
-    NIMBUS_METRICS_INTERVAL_SECONDS: '1',
-    NIMBUS_SMTP_URL: relay.url,
-    NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
-    NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
-  });
-  afterAll(async () => {
-    await server?.stop();
+  const child = restartableServer(suite, {
+    env: {
+      NIMBUS_SIM_SPEEDUP: '1000',
+      NIMBUS_METRICS_INTERVAL_SECONDS: '1',
+      NIMBUS_SMTP_URL: relay.url,
+      NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
+      NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
+    },
+    atEnd: 'stop',
   });
 
   it('an incident whose notifications were under way when the server was killed notifies exactly once', async () => {
@@ -49,9 +42,9 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
     // Both receivers hold what arrives for longer than the test waits before the kill.
     relay.delayData(20_000);
     receiver.answer(chatPath, { status: 200, delayMs: 20_000 });
-    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
-    const key = server.rootKey;
-    const created = await server.request('POST', '/v1/alerts', {
+    const live = await child.start();
+    const key = live.rootKey;
+    const created = await live.request('POST', '/v1/alerts', {
       key,
       body: {
         name: 'Broken boots',
@@ -61,13 +54,12 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
     });
     expect(created.status, created.text).toBe(201);
     const policyId = created.body.data.id as string;
-    const instance = await server.request('POST', '/v1/instances', {
+    const instance = await live.request('POST', '/v1/instances', {
       key,
       body: { name: 'doomed', ...COMPUTE, ...fault('boot-error') },
     });
     expect(instance.status, instance.text).toBe(202);
 
-    const live = server;
     await waitFor(
       'the incident open and both notifications on their way',
       async () => {
@@ -77,14 +69,13 @@ describe.each(STORES)('alert notifications through kill -9 (%s)', (store) => {
       },
       { timeoutMs: 30_000, intervalMs: 50 },
     );
-    await live.kill();
+    await child.kill();
     const firstTry = receiver.receivedAt(chatPath)[0]?.headers['x-nimbus-delivery'];
 
     // From now on both answer at once.
     relay.delayData(0);
     receiver.answer(chatPath, { status: 200 });
-    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
-    const restarted = server;
+    const restarted = await child.start();
     const incident = await waitFor(
       'both notifications delivered after the restart',
       async () => {

@@ -22,8 +22,8 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from './helpers/backends.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { STORES, storeForSuite } from './helpers/backends.js';
+import { restartableServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 
 const HOUR = 3_600_000;
@@ -32,18 +32,16 @@ const T0 = Date.parse('2026-03-01T00:00:00Z');
 /** Each step starts the server once or twice and waits on the simulator: roomy on a loaded host. */
 const STEP_TIMEOUT_MS = 90_000;
 
-beforeAll(() => {
-  // bin/nimbus runs dist/: testing an old build would test old code.
-  assertBuilt();
-});
-
 describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (store) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-billing-kill-'));
-  const dataDir = path.join(dir, 'data');
-  const clockFile = path.join(dir, 'now');
-  let databaseUrl: string | undefined;
-  let drop: (() => Promise<void>) | undefined;
-  let server: ChildServer | null = null;
+  const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-billing-kill-' });
+  const clockDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-billing-clock-'));
+  const clockFile = path.join(clockDir, 'now');
+  // Registered ahead of the server's hook, so it runs after the last process is gone.
+  afterAll(() => rmSync(clockDir, { recursive: true, force: true }));
+  const server = restartableServer(suite, {
+    env: { NODE_ENV: 'test', NIMBUS_TEST_CLOCK_FILE: clockFile, NIMBUS_SIM_SPEEDUP: '1000' },
+  });
+  const { live, start, kill } = server;
   const ids = { web: '', worker: '', volume: '' };
   /** The worker's stop as the API answered it (202): when its compute stopped being billed. */
   let stoppingAt = '';
@@ -55,17 +53,6 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
     clockMs = ms;
     writeFileSync(`${clockFile}.next`, new Date(T0 + ms).toISOString());
     renameSync(`${clockFile}.next`, clockFile);
-  };
-  const start = async () => {
-    server = await spawnServer({
-      dataDir,
-      databaseUrl,
-      env: { NODE_ENV: 'test', NIMBUS_TEST_CLOCK_FILE: clockFile, NIMBUS_SIM_SPEEDUP: '1000' },
-    });
-  };
-  const live = () => {
-    if (!server) throw new Error('the server is not running');
-    return server;
   };
   const call = async (method: string, url: string, body?: unknown) => {
     const reply = await live().request(method, url, {
@@ -101,14 +88,8 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
   const usage = async (query = '') => (await call('GET', `/v1/billing/usage${query}`)).body.data;
 
   beforeAll(async () => {
-    if (store === 'postgres') ({ url: databaseUrl, drop } = await createPostgresDatabase());
     setClock(0);
     await start();
-  });
-  afterAll(async () => {
-    await server?.kill();
-    await drop?.();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it(
@@ -136,8 +117,7 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
         quantity: 4,
         amount: 0.4,
       });
-      await live().kill();
-      server = null;
+      await kill();
 
       // Three hours with no server at all; the machine keeps running meanwhile (its state is in the store).
       setClock(7 * HOUR);
@@ -177,8 +157,7 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
 
       setClock(DAY + 3 * HOUR);
       const stopping = await accepted('POST', `/v1/instances/${worker.id}/stop`, {});
-      await live().kill(); // the stop is still in flight: the machine has not stopped yet
-      server = null;
+      await kill(); // the stop is still in flight: the machine has not stopped yet
       expect(stopping.status).toBe('stopping');
       stoppingAt = stopping.updated_at;
       expect(stoppingAt).toBe('2026-03-02T03:00:00.000Z');
@@ -212,8 +191,7 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
       await settle(`/v1/volumes/${ids.volume}`, null);
 
       // One more kill before the month ends; the server started after it closes March on its own.
-      await live().kill();
-      server = null;
+      await kill();
       setClock(31 * DAY + HOUR); // 2026-04-01T01:00Z
       await start();
       const invoice = await waitFor('March closed', async () => {

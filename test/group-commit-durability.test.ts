@@ -9,26 +9,19 @@
  *   No client got an answer, and after a restart none of those instances exists: nobody was told 202
  *   for a row that was lost.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/platform/config.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { storeForSuite } from './helpers/backends.js';
+import { restartableServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
-import { freePort, sendRequest } from './helpers/server.js';
+import { sendRequest } from './helpers/server.js';
 
 const CONCURRENT_CREATES = 64;
 /** Boot 400 ms: some instances are still starting when the process dies. */
 const SPEEDUP = '20';
 /** Long enough to see the waiting members on /metrics and kill the process before the COMMIT. */
 const COMMIT_DELAY_MS = 1_500;
-
-beforeAll(() => {
-  // bin/nimbus runs dist/: testing an old build would test old code.
-  assertBuilt();
-});
 
 describe('NIMBUS_TEST_COMMIT_DELAY_MS', () => {
   it('is refused outside tests and read in them', () => {
@@ -42,39 +35,17 @@ describe('NIMBUS_TEST_COMMIT_DELAY_MS', () => {
 });
 
 describe('Group commit across kill -9 (SQLite, child process)', () => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-group-commit-'));
-  let server: ChildServer | null = null;
+  const suite = storeForSuite('sqlite', { dataDirPrefix: 'nimbus-group-commit-' });
+  const server = restartableServer(suite, {
+    env: { NODE_ENV: 'test', NIMBUS_SIM_SPEEDUP: SPEEDUP },
+    startTimeoutMs: 60_000,
+  });
+  const { live, start, kill } = server;
   let key = '';
-  let metricsPort = 0;
-
-  async function start(env: Record<string, string> = {}): Promise<ChildServer> {
-    metricsPort = await freePort();
-    server = await spawnServer({
-      dataDir,
-      env: {
-        NODE_ENV: 'test',
-        NIMBUS_SIM_SPEEDUP: SPEEDUP,
-        NIMBUS_METRICS_PORT: String(metricsPort),
-        ...env,
-      },
-      startTimeoutMs: 60_000,
-    });
-    return server;
-  }
-
-  function live(): ChildServer {
-    if (!server) throw new Error('no server is running');
-    return server;
-  }
-
-  async function kill(): Promise<void> {
-    await live().kill();
-    server = null;
-  }
 
   /** Members of the open batch waiting for its COMMIT, from the store's gauge on /metrics. */
   async function waitingForCommit(): Promise<number> {
-    const reply = await sendRequest(`http://127.0.0.1:${metricsPort}`, null, 'GET', '/metrics', {
+    const reply = await sendRequest(`http://127.0.0.1:${live().metricsPort}`, null, 'GET', '/metrics', {
       notApi: true,
     });
     const line = /^nimbus_sqlite_commit_waiting (\d+)$/m.exec(reply.text);
@@ -92,11 +63,6 @@ describe('Group commit across kill -9 (SQLite, child process)', () => {
     await start();
     key = live().rootKey;
     expect(key, 'the first start writes the bootstrap key').not.toBe('');
-  });
-
-  afterAll(async () => {
-    await server?.kill();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it.sequential('every create answered 202 before kill -9 exists after a restart and reaches running', async () => {

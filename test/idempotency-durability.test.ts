@@ -10,9 +10,9 @@
  * transaction committed. Requests without the header (the set-up here) are not affected, and neither is
  * a replay (it claims nothing), so the restarted process runs with the same setting.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from './helpers/backends.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { restartableServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
 import type { Reply } from './helpers/server.js';
@@ -26,36 +26,21 @@ const SSH_PUBLIC_KEY =
 const DEAD_RECEIVER = 'https://127.0.0.1:9/hook';
 const WAIT = { timeoutMs: 30_000, intervalMs: 50 };
 
-beforeAll(() => {
-  // bin/nimbus runs dist/: testing an old build would test old code.
-  assertBuilt();
-});
-
 describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create committed (%s)', (store) => {
   const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-idempotency-durability-' });
-  let server: ChildServer | null = null;
+  const server = restartableServer(suite, {
+    env: {
+      NIMBUS_TEST_CRASH_AFTER_COMMIT: '1',
+      NIMBUS_SIM_SPEEDUP: '100',
+      NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
+    },
+    // The host is shared: a start can take long while other suites run.
+    startTimeoutMs: 90_000,
+  });
+  const { live } = server;
   let root = '';
   /** Made without keys before the crashes: what some creates need (a source, a parent). */
   const setup = { volume: '', snapshot: '', vpn: '', webhook: '', delivery: '', accountWriter: '' };
-
-  async function start(): Promise<void> {
-    server = await spawnServer({
-      dataDir: suite.dataDir,
-      databaseUrl: suite.databaseUrl,
-      env: {
-        NIMBUS_TEST_CRASH_AFTER_COMMIT: '1',
-        NIMBUS_SIM_SPEEDUP: '100',
-        NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
-      },
-      // The host is shared: a start can take long while other suites run.
-      startTimeoutMs: 90_000,
-    });
-  }
-
-  function live(): ChildServer {
-    if (!server) throw new Error('no server is running');
-    return server;
-  }
 
   async function read(path: string, key = root): Promise<Json> {
     const reply = await live().request('GET', path, { key });
@@ -88,9 +73,8 @@ describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create commit
       headers: { 'idempotency-key': `crash-${store}-${keys}` },
     };
     await expect(live().request('POST', path, options)).rejects.toThrow();
-    await live().kill();
-    server = null;
-    await start();
+    await server.kill();
+    await server.start();
     const retry = await live().request('POST', path, options);
     expect(retry.status, retry.text).toBe(status);
     expect(retry.headers['idempotent-replayed']).toBe('true');
@@ -130,7 +114,7 @@ describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create commit
   }
 
   beforeAll(async () => {
-    await start();
+    await server.start();
     root = live().rootKey;
     setup.volume = (await made('/v1/volumes', { name: 'source', size_gb: 10, region: REGION }, 202)).id;
     setup.vpn = (await made('/v1/vpn', { name: 'parent', region: REGION }, 202)).id;
@@ -145,10 +129,6 @@ describe.concurrent.each(STORES)('Idempotency-Key: kill -9 after a create commit
     expect(test.status, test.text).toBe(200);
     setup.delivery = test.body.data.id;
   }, 120_000);
-
-  afterAll(async () => {
-    await server?.kill();
-  });
 
   it.sequential('an instance: one exists, is counted once in the quota and billed once', async () => {
     const id = await createOnce(

@@ -10,17 +10,18 @@
  * Also, in process with a manual clock: a job whose lease is held by another (dead) owner is not run
  * before the lease runs out, and is run right after.
  */
-import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimulatorTables } from '../src/drivers/simulator/machines.js';
 import { SIM_TIMINGS_MS } from '../src/drivers/simulator/simulator.js';
 import { ManualClock } from '../src/platform/domain/clock.js';
-import { openStore } from '../src/platform/store/db.js';
-import type { Database } from '../src/platform/store/schema.js';
 import { STORES, storeForSuite } from './helpers/backends.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import {
+  JOB_LEASE_MS as LEASE_MS,
+  restartableServer,
+  RESTART_STEP_TIMEOUT_MS as STEP_TIMEOUT_MS,
+} from './helpers/child-server.js';
 import { waitFor as poll, sleep } from './helpers/common.js';
-import { COMPUTE, createInstance } from './helpers/instances.js';
+import { COMPUTE, createInstance, eventTypes, getInstance } from './helpers/instances.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /** Boot 2 s, graceful stop 1.25 s, resize 6.25 s: long enough to kill the server in the middle. */
@@ -28,117 +29,43 @@ const SPEEDUP = 4;
 const BOOT_MS = SIM_TIMINGS_MS.boot / SPEEDUP;
 const STOP_MS = SIM_TIMINGS_MS.stop / SPEEDUP;
 const RESIZE_MS = SIM_TIMINGS_MS.resize / SPEEDUP;
-/** The runner's default lease (src/platform/jobs/runner.ts). */
-const LEASE_MS = 30_000;
-/** Per step: its restarts and waits, plus a lease to wait out should a kill land inside one (rare). */
-const STEP_TIMEOUT_MS = 60_000 + LEASE_MS;
-
-beforeAll(() => {
-  // bin/nimbus runs dist/: testing an old build would test old code.
-  assertBuilt();
-});
-
-interface Left {
-  instance: { status: string; operation: string | null; instance_type: string } | undefined;
-  machine: { state: string; instance_type: string } | undefined;
-  job: { run_at: string; lease_owner: string | null; lease_until: string | null } | undefined;
-}
 
 // The stores run side by side (most of the time is spent waiting for simulated machines); each store's
 // steps run in order, on one instance history.
 describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s)', (store) => {
   const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-durability-' });
-  const { dataDir } = suite;
-  let server: ChildServer | null = null;
+  const server = restartableServer(suite, { env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) } });
+  const live = server.live;
   let key = '';
-  /** Extra time the next start may need: a job leased by the killed process waits for its lease. */
-  let leaseWaitMs = 0;
   const ids = { booted: '', stopped: '', resized: '' };
 
-  async function start(): Promise<ChildServer> {
-    server = await spawnServer({
-      dataDir,
-      databaseUrl: suite.databaseUrl,
-      env: { NIMBUS_SIM_SPEEDUP: String(SPEEDUP) },
-    });
-    return server;
-  }
-
-  function live(): ChildServer {
-    if (!server) throw new Error('no server is running');
-    return server;
-  }
-
-  async function withStore<T>(use: (db: Kysely<Database>) => Promise<T>): Promise<T> {
-    const opened = openStore({ databaseUrl: suite.databaseUrl, dataDir });
-    try {
-      return await use(opened.db);
-    } finally {
-      await opened.close();
-    }
-  }
-
-  /** SIGKILL, then what the dead process left in the store for each instance. */
-  async function killNow(instanceIds: string[]): Promise<Left[]> {
-    await live().kill();
-    server = null;
-    const killedAt = Date.now();
-    const left = await withStore((db) =>
-      Promise.all(
-        instanceIds.map(async (id) => ({
-          instance: await db
-            .selectFrom('instances')
-            .select(['status', 'operation', 'instance_type'])
-            .where('id', '=', id)
-            .executeTakeFirst(),
-          machine: await db
-            .withTables<SimulatorTables>()
-            .selectFrom('sim_machines')
-            .select(['state', 'instance_type'])
-            .where('id', '=', id)
-            .executeTakeFirst(),
-          job: await db
-            .selectFrom('jobs')
-            .select(['run_at', 'lease_owner', 'lease_until'])
-            .where('key', '=', `instance:${id}`)
-            .executeTakeFirst(),
-        })),
-      ),
+  /** SIGKILL, then what the dead process left in the store for each instance, and their jobs. */
+  async function killNow(instanceIds: string[]) {
+    const { left, jobs } = await server.killAndRead(
+      instanceIds.map((id) => `instance:${id}`),
+      (db) =>
+        Promise.all(
+          instanceIds.map(async (id) => ({
+            instance: await db
+              .selectFrom('instances')
+              .select(['status', 'operation', 'instance_type'])
+              .where('id', '=', id)
+              .executeTakeFirst(),
+            machine: await db
+              .withTables<SimulatorTables>()
+              .selectFrom('sim_machines')
+              .select(['state', 'instance_type'])
+              .where('id', '=', id)
+              .executeTakeFirst(),
+          })),
+        ),
     );
-    // Jobs wait unleased between steps, so a kill rarely lands inside a lease; when it does, the next
-    // process can only take the job once the lease has run out.
-    leaseWaitMs = Math.max(
-      0,
-      ...left.map((l) => (l.job?.lease_until ? Date.parse(l.job.lease_until) - killedAt : 0)),
-    );
-    return left;
+    return left.map((l, i) => ({ ...l, job: jobs[i] }));
   }
 
-  async function statusOf(id: string): Promise<Record<string, any>> {
-    const reply = await live().request('GET', `/v1/instances/${id}`, { key });
-    expect(reply.status, reply.text).toBe(200);
-    return reply.body.data;
-  }
-
-  async function waitFor(id: string, status: string, timeoutMs: number): Promise<Record<string, any>> {
-    let last = '';
-    return poll(
-      `${id} to become ${status}`,
-      async () => {
-        const instance = await statusOf(id);
-        last = instance.status;
-        return last === status ? instance : undefined;
-      },
-      { timeoutMs: timeoutMs + leaseWaitMs, intervalMs: 50, lastSeen: () => `${last}\n${live().output()}` },
-    );
-  }
-
-  /** The types of the instance's events, oldest first. */
-  async function eventTypes(id: string): Promise<string[]> {
-    const reply = await live().request('GET', `/v1/events?resource_id=${id}&limit=100`, { key });
-    expect(reply.status, reply.text).toBe(200);
-    return (reply.body.data as { type: string }[]).map((e) => e.type).reverse();
-  }
+  const statusOf = (id: string) => getInstance(live(), key, id);
+  const waitFor = (id: string, status: string, timeoutMs: number) =>
+    server.waitForStatus(`/v1/instances/${id}`, status, timeoutMs);
 
   const count = (types: string[], type: string) => types.filter((t) => t === type).length;
 
@@ -148,7 +75,7 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
     await poll(
       'the instances’ jobs to be gone',
       async () => {
-        left = await withStore((db) =>
+        left = await server.inspect((db) =>
           db
             .selectFrom('jobs')
             .select('key')
@@ -170,13 +97,9 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
   }
 
   beforeAll(async () => {
-    await start();
+    await server.start();
     key = live().rootKey;
     expect(key, 'the first start writes the bootstrap key').not.toBe('');
-  });
-
-  afterAll(async () => {
-    await server?.kill();
   });
 
   it.sequential(
@@ -204,10 +127,10 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
         expect(l.job, 'the reconcile job is in the store').toBeDefined();
       }
 
-      await start();
+      await server.start();
       for (const id of created) {
         await waitFor(id, 'running', BOOT_MS + 10_000);
-        const types = await eventTypes(id);
+        const types = await eventTypes(live(), key, id);
         expect(count(types, 'instance.created'), types.join()).toBe(1);
         expect(count(types, 'instance.started'), types.join()).toBe(1);
         expect(count(types, 'instance.error'), types.join()).toBe(0);
@@ -234,9 +157,9 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
       expect(left?.machine?.state).toBe('stopping');
       expect(left?.job).toBeDefined();
 
-      await start();
+      await server.start();
       await waitFor(id, 'stopped', STOP_MS + 10_000);
-      const types = await eventTypes(id);
+      const types = await eventTypes(live(), key, id);
       expect(count(types, 'instance.stopped'), types.join()).toBe(1);
       expect(count(types, 'instance.started'), types.join()).toBe(1);
       expect(types.at(-1)).toBe('instance.stopped');
@@ -269,7 +192,7 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
       });
       expect(first?.machine).toMatchObject({ state: 'stopping', instance_type: 'compute-1x' });
 
-      await start();
+      await server.start();
       // Once the machine is off the instance moves to starting and the machine is resized.
       await waitFor(id, 'starting', STOP_MS + 10_000);
       await sleep(RESIZE_MS / 10);
@@ -285,10 +208,10 @@ describe.concurrent.each(STORES)('kill -9 mid-transition, then a new process (%s
       expect(second?.machine).toMatchObject({ state: 'resizing', instance_type: 'compute-2x' });
       expect(second?.job).toBeDefined();
 
-      await start();
+      await server.start();
       const done = await waitFor(id, 'running', RESIZE_MS + BOOT_MS + 10_000);
       expect(done).toMatchObject({ instance_type: 'compute-2x', vcpus: 2 });
-      const types = await eventTypes(id);
+      const types = await eventTypes(live(), key, id);
       expect(count(types, 'instance.resized'), types.join()).toBe(1);
       expect(count(types, 'instance.started'), types.join()).toBe(1);
       expect(count(types, 'instance.stopped'), types.join()).toBe(0);

@@ -5,36 +5,28 @@
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { databaseEnv, STORES, storeForSuite } from './helpers/backends.js';
-import { assertBuilt, type ChildServer, ROOT, spawnServer } from './helpers/child-server.js';
+import { ROOT, restartableServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { COMPUTE } from './helpers/instances.js';
-import { type Receiver, startReceiver } from './helpers/webhook-receiver.js';
+import { startReceiver } from './helpers/webhook-receiver.js';
 
 const EVENTS = 1_000;
 
-let receiver: Receiver;
-beforeAll(async () => {
-  assertBuilt();
-  receiver = await startReceiver();
-});
-afterAll(async () => {
-  await receiver?.close();
-});
+const receiver = await startReceiver();
+afterAll(() => receiver.close());
 
 describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (store) => {
   const suite = storeForSuite(store, { dataDirPrefix: 'nimbus-webhook-durability-' });
   const { dataDir } = suite;
-  let server: ChildServer | null = null;
-
-  const env = () => ({
-    NIMBUS_SIM_SPEEDUP: '1000',
-    NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
-    NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
-  });
-  afterAll(async () => {
-    await server?.stop();
+  const child = restartableServer(suite, {
+    env: {
+      NIMBUS_SIM_SPEEDUP: '1000',
+      NIMBUS_WEBHOOK_ALLOW_PRIVATE: '1',
+      NIMBUS_WEBHOOK_CA_FILE: receiver.caFile,
+    },
+    atEnd: 'stop',
   });
 
   /** An account whose rate limit leaves the burst alone, made with the operator command. */
@@ -53,7 +45,7 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
   }
 
   it(`every one of ${EVENTS} events is delivered at least once across a kill -9`, async () => {
-    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
+    const live = await child.start();
     const made = admin(
       'create-account',
       '--email',
@@ -64,12 +56,12 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
     admin('set-rate-limit', '--account', made.account_id, '--per-hour', '1000000', '--burst', '100000');
     const key = made.api_key as string;
     const at = `/durable-${store}`;
-    const hook = await server.request('POST', '/v1/webhooks', {
+    const hook = await live.request('POST', '/v1/webhooks', {
       key,
       body: { url: `${receiver.origin}${at}`, events: ['instance.updated'] },
     });
     expect(hook.status, hook.text).toBe(201);
-    const created = await server.request('POST', '/v1/instances', {
+    const created = await live.request('POST', '/v1/instances', {
       key,
       body: { name: 'renamed-0', ...COMPUTE },
     });
@@ -79,7 +71,6 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
     // The burst: renames, each one instance.updated event, 20 at a time, all acknowledged. The receiver
     // takes 50 ms an answer, so the deliveries are still going when the server is killed.
     receiver.answer(at, { status: 200, delayMs: 50 });
-    const live = server;
     let next = 0;
     let acknowledged = 0;
     await Promise.all(
@@ -103,11 +94,10 @@ describe.concurrent.each(STORES)('webhook deliveries through kill -9 (%s)', (sto
         timeoutMs: 60_000,
       },
     );
-    await live.kill();
+    await child.kill();
     expect(receiver.receivedAt(at).length).toBeLessThan(EVENTS);
 
-    server = await spawnServer({ dataDir, databaseUrl: suite.databaseUrl, env: env() });
-    const restarted = server;
+    const restarted = await child.start();
     // What the store holds is what committed: each of those events must arrive.
     const stored = new Set<string>();
     for (let page = 1; ; page++) {

@@ -1,15 +1,20 @@
 /**
  * The real server as a child process (`node bin/nimbus serve`), for tests that must kill it the hard way
- * (SIGKILL) and start another on the same data dir and database. bin/nimbus runs the compiled code in
- * dist/, so these suites need `npm run build` (npm test's pretest does it); `assertBuilt()` fails with
- * that advice instead of testing stale code.
+ * (SIGKILL) and start another on the same data dir and database: spawnServer for one process,
+ * restartableServer for the kill -9 suites' one server killed and started again. bin/nimbus runs the
+ * compiled code in dist/, so these suites need `npm run build` (npm test's pretest does it);
+ * `assertBuilt()` fails with that advice instead of testing stale code.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { openStore } from '../../src/platform/store/db.js';
+import type { Database } from '../../src/platform/store/schema.js';
 import { databaseEnv } from './backends.js';
-import { sleep } from './common.js';
+import { sleep, waitFor } from './common.js';
 import { freePort, type Reply, type RequestOptions, sendRequest } from './server.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -59,6 +64,8 @@ export interface ChildServer {
   pid: number;
   /** The plain-HTTP port (for a TLS-terminating proxy in front), chosen anew on every start attempt. */
   httpPort: number;
+  /** The port of /metrics (NIMBUS_METRICS_PORT): the one `env` names, else chosen like httpPort. */
+  metricsPort: number;
   /** The bootstrap account's key, read from `<data dir>/bootstrap-api-key`. */
   rootKey: string;
   /** Everything the child wrote to stdout and stderr. */
@@ -75,6 +82,17 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
+/** Everything `child` writes to stdout and stderr, as it arrives. */
+export function collectOutput(child: ChildProcess): () => string {
+  let output = '';
+  const append = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+  return () => output;
+}
+
 /** The environment of an operator's shell, minus any NIMBUS_* settings of the test runner itself. */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('NIMBUS_')));
@@ -84,11 +102,12 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'port-taken'> {
   const httpsPort = await freePort();
   const httpPort = await freePort();
+  const metricsPort = Number(options.env?.NIMBUS_METRICS_PORT ?? (await freePort()));
   const env = childEnv({
     NIMBUS_DATA_DIR: options.dataDir,
     NIMBUS_HTTPS_PORT: String(httpsPort),
     NIMBUS_HTTP_PORT: String(httpPort),
-    NIMBUS_METRICS_PORT: String(await freePort()),
+    NIMBUS_METRICS_PORT: String(metricsPort),
     NIMBUS_METADATA_PORT: String(await freePort()),
     NIMBUS_LOG_LEVEL: 'info',
     ...databaseEnv(options.databaseUrl, options.env),
@@ -99,13 +118,7 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
+  const output = collectOutput(child);
   const gone = exited(child);
   const url = `https://127.0.0.1:${httpsPort}`;
   const certFile = path.join(options.dataDir, 'tls', 'cert.pem');
@@ -114,14 +127,16 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
   let lastError = '';
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      if (/EADDRINUSE/.test(output)) return 'port-taken';
-      throw new Error(`the server exited (${child.exitCode ?? child.signalCode}) before serving:\n${output}`);
+      if (/EADDRINUSE/.test(output())) return 'port-taken';
+      throw new Error(
+        `the server exited (${child.exitCode ?? child.signalCode}) before serving:\n${output()}`,
+      );
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       await gone;
       throw new Error(
-        `the server did not answer /healthz within the time allowed (${lastError}):\n${output}`,
+        `the server did not answer /healthz within the time allowed (${lastError}):\n${output()}`,
       );
     }
     if (existsSync(certFile)) {
@@ -150,8 +165,9 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
     url,
     pid,
     httpPort,
+    metricsPort,
     rootKey,
-    output: () => output,
+    output,
     request: (method, urlPath, requestOptions) => sendRequest(url, ca, method, urlPath, requestOptions),
     kill: () => signal('SIGKILL'),
     stop: () => signal('SIGTERM'),
@@ -169,4 +185,141 @@ export async function spawnServer(options: ChildServerOptions): Promise<ChildSer
     if (started !== 'port-taken') return started;
     if (attempt >= 5) throw new Error('could not find free ports for the server in 5 attempts');
   }
+}
+
+/** The runner's default job lease (src/platform/jobs/runner.ts): a job the killed process held waits this long. */
+export const JOB_LEASE_MS = 30_000;
+/** A step that kills and restarts: its starts and waits, plus a lease to wait out should a kill land in one. */
+export const RESTART_STEP_TIMEOUT_MS = 60_000 + JOB_LEASE_MS;
+
+/** A job's row as the killed process left it. */
+export interface LeftJob {
+  key: string;
+  run_at: string;
+  lease_owner: string | null;
+  lease_until: string | null;
+}
+
+export interface RestartableOptions {
+  /** NIMBUS_* settings of every start. */
+  env?: Record<string, string>;
+  startTimeoutMs?: number;
+  /** How the process running when the suite ends is ended: SIGKILL (the default) or SIGTERM. */
+  atEnd?: 'kill' | 'stop';
+}
+
+/** One server at a time on a data dir and database that outlive its processes (kill -9, start again). */
+export interface RestartableServer {
+  /** Starts a process (none may be running); `env` adds settings for this start only. */
+  start(env?: Record<string, string>): Promise<ChildServer>;
+  /** The running process; throws when there is none. */
+  live(): ChildServer;
+  /** SIGKILL the running process. */
+  kill(): Promise<void>;
+  /**
+   * SIGKILL, then what the dead process left: `read` on the store, and the rows of the jobs `jobKeys`
+   * (in their order; undefined for one that is gone). A job leased at the kill cannot run again before
+   * its lease runs out, so waitForStatus allows that much longer until the next kill.
+   */
+  killAndRead<T>(
+    jobKeys: string[],
+    read: (db: Kysely<Database>) => Promise<T>,
+  ): Promise<{ left: T; jobs: (LeftJob | undefined)[] }>;
+  /** `read` on the store through a connection of its own (while a process serves, or none does). */
+  inspect<T>(read: (db: Kysely<Database>) => Promise<T>): Promise<T>;
+  /**
+   * Polls GET `path` (with the bootstrap key) until its `data.status` is `status`, or for 'gone' until it
+   * answers 404; any other answer than 200 fails at once. Returns `data`. Waits `timeoutMs` and any lease
+   * the last kill left.
+   */
+  waitForStatus(path: string, status: string, timeoutMs: number): Promise<Record<string, any>>;
+}
+
+/**
+ * A RestartableServer on `store` (storeForSuite's, whose database URL is read at each start). It
+ * registers the suite's hooks: before, that dist/ is current (assertBuilt); after, the end of the
+ * process still running, ahead of the hooks registered before it (storeForSuite's removals).
+ */
+export function restartableServer(
+  store: { readonly dataDir: string; readonly databaseUrl: string | undefined },
+  options: RestartableOptions = {},
+): RestartableServer {
+  let current: ChildServer | null = null;
+  let leaseWaitMs = 0;
+  beforeAll(() => {
+    // bin/nimbus runs dist/: testing an old build would test old code.
+    assertBuilt();
+  });
+  afterAll(async () => {
+    await (options.atEnd === 'stop' ? current?.stop() : current?.kill());
+  });
+
+  const live = (): ChildServer => {
+    if (!current) throw new Error('no server is running');
+    return current;
+  };
+  const kill = async (): Promise<void> => {
+    await live().kill();
+    current = null;
+  };
+  const inspect = async <T>(read: (db: Kysely<Database>) => Promise<T>): Promise<T> => {
+    const opened = openStore({ databaseUrl: store.databaseUrl, dataDir: store.dataDir });
+    try {
+      return await read(opened.db as Kysely<Database>);
+    } finally {
+      await opened.close();
+    }
+  };
+
+  return {
+    async start(env = {}) {
+      if (current) throw new Error('a server is running already');
+      current = await spawnServer({
+        dataDir: store.dataDir,
+        databaseUrl: store.databaseUrl,
+        env: { ...options.env, ...env },
+        ...(options.startTimeoutMs === undefined ? {} : { startTimeoutMs: options.startTimeoutMs }),
+      });
+      return current;
+    },
+    live,
+    kill,
+    inspect,
+    async killAndRead(jobKeys, read) {
+      await kill();
+      const killedAt = Date.now();
+      const { left, jobs } = await inspect(async (db) => {
+        const rows =
+          jobKeys.length === 0
+            ? []
+            : await db
+                .selectFrom('jobs')
+                .select(['key', 'run_at', 'lease_owner', 'lease_until'])
+                .where('key', 'in', jobKeys)
+                .execute();
+        return { left: await read(db), jobs: jobKeys.map((key) => rows.find((row) => row.key === key)) };
+      });
+      // Jobs wait unleased between steps, so a kill rarely lands inside a lease; when it does, the next
+      // process can only take the job once the lease has run out.
+      leaseWaitMs = Math.max(
+        0,
+        ...jobs.map((job) => (job?.lease_until ? Date.parse(job.lease_until) - killedAt : 0)),
+      );
+      return { left, jobs };
+    },
+    async waitForStatus(path, status, timeoutMs) {
+      let last = '';
+      return waitFor(
+        `${path} to become ${status}`,
+        async () => {
+          const reply = await live().request('GET', path, { key: live().rootKey });
+          if (status === 'gone' && reply.status === 404) return {};
+          expect(reply.status, reply.text).toBe(200);
+          last = reply.body.data.status;
+          return last === status ? (reply.body.data as Record<string, any>) : undefined;
+        },
+        { timeoutMs: timeoutMs + leaseWaitMs, intervalMs: 50, lastSeen: () => `${last}\n${live().output()}` },
+      );
+    },
+  };
 }

@@ -13,6 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { collectOutput } from './child-server.js';
 import { waitFor } from './common.js';
 import { freePort } from './server.js';
 
@@ -106,13 +107,7 @@ export async function startBalancer(options: {
   const child: ChildProcess = spawn(options.binary, ['-db', '-f', configFile], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
+  const output = collectOutput(child);
   const serverStates = async (): Promise<Record<string, string>> => {
     // `show servers state`: one line per server; field 4 is the name, field 6 the operational state
     // (2 = running/UP, 0 = stopped/DOWN).
@@ -138,7 +133,7 @@ export async function startBalancer(options: {
     await waitFor(
       'HAProxy sees every replica UP',
       async () => {
-        if (child.exitCode !== null) throw new Error(`haproxy exited:\n${output}`);
+        if (child.exitCode !== null) throw new Error(`haproxy exited:\n${output()}`);
         try {
           const states = await serverStates();
           return options.backends.every((b) => states[b.name] === 'UP') ? true : undefined;
@@ -146,13 +141,13 @@ export async function startBalancer(options: {
           return undefined;
         }
       },
-      { timeoutMs: 15_000, intervalMs: 100, lastSeen: () => output },
+      { timeoutMs: 15_000, intervalMs: 100, lastSeen: output },
     );
   } catch (error) {
     await close();
     throw error;
   }
-  return { url: `https://127.0.0.1:${port}`, serverStates, output: () => output, close };
+  return { url: `https://127.0.0.1:${port}`, serverStates, output, close };
 }
 
 /** One command on HAProxy's stats socket; resolves with its whole answer (it closes after answering). */

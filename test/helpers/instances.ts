@@ -6,6 +6,8 @@ import { UNDER_QEMU } from './driver.js';
 import type { Reply, TestServer } from './server.js';
 
 type Json = Record<string, any>;
+/** What the reads below need of a server: the in-process TestServer or a child process (ChildServer). */
+type Requester = Pick<TestServer, 'request'>;
 
 /** The image instances are made from: under qemu the one `nimbus admin images build` makes. */
 export const TEST_IMAGE = UNDER_QEMU ? 'debian-12' : 'ubuntu-24.04';
@@ -76,21 +78,21 @@ export function act(
   });
 }
 
-export async function getInstance(server: TestServer, key: string, id: string): Promise<Json> {
+export async function getInstance(server: Requester, key: string, id: string): Promise<Json> {
   const reply = await server.request('GET', `/v1/instances/${id}`, { key });
   expect(reply.status, reply.text).toBe(200);
   return reply.body.data;
 }
 
 /** The instance's events, oldest first. */
-export async function eventsOf(server: TestServer, key: string, id: string): Promise<Json[]> {
+export async function eventsOf(server: Requester, key: string, id: string): Promise<Json[]> {
   const reply = await server.request('GET', `/v1/events?resource_id=${id}&limit=100`, { key });
   expect(reply.status, reply.text).toBe(200);
   return [...(reply.body.data as Json[])].reverse();
 }
 
 /** Event types of the instance, oldest first. */
-export async function eventTypes(server: TestServer, key: string, id: string): Promise<string[]> {
+export async function eventTypes(server: Requester, key: string, id: string): Promise<string[]> {
   return (await eventsOf(server, key, id)).map((e) => e.type);
 }
 

@@ -1,8 +1,8 @@
 /** `nimbus account …`: the account, its quotas and its rate-limit status. */
 import { Command } from 'commander';
-import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { withSession } from '../session.js';
+import { updateCommand } from './resource-commands.js';
 import { defined, example, printItem } from './shared.js';
 
 const QUOTA_COLUMNS: Column[] = [
@@ -21,28 +21,24 @@ export function accountCommand(): Command {
     withSession(async (session) => printItem(session, (await session.nimbus.get('/v1/account')).data)),
   );
 
-  const update = new Command('update')
-    .description("change the account's name and contact addresses")
-    .option('--name <name>', 'account name')
-    .option('--email <email>', 'contact e-mail')
-    .option('--company <company>', 'company name')
-    .option('--billing-email <email>', 'where invoices go');
-  example(update, 'nimbus account update --company "Example Ltd" --billing-email billing@example.com');
-  update.action(
-    withSession<{ name?: string; email?: string; company?: string; billingEmail?: string }>(
-      async (session, _args, flags) => {
-        const body = defined({
-          name: flags.name,
-          email: flags.email,
-          company: flags.company,
-          billing_email: flags.billingEmail,
-        });
-        if (Object.keys(body).length === 0)
-          throw new UsageError('Nothing to update: give at least one option (see --help)');
-        printItem(session, (await session.nimbus.patch('/v1/account', { body })).data);
-      },
-    ),
-  );
+  const update = updateCommand({
+    description: "change the account's name and contact addresses",
+    options: (command) =>
+      command
+        .option('--name <name>', 'account name')
+        .option('--email <email>', 'contact e-mail')
+        .option('--company <company>', 'company name')
+        .option('--billing-email <email>', 'where invoices go'),
+    examples: ['nimbus account update --company "Example Ltd" --billing-email billing@example.com'],
+    path: '/v1/account',
+    body: (flags: { name?: string; email?: string; company?: string; billingEmail?: string }) =>
+      defined({
+        name: flags.name,
+        email: flags.email,
+        company: flags.company,
+        billing_email: flags.billingEmail,
+      }),
+  });
 
   const quota = new Command('quota').description('quotas: limit and use of each');
   example(quota, 'nimbus account quota', 'nimbus account quota -o json');

@@ -6,17 +6,8 @@ import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import {
-  collect,
-  defined,
-  deleteCommand,
-  example,
-  type ListFlags,
-  listOptions,
-  parseTags,
-  printItem,
-  runList,
-} from './shared.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { collect, defined, example, parseTags } from './shared.js';
 
 type Json = Record<string, unknown>;
 
@@ -210,78 +201,81 @@ export function alertsCommand(): Command {
     'nimbus alerts incidents --status firing',
   );
 
-  const create = policyOptions(
-    new Command('create').description('create a policy').argument('<name>', 'what to call it'),
-  ).option('--disabled', 'create it switched off');
-  example(
-    create,
-    'nimbus alerts create "High CPU" --metric cpu_percent --above 80 --window 5m --tag env=prod --email oncall@example.com',
-    'nimbus alerts create "Broken boots" --state error --chat https://hooks.example.com/nimbus',
-    'nimbus alerts create "Stuck" --state stuck --window 10m --webhook whk_0123',
-  );
-  create.action(
-    withSession<ConditionFlags & TargetFlags & ChannelFlags & { description?: string; disabled?: boolean }>(
-      async (session, [name], flags) => {
-        const body = {
-          name: name!,
-          ...conditionBody(flags),
-          ...defined({
-            description: flags.description,
-            targets: targetsBody(flags),
-            enabled: flags.disabled ? false : undefined,
-          }),
-          channels: defined({ email: flags.email, webhook_ids: flags.webhook, chat: chatOf(flags) }),
-        };
-        printItem(session, (await session.nimbus.post('/v1/alerts', { body: body as never })).data);
-      },
-    ),
-  );
+  const create = createCommand({
+    description: 'create a policy',
+    argument: ['<name>', 'what to call it'],
+    options: (command) => policyOptions(command).option('--disabled', 'create it switched off'),
+    examples: [
+      'nimbus alerts create "High CPU" --metric cpu_percent --above 80 --window 5m --tag env=prod --email oncall@example.com',
+      'nimbus alerts create "Broken boots" --state error --chat https://hooks.example.com/nimbus',
+      'nimbus alerts create "Stuck" --state stuck --window 10m --webhook whk_0123',
+    ],
+    path: '/v1/alerts',
+    body: (
+      flags: ConditionFlags & TargetFlags & ChannelFlags & { description?: string; disabled?: boolean },
+      _session,
+      [name],
+    ) =>
+      ({
+        name: name!,
+        ...conditionBody(flags),
+        ...defined({
+          description: flags.description,
+          targets: targetsBody(flags),
+          enabled: flags.disabled ? false : undefined,
+        }),
+        channels: defined({ email: flags.email, webhook_ids: flags.webhook, chat: chatOf(flags) }),
+      }) as never,
+  });
 
-  const list = listOptions(new Command('list').alias('ls').description('list policies'), [
-    'created_at',
-    'name',
-  ]);
-  example(list, 'nimbus alerts list -o wide');
-  list.action(
-    withSession<ListFlags>((session, _args, flags) => runList(session, '/v1/alerts', {}, COLUMNS, flags)),
-  );
+  const list = listCommand({
+    description: 'list policies',
+    sorts: ['created_at', 'name'],
+    examples: ['nimbus alerts list -o wide'],
+    columns: COLUMNS,
+    path: '/v1/alerts',
+  });
 
-  const get = new Command('get').description('show one policy').argument('<id>', 'policy id (alr_…)');
-  example(get, 'nimbus alerts get alr_0123 -o yaml');
-  get.action(withSession(async (session, [id]) => printItem(session, await getPolicy(session, id!))));
+  const get = getCommand({
+    description: 'show one policy',
+    argument: ['<id>', 'policy id (alr_…)'],
+    examples: ['nimbus alerts get alr_0123 -o yaml'],
+    path: '/v1/alerts/{id}',
+  });
 
-  const update = policyOptions(
-    new Command('update')
-      .description('change a policy; a channel option replaces that kind of channel, the others stay')
-      .argument('<id>', 'policy id'),
-  )
-    .option('--name <name>', 'new name')
-    .option('--enable', 'switch it on')
-    .option('--disable', 'switch it off (resolves its open incidents)');
-  example(
-    update,
-    'nimbus alerts update alr_0123 --above 90',
-    'nimbus alerts update alr_0123 --email oncall@example.com --email lead@example.com',
-    'nimbus alerts update alr_0123 --disable',
-  );
-  update.action(
-    withSession<
-      ConditionFlags &
+  const update = updateCommand({
+    description: 'change a policy; a channel option replaces that kind of channel, the others stay',
+    argument: ['<id>', 'policy id'],
+    options: (command) =>
+      policyOptions(command)
+        .option('--name <name>', 'new name')
+        .option('--enable', 'switch it on')
+        .option('--disable', 'switch it off (resolves its open incidents)'),
+    examples: [
+      'nimbus alerts update alr_0123 --above 90',
+      'nimbus alerts update alr_0123 --email oncall@example.com --email lead@example.com',
+      'nimbus alerts update alr_0123 --disable',
+    ],
+    path: '/v1/alerts/{id}',
+    body: async (
+      flags: ConditionFlags &
         TargetFlags &
-        ChannelFlags & { name?: string; description?: string; enable?: boolean; disable?: boolean }
-    >(async (session, [id], flags) => {
+        ChannelFlags & { name?: string; description?: string; enable?: boolean; disable?: boolean },
+      session,
+      id,
+    ) => {
       if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
       const chat = chatOf(flags);
       let channelsBody: Json | undefined;
       if (flags.email !== undefined || flags.webhook !== undefined || chat !== undefined) {
-        const current = (await getPolicy(session, id!)).channels as Record<string, unknown>;
+        const current = (await getPolicy(session, id)).channels as Record<string, unknown>;
         channelsBody = {
           email: flags.email ?? current.email,
           webhook_ids: flags.webhook ?? current.webhook_ids,
           chat: chat ?? current.chat,
         };
       }
-      const body = {
+      return {
         ...conditionBody(flags),
         ...defined({
           name: flags.name,
@@ -290,20 +284,9 @@ export function alertsCommand(): Command {
           channels: channelsBody,
           enabled: flags.enable ? true : flags.disable ? false : undefined,
         }),
-      };
-      if (Object.keys(body).length === 0)
-        throw new UsageError('Nothing to update: give at least one option (see --help)');
-      printItem(
-        session,
-        (
-          await session.nimbus.patch('/v1/alerts/{id}', {
-            params: { path: { id: id! } },
-            body: body as never,
-          })
-        ).data,
-      );
-    }),
-  );
+      } as never;
+    },
+  });
 
   const remove = deleteCommand({
     description: 'delete a policy with its incidents',
@@ -325,25 +308,20 @@ export function alertsCommand(): Command {
     }),
   );
 
-  const incidents = listOptions(
-    new Command('incidents')
-      .description("incidents, newest first: a policy's, or every policy's")
-      .argument('[id]', 'policy id (default: every policy)')
-      .addOption(
-        new Option('--status <status>', 'only firing or only resolved ones').choices(['firing', 'resolved']),
-      )
-      .option('--instance <id>', 'only this instance'),
-    ['started_at'],
-  );
-  example(incidents, 'nimbus alerts incidents --status firing', 'nimbus alerts incidents alr_0123 -o wide');
-  incidents.action(
-    withSession<ListFlags & { status?: string; instance?: string }>((session, [id], flags) => {
-      const query = { status: flags.status, instance_id: flags.instance };
-      return id
-        ? runList(session, '/v1/alerts/{id}/incidents', { path: { id }, query }, INCIDENT_COLUMNS, flags)
-        : runList(session, '/v1/alerts/incidents', { query }, INCIDENT_COLUMNS, flags);
-    }),
-  );
+  const incidents = listCommand({
+    name: 'incidents',
+    description: "incidents, newest first: a policy's, or every policy's",
+    argument: ['[id]', 'policy id (default: every policy)'],
+    filters: {
+      status: ['--status <status>', 'only firing or only resolved ones', ['firing', 'resolved']],
+      instance_id: ['--instance <id>', 'only this instance'],
+    },
+    sorts: ['started_at'],
+    examples: ['nimbus alerts incidents --status firing', 'nimbus alerts incidents alr_0123 -o wide'],
+    columns: INCIDENT_COLUMNS,
+    path: ([id]) =>
+      id ? { path: '/v1/alerts/{id}/incidents', params: { id } } : { path: '/v1/alerts/incidents' },
+  });
 
   return group
     .addCommand(create)

@@ -10,16 +10,8 @@ import { UsageError } from '../exit-codes.js';
 import { type Column, printList, printMessage, printOne } from '../output.js';
 import { type Session, withSession } from '../session.js';
 import { parseTime } from './metrics.js';
-import {
-  defined,
-  example,
-  type InstanceType,
-  integer,
-  type ListFlags,
-  listOptions,
-  type Region,
-  runList,
-} from './shared.js';
+import { listCommand } from './resource-commands.js';
+import { defined, example, type InstanceType, integer, type Region } from './shared.js';
 
 const GROUPS = ['resource', 'resource_type', 'instance_type', 'day'] as const;
 type Group = (typeof GROUPS)[number];
@@ -132,28 +124,17 @@ function invoicesCommand(): Command {
     .description('monthly invoices (draft while the month runs)');
   example(group, 'nimbus billing invoices list', 'nimbus billing invoices download inv_0123 --format pdf');
 
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list invoices, newest period first')
-      .addOption(
-        new Option('--status <status>', 'only this status').choices(['draft', 'open', 'paid', 'void']),
-      )
-      .option('--period <yyyy-mm>', 'only this month, e.g. 2026-03'),
-    ['period_start', 'created_at'],
-  );
-  example(list, 'nimbus billing invoices list', 'nimbus billing invoices list --status open -o json');
-  list.action(
-    withSession<ListFlags & { status?: string; period?: string }>((session, _args, flags) =>
-      runList(
-        session,
-        '/v1/billing/invoices',
-        { query: { status: flags.status, period: flags.period } },
-        INVOICE_COLUMNS,
-        flags,
-      ),
-    ),
-  );
+  const list = listCommand({
+    description: 'list invoices, newest period first',
+    filters: {
+      status: ['--status <status>', 'only this status', ['draft', 'open', 'paid', 'void']],
+      period: ['--period <yyyy-mm>', 'only this month, e.g. 2026-03'],
+    },
+    sorts: ['period_start', 'created_at'],
+    examples: ['nimbus billing invoices list', 'nimbus billing invoices list --status open -o json'],
+    columns: INVOICE_COLUMNS,
+    path: '/v1/billing/invoices',
+  });
 
   const get = new Command('get')
     .description('show an invoice and its lines')

@@ -1,8 +1,8 @@
 /** `nimbus catalog …`: the instance types, regions and images a create may name. */
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import type { Column } from '../output.js';
-import { withSession } from '../session.js';
-import { example, type ListFlags, listOptions, runList } from './shared.js';
+import { listCommand } from './resource-commands.js';
+import { example } from './shared.js';
 
 const TYPE_COLUMNS: Column[] = [
   { header: 'NAME', value: (t) => t.name },
@@ -37,47 +37,39 @@ export function catalogCommand(): Command {
   const group = new Command('catalog').description('instance types, regions and images');
   example(group, 'nimbus catalog types --family gpu', 'nimbus catalog regions');
 
-  const types = listOptions(
-    new Command('types')
-      .description('instance types with their size and price')
-      .addOption(
-        new Option('--family <family>', 'only this family').choices(['compute', 'memory', 'storage', 'gpu']),
-      )
-      .addOption(new Option('--region <region>', 'only types offered in this region').choices(REGIONS)),
-    ['name', 'price_per_hour', 'vcpus', 'memory_gb'],
-  );
-  example(
-    types,
-    'nimbus catalog types --all',
-    'nimbus catalog types --family gpu --sort price_per_hour --order asc',
-  );
-  types.action(
-    withSession<ListFlags & { family?: string; region?: string }>((session, _args, flags) =>
-      runList(
-        session,
-        '/v1/instance-types',
-        { query: { family: flags.family, region: flags.region } },
-        TYPE_COLUMNS,
-        flags,
-      ),
-    ),
-  );
+  const types = listCommand({
+    name: 'types',
+    description: 'instance types with their size and price',
+    filters: {
+      family: ['--family <family>', 'only this family', ['compute', 'memory', 'storage', 'gpu']],
+      region: ['--region <region>', 'only types offered in this region', REGIONS],
+    },
+    sorts: ['name', 'price_per_hour', 'vcpus', 'memory_gb'],
+    examples: [
+      'nimbus catalog types --all',
+      'nimbus catalog types --family gpu --sort price_per_hour --order asc',
+    ],
+    columns: TYPE_COLUMNS,
+    path: '/v1/instance-types',
+  });
 
-  const regions = listOptions(new Command('regions').description('regions'), ['name']);
-  example(regions, 'nimbus catalog regions');
-  regions.action(
-    withSession<ListFlags>((session, _args, flags) =>
-      runList(session, '/v1/regions', {}, REGION_COLUMNS, flags),
-    ),
-  );
+  const regions = listCommand({
+    name: 'regions',
+    description: 'regions',
+    sorts: ['name'],
+    examples: ['nimbus catalog regions'],
+    columns: REGION_COLUMNS,
+    path: '/v1/regions',
+  });
 
-  const images = listOptions(new Command('images').description('OS images'), ['name']);
-  example(images, 'nimbus catalog images -o wide');
-  images.action(
-    withSession<ListFlags>((session, _args, flags) =>
-      runList(session, '/v1/images', {}, IMAGE_COLUMNS, flags),
-    ),
-  );
+  const images = listCommand({
+    name: 'images',
+    description: 'OS images',
+    sorts: ['name'],
+    examples: ['nimbus catalog images -o wide'],
+    columns: IMAGE_COLUMNS,
+    path: '/v1/images',
+  });
 
   return group.addCommand(types).addCommand(regions).addCommand(images);
 }

@@ -2,7 +2,8 @@
 import { Command } from 'commander';
 import { type Column, printList } from '../output.js';
 import { withSession } from '../session.js';
-import { example, type ListFlags, listOptions, printItem, runList } from './shared.js';
+import { getCommand, listCommand } from './resource-commands.js';
+import { example } from './shared.js';
 
 /** Who did it, in a few words: `key_… from 203.0.113.4`, `operator`, `system`. */
 function actorText(actor: unknown): string {
@@ -28,57 +29,31 @@ export function eventsCommand(): Command {
   const group = new Command('events').description('events of the account (the ones webhooks deliver)');
   example(group, 'nimbus events list --resource ins_0123', 'nimbus events types');
 
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list events, newest first')
-      .option('--type <type>', 'only this event type (nimbus events types)')
-      .option('--resource <id>', 'only events of this resource')
-      .option('--since <time>', 'only events at or after this time (ISO 8601)')
-      .option('--actor <key-id>', 'only events of requests made with this API key')
-      .option('--actor-type <type>', 'only events of this kind of actor: api_key, operator or system'),
-    ['created_at'],
-  );
-  example(
-    list,
-    'nimbus events list --type instance.created',
-    'nimbus events list --resource ins_0123 --all -o json',
-    'nimbus events list --actor key_0123',
-  );
-  list.action(
-    withSession<
-      ListFlags & { type?: string; resource?: string; since?: string; actor?: string; actorType?: string }
-    >((session, _args, flags) =>
-      runList(
-        session,
-        '/v1/events',
-        {
-          query: {
-            type: flags.type,
-            resource_id: flags.resource,
-            since: flags.since,
-            actor_id: flags.actor,
-            actor_type: flags.actorType,
-          },
-        },
-        COLUMNS,
-        flags,
-      ),
-    ),
-  );
+  const list = listCommand({
+    description: 'list events, newest first',
+    filters: {
+      type: ['--type <type>', 'only this event type (nimbus events types)'],
+      resource_id: ['--resource <id>', 'only events of this resource'],
+      since: ['--since <time>', 'only events at or after this time (ISO 8601)'],
+      actor_id: ['--actor <key-id>', 'only events of requests made with this API key'],
+      actor_type: ['--actor-type <type>', 'only events of this kind of actor: api_key, operator or system'],
+    },
+    sorts: ['created_at'],
+    examples: [
+      'nimbus events list --type instance.created',
+      'nimbus events list --resource ins_0123 --all -o json',
+      'nimbus events list --actor key_0123',
+    ],
+    columns: COLUMNS,
+    path: '/v1/events',
+  });
 
-  const get = new Command('get')
-    .description('show one event with its data')
-    .argument('<id>', 'event id (evt_…)');
-  example(get, 'nimbus events get evt_0123 -o json');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.get('/v1/events/{id}', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const get = getCommand({
+    description: 'show one event with its data',
+    argument: ['<id>', 'event id (evt_…)'],
+    examples: ['nimbus events get evt_0123 -o json'],
+    path: '/v1/events/{id}',
+  });
 
   const types = new Command('types').description('every event type, as webhooks take them');
   example(types, 'nimbus events types');

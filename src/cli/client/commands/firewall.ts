@@ -3,19 +3,16 @@ import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
 import {
   collect,
   defined,
-  deleteCommand,
   example,
   integer,
-  type ListFlags,
-  listOptions,
   parseTags,
   printItem,
   type Region,
   resolveId,
-  runList,
 } from './shared.js';
 
 const COLUMNS: Column[] = [
@@ -101,22 +98,22 @@ export function firewallCommand(): Command {
     'nimbus firewall list',
   );
 
-  const create = ruleOptions(
-    new Command('create')
-      .description('create a rule')
-      .argument('<name>', 'rule name')
-      .requiredOption('--region <region>', 'region'),
-    true,
-  ).option('--disabled', 'create it switched off');
-  example(
-    create,
-    'nimbus firewall create allow-https --direction inbound --action allow --protocol tcp --port 443 --source 0.0.0.0/0 --region us-east-1',
-    'nimbus firewall create office-ssh --direction inbound --action allow --protocol tcp --port 22 --source 198.51.100.0/24 --region us-east-1 --target-tag role=web',
-  );
-  create.action(
-    withSession<RuleFlags & { region: string; disabled?: boolean }>(async (session, [name], flags) => {
+  const create = createCommand({
+    description: 'create a rule',
+    argument: ['<name>', 'rule name'],
+    options: (command) =>
+      ruleOptions(command.requiredOption('--region <region>', 'region'), true).option(
+        '--disabled',
+        'create it switched off',
+      ),
+    examples: [
+      'nimbus firewall create allow-https --direction inbound --action allow --protocol tcp --port 443 --source 0.0.0.0/0 --region us-east-1',
+      'nimbus firewall create office-ssh --direction inbound --action allow --protocol tcp --port 22 --source 198.51.100.0/24 --region us-east-1 --target-tag role=web',
+    ],
+    path: '/v1/firewall/rules',
+    body: (flags: RuleFlags & { region: string; disabled?: boolean }, _session, [name]) => {
       const rule = ruleBody({ ...flags, ...(flags.disabled ? { enabled: false } : {}) });
-      const body = {
+      return {
         ...rule,
         name: name!,
         region: flags.region as Region,
@@ -124,85 +121,51 @@ export function firewallCommand(): Command {
         action: rule.action!,
         protocol: rule.protocol!,
       };
-      printItem(session, (await session.nimbus.post('/v1/firewall/rules', { body })).data);
-    }),
-  );
+    },
+  });
 
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list rules')
-      .addOption(new Option('--direction <direction>', 'only this direction').choices(DIRECTIONS))
-      .addOption(new Option('--protocol <protocol>', 'only this protocol').choices(PROTOCOLS))
-      .option('--region <region>', 'only this region')
-      .option('--instance <id>', 'only rules that apply to this instance'),
-    ['priority', 'created_at', 'name'],
-  );
-  example(
-    list,
-    'nimbus firewall list --sort priority --order asc',
-    'nimbus firewall list --instance ins_0123 -o json',
-  );
-  list.action(
-    withSession<ListFlags & { direction?: string; protocol?: string; region?: string; instance?: string }>(
-      (session, _args, flags) =>
-        runList(
-          session,
-          '/v1/firewall/rules',
-          {
-            query: {
-              direction: flags.direction,
-              protocol: flags.protocol,
-              region: flags.region,
-              instance_id: flags.instance,
-            },
-          },
-          COLUMNS,
-          flags,
-        ),
-    ),
-  );
+  const list = listCommand({
+    description: 'list rules',
+    filters: {
+      direction: ['--direction <direction>', 'only this direction', DIRECTIONS],
+      protocol: ['--protocol <protocol>', 'only this protocol', PROTOCOLS],
+      region: ['--region <region>', 'only this region'],
+      instance_id: ['--instance <id>', 'only rules that apply to this instance'],
+    },
+    sorts: ['priority', 'created_at', 'name'],
+    examples: [
+      'nimbus firewall list --sort priority --order asc',
+      'nimbus firewall list --instance ins_0123 -o json',
+    ],
+    columns: COLUMNS,
+    path: '/v1/firewall/rules',
+  });
 
-  const get = new Command('get').description('show one rule').argument('<id>', 'rule id (fwr_…)');
-  example(get, 'nimbus firewall get fwr_0123');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.get('/v1/firewall/rules/{id}', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const get = getCommand({
+    description: 'show one rule',
+    argument: ['<id>', 'rule id (fwr_…)'],
+    examples: ['nimbus firewall get fwr_0123'],
+    path: '/v1/firewall/rules/{id}',
+  });
 
-  const update = ruleOptions(
-    new Command('update')
-      .description('change a rule')
-      .argument('<id>', 'rule id')
-      .option('--name <name>', 'new name'),
-    false,
-  )
-    .option('--enable', 'switch it on')
-    .option('--disable', 'switch it off');
-  example(update, 'nimbus firewall update fwr_0123 --port 8443', 'nimbus firewall update fwr_0123 --disable');
-  update.action(
-    withSession<RuleFlags & { name?: string; enable?: boolean; disable?: boolean }>(
-      async (session, [id], flags) => {
-        if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
-        const enabled = flags.enable ? true : flags.disable ? false : undefined;
-        const body = {
-          ...ruleBody({ ...flags, ...(enabled === undefined ? {} : { enabled }) }),
-          ...defined({ name: flags.name }),
-        };
-        if (Object.keys(body).length === 0)
-          throw new UsageError('Nothing to update: give at least one option (see --help)');
-        printItem(
-          session,
-          (await session.nimbus.patch('/v1/firewall/rules/{id}', { params: { path: { id: id! } }, body }))
-            .data,
-        );
-      },
-    ),
-  );
+  const update = updateCommand({
+    description: 'change a rule',
+    argument: ['<id>', 'rule id'],
+    options: (command) =>
+      ruleOptions(command.option('--name <name>', 'new name'), false)
+        .option('--enable', 'switch it on')
+        .option('--disable', 'switch it off'),
+    examples: ['nimbus firewall update fwr_0123 --port 8443', 'nimbus firewall update fwr_0123 --disable'],
+    path: '/v1/firewall/rules/{id}',
+    body: (flags: RuleFlags & { name?: string; enable?: boolean; disable?: boolean }) => {
+      if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
+      const enabled = flags.enable ? true : flags.disable ? false : undefined;
+      return {
+        ...ruleBody({ ...flags, ...(enabled === undefined ? {} : { enabled }) }),
+        ...defined({ name: flags.name }),
+      };
+    },
+  });
 
   const remove = deleteCommand({
     description: 'delete a rule',

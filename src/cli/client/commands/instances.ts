@@ -1,4 +1,5 @@
 /** `nimbus instances …`: create (every field of the instance record), list, get, update, the actions, network. */
+
 import { readFileSync } from 'node:fs';
 import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
@@ -6,6 +7,7 @@ import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { type Session, withSession } from '../session.js';
 import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
+import { createCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
 import {
   collect,
   defined,
@@ -13,13 +15,9 @@ import {
   finishAction,
   type Image,
   type InstanceType,
-  type ListFlags,
-  listOptions,
   parseTags,
-  printItem,
   type Region,
   resolveId,
-  runList,
 } from './shared.js';
 import { expandHome, isKeyFile, sshKeyIdForFile } from './ssh-key-files.js';
 
@@ -51,6 +49,11 @@ export function parseBackupSchedule(value: string): {
   return { frequency: match[1] as 'hourly' | 'daily' | 'weekly', retention: Number(match[2]) };
 }
 
+/** What an update's --backup or --no-backup asks for: a schedule, none (null), or no change (undefined). */
+export function backupChange(value: string | false | undefined) {
+  return value === undefined ? undefined : value === false ? null : parseBackupSchedule(value);
+}
+
 function userData(options: { userData?: string; userDataFile?: string }): string | undefined {
   if (options.userData !== undefined && options.userDataFile !== undefined) {
     throw new UsageError('Give --user-data or --user-data-file, not both');
@@ -69,7 +72,7 @@ async function sshKeys(session: Session, references: string[] | undefined): Prom
   return ids;
 }
 
-interface CreateFlags extends WaitFlags {
+interface CreateFlags {
   type: string;
   region: string;
   image: string;
@@ -81,97 +84,77 @@ interface CreateFlags extends WaitFlags {
   firewallPreset?: string;
   monitoring: boolean;
   backup?: string;
-  idempotencyKey?: string;
 }
 
-function createCommand(): Command {
-  const command = new Command('create')
-    .description('create an instance (answered at once as starting; --wait follows it to running)')
-    .argument('<name>', 'instance name')
-    .requiredOption('--type <instance-type>', 'instance type (nimbus catalog types)')
-    .requiredOption('--region <region>', 'region (nimbus catalog regions)')
-    .requiredOption('--image <image>', 'OS image (nimbus catalog images)')
-    .option('--ssh-key <key>', 'SSH key id, name or public-key file (repeatable)', collect)
-    .option('--tag <key=value>', 'tag (repeatable)', collect)
-    .option('--user-data <text>', 'user data for the instance (at most 16 KiB)')
-    .option('--user-data-file <file>', 'user data read from a file')
-    .option('--encryption-key <id>', 'custom encryption key id for the disks')
-    .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS))
-    .option('--no-monitoring', 'turn monitoring off')
-    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
-    .option(
-      '--idempotency-key <key>',
-      'make the create safe to repeat: the same key never makes a second instance',
-    );
-  for (const option of waitOptions(tableTarget('instance', 'create'))) command.addOption(option);
-  example(
-    command,
-    'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
-    'nimbus instances create db-1 --type memory-4x --region eu-central-1 --image debian-12 --tag env=prod --backup daily:7 -o json',
-  );
-  return command.action(
-    withSession<CreateFlags>(async (session, [name], flags) => {
-      const body = {
-        name: name!,
-        instance_type: flags.type as InstanceType,
-        region: flags.region as Region,
-        image: flags.image as Image,
-        ...defined({
-          ssh_keys: await sshKeys(session, flags.sshKey),
-          tags: parseTags(flags.tag),
-          user_data: userData(flags),
-          encryption_key_id: flags.encryptionKey,
-          firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
-          backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
-        }),
-        // Sent only when turned off, so the server's default stays the one place that decides.
-        ...(flags.monitoring ? {} : { monitoring: false }),
-      };
-      const headers = flags.idempotencyKey ? { 'idempotency-key': flags.idempotencyKey } : undefined;
-      const { data } = await session.nimbus.post('/v1/instances', { body, ...(headers ? { headers } : {}) });
-      await finishAction(session, data, tableTarget('instance', 'create'), flags);
+const create = () =>
+  createCommand({
+    description: 'create an instance (answered at once as starting; --wait follows it to running)',
+    argument: ['<name>', 'instance name'],
+    options: (command) =>
+      command
+        .requiredOption('--type <instance-type>', 'instance type (nimbus catalog types)')
+        .requiredOption('--region <region>', 'region (nimbus catalog regions)')
+        .requiredOption('--image <image>', 'OS image (nimbus catalog images)')
+        .option('--ssh-key <key>', 'SSH key id, name or public-key file (repeatable)', collect)
+        .option('--tag <key=value>', 'tag (repeatable)', collect)
+        .option('--user-data <text>', 'user data for the instance (at most 16 KiB)')
+        .option('--user-data-file <file>', 'user data read from a file')
+        .option('--encryption-key <id>', 'custom encryption key id for the disks')
+        .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS))
+        .option('--no-monitoring', 'turn monitoring off')
+        .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7'),
+    idempotent: 'instance',
+    examples: [
+      'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
+      'nimbus instances create db-1 --type memory-4x --region eu-central-1 --image debian-12 --tag env=prod --backup daily:7 -o json',
+    ],
+    path: '/v1/instances',
+    body: async (flags: CreateFlags, session, [name]) => ({
+      name: name!,
+      instance_type: flags.type as InstanceType,
+      region: flags.region as Region,
+      image: flags.image as Image,
+      ...defined({
+        ssh_keys: await sshKeys(session, flags.sshKey),
+        tags: parseTags(flags.tag),
+        user_data: userData(flags),
+        encryption_key_id: flags.encryptionKey,
+        firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
+        backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+      }),
+      // Sent only when turned off, so the server's default stays the one place that decides.
+      ...(flags.monitoring ? {} : { monitoring: false }),
     }),
-  );
-}
+    wait: { until: tableTarget('instance', 'create') },
+  });
 
-function listCommand(): Command {
-  const command = new Command('list')
-    .alias('ls')
-    .description('list instances (newest first)')
-    .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.instance.statuses))
-    .option('--region <region>', 'only this region')
-    .option('--name <name>', 'only this name')
-    .option('--tag <key:value>', 'only instances with this tag');
-  listOptions(command, ['created_at', 'name', 'status', 'instance_type']);
-  example(
-    command,
-    'nimbus instances list',
-    'nimbus instances list --status running --all -o json',
-    'nimbus instances list -o wide --tag env:prod',
-  );
-  return command.action(
-    withSession<ListFlags & { status?: string; region?: string; name?: string; tag?: string }>(
-      async (session, _args, flags) => {
-        const query = { status: flags.status, region: flags.region, name: flags.name, tag: flags.tag };
-        await runList(session, '/v1/instances', { query }, INSTANCE_COLUMNS, flags);
-      },
-    ),
-  );
-}
+const list = () =>
+  listCommand({
+    description: 'list instances (newest first)',
+    filters: {
+      status: ['--status <status>', 'only this status', [...STATE_TABLES.instance.statuses]],
+      region: ['--region <region>', 'only this region'],
+      name: ['--name <name>', 'only this name'],
+      tag: ['--tag <key:value>', 'only instances with this tag'],
+    },
+    sorts: ['created_at', 'name', 'status', 'instance_type'],
+    examples: [
+      'nimbus instances list',
+      'nimbus instances list --status running --all -o json',
+      'nimbus instances list -o wide --tag env:prod',
+    ],
+    columns: INSTANCE_COLUMNS,
+    path: '/v1/instances',
+  });
 
-function getCommand(): Command {
-  const command = new Command('get')
-    .description('show one instance, every field')
-    .argument('<instance>', 'id or name');
-  example(command, 'nimbus instances get web-1', 'nimbus instances get ins_0123 -o json');
-  return command.action(
-    withSession(async (session, [reference]) => {
-      const id = await resolveId(session, reference!, INSTANCE);
-      const { data } = await session.nimbus.get('/v1/instances/{id}', { params: { path: { id } } });
-      printItem(session, data);
-    }),
-  );
-}
+const get = () =>
+  getCommand({
+    description: 'show one instance, every field',
+    argument: ['<instance>', 'id or name'],
+    examples: ['nimbus instances get web-1', 'nimbus instances get ins_0123 -o json'],
+    path: '/v1/instances/{id}',
+    named: INSTANCE,
+  });
 
 interface UpdateFlags {
   name?: string;
@@ -181,55 +164,47 @@ interface UpdateFlags {
   firewallPreset?: string;
 }
 
-function updateCommand(): Command {
-  const command = new Command('update')
-    .description('change name, tags (replacing them all), monitoring, backup schedule or firewall preset')
-    .argument('<instance>', 'id or name')
-    .option('--name <name>', 'new name')
-    .option('--tag <key=value>', 'the tags it should have (repeatable; replaces the current tags)', collect)
-    .option('--monitoring', 'turn monitoring on')
-    .option('--no-monitoring', 'turn monitoring off')
-    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
-    .option('--no-backup', 'remove the backup schedule')
-    .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS));
-  example(
-    command,
-    'nimbus instances update web-1 --name web-01 --tag env=prod --tag team=web',
-    'nimbus instances update web-1 --no-backup',
-  );
-  return command.action(
-    withSession<UpdateFlags>(async (session, [reference], flags) => {
-      const body = defined({
+const update = () =>
+  updateCommand({
+    description: 'change name, tags (replacing them all), monitoring, backup schedule or firewall preset',
+    argument: ['<instance>', 'id or name'],
+    options: (command) =>
+      command
+        .option('--name <name>', 'new name')
+        .option(
+          '--tag <key=value>',
+          'the tags it should have (repeatable; replaces the current tags)',
+          collect,
+        )
+        .option('--monitoring', 'turn monitoring on')
+        .option('--no-monitoring', 'turn monitoring off')
+        .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
+        .option('--no-backup', 'remove the backup schedule')
+        .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS)),
+    examples: [
+      'nimbus instances update web-1 --name web-01 --tag env=prod --tag team=web',
+      'nimbus instances update web-1 --no-backup',
+    ],
+    path: '/v1/instances/{id}',
+    named: INSTANCE,
+    body: (flags: UpdateFlags) =>
+      defined({
         name: flags.name,
         tags: parseTags(flags.tag),
         monitoring: flags.monitoring,
-        backup_schedule:
-          flags.backup === undefined
-            ? undefined
-            : flags.backup === false
-              ? null
-              : parseBackupSchedule(flags.backup),
+        backup_schedule: backupChange(flags.backup),
         firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
-      });
-      if (Object.keys(body).length === 0)
-        throw new UsageError('Nothing to update: give at least one option (see --help)');
-      const id = await resolveId(session, reference!, INSTANCE);
-      const { data } = await session.nimbus.patch('/v1/instances/{id}', { params: { path: { id } }, body });
-      printItem(session, data);
-    }),
-  );
-}
+      }),
+  });
 
 /** start, stop, restart, resize and delete: one POST (or DELETE), then optionally --wait. */
 function actionCommand(
   name: 'start' | 'stop' | 'restart' | 'resize' | 'delete',
   description: string,
+  target: string,
   examples: string[],
   configure: (command: Command) => void = () => {},
 ): Command {
-  // A resize has no target in the table: the instance goes back to where it was, so a running one comes
-  // back running; a stopped one is resized in place and stays stopped (goal, below).
-  const target = name === 'resize' ? 'running' : tableTarget('instance', name);
   const command = new Command(name).description(description).argument('<instance>', 'id or name');
   configure(command);
   for (const option of waitOptions(target)) command.addOption(option);
@@ -255,45 +230,47 @@ function actionCommand(
                     body: { instance_type: flags.type as InstanceType },
                   })
                 : await nimbus.delete('/v1/instances/{id}', path);
+      // A stopped instance is resized in place and stays stopped; a running one comes back running.
       const goal = name === 'resize' && data.status === 'stopped' ? 'stopped' : target;
       await finishAction(session, data, goal, flags);
     }),
   );
 }
 
-function networkCommand(): Command {
-  const command = new Command('network')
-    .description("show an instance's addresses, DNS names and effective firewall rules")
-    .argument('<instance>', 'id or name');
-  example(command, 'nimbus instances network web-1 -o yaml');
-  return command.action(
-    withSession(async (session, [reference]) => {
-      const id = await resolveId(session, reference!, INSTANCE);
-      const { data } = await session.nimbus.get('/v1/instances/{id}/network', { params: { path: { id } } });
-      printItem(session, data);
-    }),
-  );
-}
+const network = () =>
+  getCommand({
+    name: 'network',
+    description: "show an instance's addresses, DNS names and effective firewall rules",
+    argument: ['<instance>', 'id or name'],
+    examples: ['nimbus instances network web-1 -o yaml'],
+    path: '/v1/instances/{id}/network',
+    named: INSTANCE,
+  });
 
 export function instancesCommand(): Command {
   const group = new Command('instances').alias('instance').description('compute instances');
   example(group, 'nimbus instances list', 'nimbus instances create --help');
   return group
-    .addCommand(createCommand())
-    .addCommand(listCommand())
-    .addCommand(getCommand())
-    .addCommand(updateCommand())
-    .addCommand(actionCommand('start', 'start a stopped instance', ['nimbus instances start web-1 --wait']))
+    .addCommand(create())
+    .addCommand(list())
+    .addCommand(get())
+    .addCommand(update())
+    .addCommand(
+      actionCommand('start', 'start a stopped instance', tableTarget('instance', 'start'), [
+        'nimbus instances start web-1 --wait',
+      ]),
+    )
     .addCommand(
       actionCommand(
         'stop',
         'stop an instance (--force: power off at once, the way out of a stuck one)',
+        tableTarget('instance', 'stop'),
         ['nimbus instances stop web-1 --wait', 'nimbus instances stop web-1 --force'],
         (command) => command.option('--force', 'power off at once, without a graceful shutdown'),
       ),
     )
     .addCommand(
-      actionCommand('restart', 'restart an instance', [
+      actionCommand('restart', 'restart an instance', tableTarget('instance', 'restart'), [
         'nimbus instances restart web-1 --wait --timeout 120',
       ]),
     )
@@ -301,14 +278,16 @@ export function instancesCommand(): Command {
       actionCommand(
         'resize',
         'change the instance type (a running instance restarts)',
+        // The table gives a resize no target: the instance goes back to where it was (goal, above).
+        'running',
         ['nimbus instances resize web-1 --type compute-4x --wait'],
         (command) => command.requiredOption('--type <instance-type>', 'the new instance type'),
       ),
     )
     .addCommand(
-      actionCommand('delete', 'delete an instance and its root disk', [
+      actionCommand('delete', 'delete an instance and its root disk', tableTarget('instance', 'delete'), [
         'nimbus instances delete web-1 --wait',
       ]),
     )
-    .addCommand(networkCommand());
+    .addCommand(network());
 }

@@ -1,18 +1,8 @@
 /** `nimbus keys …`: the account's API keys (the value is shown once, when the key is created). */
 import { Command } from 'commander';
 import type { Column } from '../output.js';
-import { withSession } from '../session.js';
-import {
-  collect,
-  defined,
-  deleteCommand,
-  example,
-  type ListFlags,
-  listOptions,
-  type Permission,
-  printItem,
-  runList,
-} from './shared.js';
+import { createCommand, deleteCommand, getCommand, listCommand } from './resource-commands.js';
+import { collect, defined, example, type Permission } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (k) => k.id },
@@ -28,53 +18,43 @@ export function keysCommand(): Command {
   const group = new Command('keys').alias('api-keys').description('API keys of the account');
   example(group, 'nimbus keys list', 'nimbus keys create ci --permission instances:write');
 
-  const create = new Command('create')
-    .description('create an API key; its value is shown this once')
-    .argument('<name>', 'a name saying what the key is for')
-    .option(
-      '--permission <permission>',
-      'e.g. instances:read, volumes:write or * (repeatable; default: every permission you hold)',
-      collect,
-    )
-    .option('--expires <time>', 'expiry, ISO 8601 (e.g. 2027-01-01T00:00:00Z)');
-  example(
-    create,
-    'nimbus keys create read-only --permission account:read --permission billing:read',
-    'nimbus keys create ci -o json | jq -r .key',
-  );
-  create.action(
-    withSession<{ permission?: string[]; expires?: string }>(async (session, [name], flags) => {
-      const body = {
-        name: name!,
-        ...defined({ permissions: flags.permission as Permission[] | undefined, expires_at: flags.expires }),
-      };
-      const { data } = await session.nimbus.post('/v1/account/api-keys', { body });
-      printItem(session, data);
-      if (session.humanOutput) process.stderr.write('Store the key now: it is not shown again.\n');
+  const create = createCommand({
+    description: 'create an API key; its value is shown this once',
+    argument: ['<name>', 'a name saying what the key is for'],
+    options: (command) =>
+      command
+        .option(
+          '--permission <permission>',
+          'e.g. instances:read, volumes:write or * (repeatable; default: every permission you hold)',
+          collect,
+        )
+        .option('--expires <time>', 'expiry, ISO 8601 (e.g. 2027-01-01T00:00:00Z)'),
+    examples: [
+      'nimbus keys create read-only --permission account:read --permission billing:read',
+      'nimbus keys create ci -o json | jq -r .key',
+    ],
+    path: '/v1/account/api-keys',
+    body: (flags: { permission?: string[]; expires?: string }, _session, [name]) => ({
+      name: name!,
+      ...defined({ permissions: flags.permission as Permission[] | undefined, expires_at: flags.expires }),
     }),
-  );
+    notice: 'Store the key now: it is not shown again.',
+  });
 
-  const list = listOptions(
-    new Command('list').alias('ls').description('list API keys (never their values)'),
-    ['created_at', 'name', 'last_used_at'],
-  );
-  example(list, 'nimbus keys list -o wide');
-  list.action(
-    withSession<ListFlags>((session, _args, flags) =>
-      runList(session, '/v1/account/api-keys', {}, COLUMNS, flags),
-    ),
-  );
+  const list = listCommand({
+    description: 'list API keys (never their values)',
+    sorts: ['created_at', 'name', 'last_used_at'],
+    examples: ['nimbus keys list -o wide'],
+    columns: COLUMNS,
+    path: '/v1/account/api-keys',
+  });
 
-  const get = new Command('get').description('show one API key').argument('<id>', 'key id (key_…)');
-  example(get, 'nimbus keys get key_0123');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.get('/v1/account/api-keys/{id}', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const get = getCommand({
+    description: 'show one API key',
+    argument: ['<id>', 'key id (key_…)'],
+    examples: ['nimbus keys get key_0123'],
+    path: '/v1/account/api-keys/{id}',
+  });
 
   const remove = deleteCommand({
     description: 'revoke an API key at once',

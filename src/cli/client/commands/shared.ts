@@ -2,19 +2,20 @@
  * Pieces every command group uses: help examples, list options (one page or `--all`), repeatable
  * options, `key=value` tags, printing one resource or a list, and accepting a name where an id is asked.
  */
-import type { ListPath, PathsWith, paths } from '@nimbus/sdk';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import type { ListPath, paths } from '@nimbus/sdk';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList, printMessage, printOne } from '../output.js';
 import type { Session } from '../session.js';
-import { withSession } from '../session.js';
-import { type WaitFlags, waitForStatus, waitOptions } from '../wait.js';
+import { type WaitFlags, waitForStatus } from '../wait.js';
 
-type CreateBody<P extends keyof paths> = paths[P] extends {
-  post: { requestBody?: { content: { 'application/json': infer B } } };
+/** The JSON body a POST or PATCH of `P` takes. */
+export type JsonBody<P extends keyof paths, M extends 'post' | 'patch'> = paths[P] extends {
+  [method in M]: { requestBody?: { content: { 'application/json': infer B } } };
 }
   ? NonNullable<B>
   : never;
+type CreateBody<P extends keyof paths> = JsonBody<P, 'post'>;
 /*
  * The API's enumerations. Values typed by the user are passed on as they are and the server, which
  * validates every field and names the allowed values in its 400, is the one judge; these types only let
@@ -169,40 +170,3 @@ export async function finishAction(
 
 /** A resource kind whose commands take a name as well as an id (resolveId). */
 export type NamedKind = Parameters<typeof resolveId>[2];
-
-export interface DeleteCommandSpec {
-  description: string;
-  /** The argument's name and help, e.g. `['<id>', 'rule id']`. */
-  argument: [name: string, help: string];
-  example: string;
-  path: PathsWith<'delete'>;
-  /**
-   * How the API deletes: 'now' (204; prints "Deleted <noun> <id>") or 'async' (202 with the resource
-   * deleting; --wait follows it until it is gone).
-   */
-  mode: { now: string } | 'async';
-  /** Set where the argument may be a name. */
-  named?: NamedKind;
-}
-
-/** `<group> delete|rm <id>`: the same command in every group, apart from its words and path. */
-export function deleteCommand(spec: DeleteCommandSpec): Command {
-  const command = new Command('delete')
-    .alias('rm')
-    .description(spec.description)
-    .argument(...spec.argument);
-  if (spec.mode === 'async') for (const option of waitOptions('deleted')) command.addOption(option);
-  example(command, spec.example);
-  return command.action(
-    withSession<WaitFlags>(async (session, [reference], flags) => {
-      const id = spec.named ? await resolveId(session, reference!, spec.named) : reference!;
-      // The path comes from the group's definition; the SDK's per-path types cannot follow a path
-      // chosen at run time, hence the cast (as in runList).
-      const answer = (await session.nimbus.delete(spec.path, { params: { path: { id } } } as never)) as {
-        data?: { id: string; status: string };
-      };
-      if (spec.mode === 'async') await finishAction(session, answer.data!, 'deleted', flags);
-      else printMessage(`Deleted ${spec.mode.now} ${id}`, session.out);
-    }),
-  );
-}

@@ -1,25 +1,21 @@
 /** `nimbus snapshots …`: point-in-time copies of volumes and instances' root disks, and restores. */
 import { STATE_TABLES } from '@nimbus/sdk';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget } from '../wait.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
 import {
   collect,
   defined,
-  deleteCommand,
   example,
-  finishAction,
   type InstanceType,
   integer,
-  type ListFlags,
-  listOptions,
   parseTags,
   printItem,
   type Region,
   resolveId,
-  runList,
 } from './shared.js';
 
 const COLUMNS: Column[] = [
@@ -40,107 +36,74 @@ export function snapshotsCommand(): Command {
   const group = new Command('snapshots').alias('snapshot').description('snapshots of volumes and instances');
   example(group, 'nimbus snapshots create nightly --instance web-1 --wait', 'nimbus snapshots list');
 
-  const create = new Command('create')
-    .description("snapshot a volume, or an instance's root disk")
-    .argument('<name>', 'snapshot name')
-    .option('--volume <volume>', 'the volume (id or name)')
-    .option('--instance <instance>', 'the instance whose root disk to copy (id or name)')
-    .option('--tag <key=value>', 'tag (repeatable)', collect);
-  for (const option of waitOptions(tableTarget('snapshot', 'create'))) create.addOption(option);
-  example(
-    create,
-    'nimbus snapshots create before-upgrade --instance web-1 --wait',
-    'nimbus snapshots create data-1-monday --volume data-1',
-  );
-  create.action(
-    withSession<WaitFlags & { volume?: string; instance?: string; tag?: string[] }>(
-      async (session, [name], flags) => {
-        if ((flags.volume === undefined) === (flags.instance === undefined)) {
-          throw new UsageError('Name the source with --volume or --instance (one of them)');
-        }
-        const body = {
-          name: name!,
-          ...defined({
-            volume_id:
-              flags.volume === undefined ? undefined : await resolveId(session, flags.volume, VOLUME),
-            instance_id:
-              flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE),
-            tags: parseTags(flags.tag),
-          }),
-        };
-        const { data } = await session.nimbus.post('/v1/snapshots', { body });
-        await finishAction(session, data, tableTarget('snapshot', 'create'), flags);
-      },
-    ),
-  );
+  const create = createCommand({
+    description: "snapshot a volume, or an instance's root disk",
+    argument: ['<name>', 'snapshot name'],
+    options: (command) =>
+      command
+        .option('--volume <volume>', 'the volume (id or name)')
+        .option('--instance <instance>', 'the instance whose root disk to copy (id or name)')
+        .option('--tag <key=value>', 'tag (repeatable)', collect),
+    examples: [
+      'nimbus snapshots create before-upgrade --instance web-1 --wait',
+      'nimbus snapshots create data-1-monday --volume data-1',
+    ],
+    path: '/v1/snapshots',
+    body: async (flags: { volume?: string; instance?: string; tag?: string[] }, session, [name]) => {
+      if ((flags.volume === undefined) === (flags.instance === undefined)) {
+        throw new UsageError('Name the source with --volume or --instance (one of them)');
+      }
+      return {
+        name: name!,
+        ...defined({
+          volume_id: flags.volume === undefined ? undefined : await resolveId(session, flags.volume, VOLUME),
+          instance_id:
+            flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE),
+          tags: parseTags(flags.tag),
+        }),
+      };
+    },
+    wait: { until: tableTarget('snapshot', 'create') },
+  });
 
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list snapshots')
-      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.snapshot.statuses))
-      .addOption(
-        new Option('--kind <kind>', 'manual or made by a backup schedule').choices(['manual', 'scheduled']),
-      )
-      .option('--volume <id>', 'only snapshots of this volume')
-      .option('--instance <id>', 'only snapshots of this instance')
-      .option('--region <region>', 'only this region'),
-    ['created_at', 'name', 'size_gb'],
-  );
-  example(
-    list,
-    'nimbus snapshots list --instance ins_0123',
-    'nimbus snapshots list --kind scheduled --all -o json',
-  );
-  list.action(
-    withSession<
-      ListFlags & { status?: string; kind?: string; volume?: string; instance?: string; region?: string }
-    >((session, _args, flags) =>
-      runList(
-        session,
-        '/v1/snapshots',
-        {
-          query: {
-            status: flags.status,
-            kind: flags.kind,
-            source_volume_id: flags.volume,
-            source_instance_id: flags.instance,
-            region: flags.region,
-          },
-        },
-        COLUMNS,
-        flags,
-      ),
-    ),
-  );
+  const list = listCommand({
+    description: 'list snapshots',
+    filters: {
+      status: ['--status <status>', 'only this status', [...STATE_TABLES.snapshot.statuses]],
+      kind: ['--kind <kind>', 'manual or made by a backup schedule', ['manual', 'scheduled']],
+      source_volume_id: ['--volume <id>', 'only snapshots of this volume'],
+      source_instance_id: ['--instance <id>', 'only snapshots of this instance'],
+      region: ['--region <region>', 'only this region'],
+    },
+    sorts: ['created_at', 'name', 'size_gb'],
+    examples: [
+      'nimbus snapshots list --instance ins_0123',
+      'nimbus snapshots list --kind scheduled --all -o json',
+    ],
+    columns: COLUMNS,
+    path: '/v1/snapshots',
+  });
 
-  const get = new Command('get').description('show one snapshot').argument('<id>', 'snapshot id (snap_…)');
-  example(get, 'nimbus snapshots get snap_0123');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.get('/v1/snapshots/{id}', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const get = getCommand({
+    description: 'show one snapshot',
+    argument: ['<id>', 'snapshot id (snap_…)'],
+    examples: ['nimbus snapshots get snap_0123'],
+    path: '/v1/snapshots/{id}',
+  });
 
-  const update = new Command('update')
-    .description('rename or retag a snapshot')
-    .argument('<id>', 'snapshot id')
-    .option('--name <name>', 'new name')
-    .option('--tag <key=value>', 'the tags it should have (repeatable)', collect);
-  example(update, 'nimbus snapshots update snap_0123 --name keep-forever');
-  update.action(
-    withSession<{ name?: string; tag?: string[] }>(async (session, [id], flags) => {
-      const body = defined({ name: flags.name, tags: parseTags(flags.tag) });
-      if (Object.keys(body).length === 0) throw new UsageError('Nothing to update: give --name or --tag');
-      printItem(
-        session,
-        (await session.nimbus.patch('/v1/snapshots/{id}', { params: { path: { id: id! } }, body })).data,
-      );
-    }),
-  );
+  const update = updateCommand({
+    description: 'rename or retag a snapshot',
+    argument: ['<id>', 'snapshot id'],
+    options: (command) =>
+      command
+        .option('--name <name>', 'new name')
+        .option('--tag <key=value>', 'the tags it should have (repeatable)', collect),
+    examples: ['nimbus snapshots update snap_0123 --name keep-forever'],
+    path: '/v1/snapshots/{id}',
+    body: (flags: { name?: string; tag?: string[] }) =>
+      defined({ name: flags.name, tags: parseTags(flags.tag) }),
+    nothing: 'Nothing to update: give --name or --tag',
+  });
 
   const restore = new Command('restore')
     .description(

@@ -1,25 +1,20 @@
 /** `nimbus volumes …`: block storage, attached to instances in the same region. */
 import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
-import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
 import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
-import { parseBackupSchedule } from './instances.js';
+import { backupChange, parseBackupSchedule } from './instances.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
 import {
   collect,
   defined,
-  deleteCommand,
   example,
   finishAction,
   integer,
-  type ListFlags,
-  listOptions,
   parseTags,
-  printItem,
   type Region,
   resolveId,
-  runList,
 } from './shared.js';
 
 const COLUMNS: Column[] = [
@@ -37,6 +32,7 @@ const COLUMNS: Column[] = [
 ];
 const VOLUME = { prefix: 'vol_', path: '/v1/volumes', noun: 'volume' } as const;
 const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
+const STATUSES = [...STATE_TABLES.volume.statuses];
 
 export function volumesCommand(): Command {
   const group = new Command('volumes').alias('volume').description('block storage volumes');
@@ -46,136 +42,93 @@ export function volumesCommand(): Command {
     'nimbus volumes list',
   );
 
-  const create = new Command('create')
-    .description('create a volume (optionally formatted and attached as soon as it exists)')
-    .argument('<name>', 'volume name')
-    .requiredOption('--size <gb>', 'size in GB', integer)
-    .requiredOption('--region <region>', 'region')
-    .addOption(new Option('--filesystem <fs>', 'format it').choices(['ext4', 'xfs']))
-    .option('--instance <instance>', 'attach to this instance (id or name) once created')
-    .option('--tag <key=value>', 'tag (repeatable)', collect)
-    .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7');
-  const created = tableTarget('volume', 'create');
-  const attached = tableTarget('volume', 'attach');
-  for (const option of waitOptions(`${created} (${attached} with --instance)`)) create.addOption(option);
-  example(
-    create,
-    'nimbus volumes create data-1 --size 100 --region us-east-1 --filesystem ext4 --instance web-1 --wait',
-  );
-  create.action(
-    withSession<
-      WaitFlags & {
+  const create = createCommand({
+    description: 'create a volume (optionally formatted and attached as soon as it exists)',
+    argument: ['<name>', 'volume name'],
+    options: (command) =>
+      command
+        .requiredOption('--size <gb>', 'size in GB', integer)
+        .requiredOption('--region <region>', 'region')
+        .addOption(new Option('--filesystem <fs>', 'format it').choices(['ext4', 'xfs']))
+        .option('--instance <instance>', 'attach to this instance (id or name) once created')
+        .option('--tag <key=value>', 'tag (repeatable)', collect)
+        .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7'),
+    examples: [
+      'nimbus volumes create data-1 --size 100 --region us-east-1 --filesystem ext4 --instance web-1 --wait',
+    ],
+    path: '/v1/volumes',
+    body: async (
+      flags: {
         size: number;
         region: string;
         filesystem?: string;
         instance?: string;
         tag?: string[];
         backup?: string;
-      }
-    >(async (session, [name], flags) => {
-      const instanceId =
-        flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE);
-      const body = {
-        name: name!,
-        size_gb: flags.size,
-        region: flags.region as Region,
-        ...defined({
-          filesystem: flags.filesystem as 'ext4' | 'xfs' | undefined,
-          instance_id: instanceId,
-          tags: parseTags(flags.tag),
-          backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
-        }),
-      };
-      const { data } = await session.nimbus.post('/v1/volumes', { body });
-      await finishAction(session, data, instanceId ? attached : created, flags);
-    }),
-  );
-
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list volumes')
-      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.volume.statuses))
-      .option('--region <region>', 'only this region')
-      .addOption(
-        new Option('--kind <kind>', 'data volumes or instances’ root disks').choices(['data', 'root']),
-      )
-      .option('--instance <id>', 'only volumes attached to this instance')
-      .option('--name <name>', 'only this name')
-      .option('--tag <key:value>', 'only volumes with this tag'),
-    ['created_at', 'name', 'size_gb'],
-  );
-  example(list, 'nimbus volumes list --kind data', 'nimbus volumes list --instance ins_0123 -o json');
-  list.action(
-    withSession<
-      ListFlags & {
-        status?: string;
-        region?: string;
-        kind?: string;
-        instance?: string;
-        name?: string;
-        tag?: string;
-      }
-    >((session, _args, flags) =>
-      runList(
-        session,
-        '/v1/volumes',
-        {
-          query: {
-            status: flags.status,
-            region: flags.region,
-            kind: flags.kind,
-            instance_id: flags.instance,
-            name: flags.name,
-            tag: flags.tag,
-          },
-        },
-        COLUMNS,
-        flags,
-      ),
-    ),
-  );
-
-  const get = new Command('get').description('show one volume').argument('<volume>', 'id or name');
-  example(get, 'nimbus volumes get data-1');
-  get.action(
-    withSession(async (session, [reference]) => {
-      const id = await resolveId(session, reference!, VOLUME);
-      printItem(session, (await session.nimbus.get('/v1/volumes/{id}', { params: { path: { id } } })).data);
-    }),
-  );
-
-  const update = new Command('update')
-    .description('change name, tags (replacing them) or backup schedule')
-    .argument('<volume>', 'id or name')
-    .option('--name <name>', 'new name')
-    .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
-    .option('--backup <frequency:retention>', 'backup schedule, e.g. weekly:4')
-    .option('--no-backup', 'remove the backup schedule');
-  example(update, 'nimbus volumes update data-1 --backup weekly:4');
-  update.action(
-    withSession<{ name?: string; tag?: string[]; backup?: string | false }>(
-      async (session, [reference], flags) => {
-        const body = defined({
-          name: flags.name,
-          tags: parseTags(flags.tag),
-          backup_schedule:
-            flags.backup === undefined
-              ? undefined
-              : flags.backup === false
-                ? null
-                : parseBackupSchedule(flags.backup),
-        });
-        if (Object.keys(body).length === 0)
-          throw new UsageError('Nothing to update: give at least one option (see --help)');
-        const id = await resolveId(session, reference!, VOLUME);
-        printItem(
-          session,
-          (await session.nimbus.patch('/v1/volumes/{id}', { params: { path: { id } }, body })).data,
-        );
       },
-    ),
-  );
+      session,
+      [name],
+    ) => ({
+      name: name!,
+      size_gb: flags.size,
+      region: flags.region as Region,
+      ...defined({
+        filesystem: flags.filesystem as 'ext4' | 'xfs' | undefined,
+        instance_id:
+          flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE),
+        tags: parseTags(flags.tag),
+        backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+      }),
+    }),
+    wait: {
+      until: `${tableTarget('volume', 'create')} (${tableTarget('volume', 'attach')} with --instance)`,
+      target: (body) => tableTarget('volume', body.instance_id ? 'attach' : 'create'),
+    },
+  });
+
+  const list = listCommand({
+    description: 'list volumes',
+    filters: {
+      status: ['--status <status>', 'only this status', STATUSES],
+      region: ['--region <region>', 'only this region'],
+      kind: ['--kind <kind>', 'data volumes or instances’ root disks', ['data', 'root']],
+      instance_id: ['--instance <id>', 'only volumes attached to this instance'],
+      name: ['--name <name>', 'only this name'],
+      tag: ['--tag <key:value>', 'only volumes with this tag'],
+    },
+    sorts: ['created_at', 'name', 'size_gb'],
+    examples: ['nimbus volumes list --kind data', 'nimbus volumes list --instance ins_0123 -o json'],
+    columns: COLUMNS,
+    path: '/v1/volumes',
+  });
+
+  const get = getCommand({
+    description: 'show one volume',
+    argument: ['<volume>', 'id or name'],
+    examples: ['nimbus volumes get data-1'],
+    path: '/v1/volumes/{id}',
+    named: VOLUME,
+  });
+
+  const update = updateCommand({
+    description: 'change name, tags (replacing them) or backup schedule',
+    argument: ['<volume>', 'id or name'],
+    options: (command) =>
+      command
+        .option('--name <name>', 'new name')
+        .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
+        .option('--backup <frequency:retention>', 'backup schedule, e.g. weekly:4')
+        .option('--no-backup', 'remove the backup schedule'),
+    examples: ['nimbus volumes update data-1 --backup weekly:4'],
+    path: '/v1/volumes/{id}',
+    named: VOLUME,
+    body: (flags: { name?: string; tag?: string[]; backup?: string | false }) =>
+      defined({
+        name: flags.name,
+        tags: parseTags(flags.tag),
+        backup_schedule: backupChange(flags.backup),
+      }),
+  });
 
   const attach = new Command('attach')
     .description('attach to an instance in the same region')

@@ -1,22 +1,12 @@
 /** `nimbus vpn …`: WireGuard gateways into the account's private network, their peers and client files. */
 import { STATE_TABLES } from '@nimbus/sdk';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printMessage } from '../output.js';
 import { withSession } from '../session.js';
-import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
-import {
-  collect,
-  defined,
-  deleteCommand,
-  example,
-  finishAction,
-  type ListFlags,
-  listOptions,
-  printItem,
-  type Region,
-  runList,
-} from './shared.js';
+import { tableTarget } from '../wait.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { collect, defined, example, printItem, type Region } from './shared.js';
 import {
   readPrivateKeyFile,
   wireguardPublicKey,
@@ -94,16 +84,14 @@ function peersCommand(): Command {
     ),
   );
 
-  const list = listOptions(
-    new Command('list').alias('ls').description('list peers').argument('<vpn>', 'VPN id'),
-    ['created_at', 'name'],
-  );
-  example(list, 'nimbus vpn peers list vpn_0123');
-  list.action(
-    withSession<ListFlags>((session, [vpnId], flags) =>
-      runList(session, '/v1/vpn/{id}/peers', { path: { id: vpnId! } }, PEER_COLUMNS, flags),
-    ),
-  );
+  const list = listCommand({
+    description: 'list peers',
+    argument: ['<vpn>', 'VPN id'],
+    sorts: ['created_at', 'name'],
+    examples: ['nimbus vpn peers list vpn_0123'],
+    columns: PEER_COLUMNS,
+    path: ([vpnId]) => ({ path: '/v1/vpn/{id}/peers', params: { id: vpnId! } }),
+  });
 
   const remove = new Command('remove')
     .alias('rm')
@@ -153,72 +141,63 @@ export function vpnCommand(): Command {
     .description('WireGuard VPN gateways into the private network');
   example(group, 'nimbus vpn create office --region us-east-1 --wait', 'nimbus vpn peers add --help');
 
-  const create = new Command('create')
-    .description('create a VPN gateway')
-    .argument('<name>', 'VPN name')
-    .requiredOption('--region <region>', 'region')
-    .option('--tunnel-cidr <cidr>', 'addresses for peers inside the tunnel (default chosen by the server)')
-    .option(
-      '--allowed-cidr <cidr>',
-      'network peers may reach (repeatable; default: the private network)',
-      collect,
-    );
-  for (const option of waitOptions(tableTarget('vpn', 'create'))) create.addOption(option);
-  example(create, 'nimbus vpn create office --region us-east-1 --wait');
-  create.action(
-    withSession<WaitFlags & { region: string; tunnelCidr?: string; allowedCidr?: string[] }>(
-      async (session, [name], flags) => {
-        const body = {
-          name: name!,
-          region: flags.region as Region,
-          ...defined({ tunnel_cidr: flags.tunnelCidr, allowed_cidrs: flags.allowedCidr }),
-        };
-        const { data } = await session.nimbus.post('/v1/vpn', { body });
-        await finishAction(session, data, tableTarget('vpn', 'create'), flags);
-      },
-    ),
-  );
-
-  const list = listOptions(
-    new Command('list')
-      .alias('ls')
-      .description('list VPNs')
-      .addOption(new Option('--status <status>', 'only this status').choices(STATE_TABLES.vpn.statuses))
-      .option('--region <region>', 'only this region'),
-    ['created_at', 'name'],
-  );
-  example(list, 'nimbus vpn list');
-  list.action(
-    withSession<ListFlags & { status?: string; region?: string }>((session, _args, flags) =>
-      runList(session, '/v1/vpn', { query: { status: flags.status, region: flags.region } }, COLUMNS, flags),
-    ),
-  );
-
-  const get = new Command('get').description('show one VPN').argument('<id>', 'VPN id (vpn_…)');
-  example(get, 'nimbus vpn get vpn_0123');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(session, (await session.nimbus.get('/v1/vpn/{id}', { params: { path: { id: id! } } })).data);
+  const create = createCommand({
+    description: 'create a VPN gateway',
+    argument: ['<name>', 'VPN name'],
+    options: (command) =>
+      command
+        .requiredOption('--region <region>', 'region')
+        .option(
+          '--tunnel-cidr <cidr>',
+          'addresses for peers inside the tunnel (default chosen by the server)',
+        )
+        .option(
+          '--allowed-cidr <cidr>',
+          'network peers may reach (repeatable; default: the private network)',
+          collect,
+        ),
+    examples: ['nimbus vpn create office --region us-east-1 --wait'],
+    path: '/v1/vpn',
+    body: (flags: { region: string; tunnelCidr?: string; allowedCidr?: string[] }, _session, [name]) => ({
+      name: name!,
+      region: flags.region as Region,
+      ...defined({ tunnel_cidr: flags.tunnelCidr, allowed_cidrs: flags.allowedCidr }),
     }),
-  );
+    wait: { until: tableTarget('vpn', 'create') },
+  });
 
-  const update = new Command('update')
-    .description('rename, or change the networks peers may reach')
-    .argument('<id>', 'VPN id')
-    .option('--name <name>', 'new name')
-    .option('--allowed-cidr <cidr>', 'the networks peers may reach (repeatable; replaces them)', collect);
-  example(update, 'nimbus vpn update vpn_0123 --allowed-cidr 10.0.0.0/16');
-  update.action(
-    withSession<{ name?: string; allowedCidr?: string[] }>(async (session, [id], flags) => {
-      const body = defined({ name: flags.name, allowed_cidrs: flags.allowedCidr });
-      if (Object.keys(body).length === 0)
-        throw new UsageError('Nothing to update: give --name or --allowed-cidr');
-      printItem(
-        session,
-        (await session.nimbus.patch('/v1/vpn/{id}', { params: { path: { id: id! } }, body })).data,
-      );
-    }),
-  );
+  const list = listCommand({
+    description: 'list VPNs',
+    filters: {
+      status: ['--status <status>', 'only this status', [...STATE_TABLES.vpn.statuses]],
+      region: ['--region <region>', 'only this region'],
+    },
+    sorts: ['created_at', 'name'],
+    examples: ['nimbus vpn list'],
+    columns: COLUMNS,
+    path: '/v1/vpn',
+  });
+
+  const get = getCommand({
+    description: 'show one VPN',
+    argument: ['<id>', 'VPN id (vpn_…)'],
+    examples: ['nimbus vpn get vpn_0123'],
+    path: '/v1/vpn/{id}',
+  });
+
+  const update = updateCommand({
+    description: 'rename, or change the networks peers may reach',
+    argument: ['<id>', 'VPN id'],
+    options: (command) =>
+      command
+        .option('--name <name>', 'new name')
+        .option('--allowed-cidr <cidr>', 'the networks peers may reach (repeatable; replaces them)', collect),
+    examples: ['nimbus vpn update vpn_0123 --allowed-cidr 10.0.0.0/16'],
+    path: '/v1/vpn/{id}',
+    body: (flags: { name?: string; allowedCidr?: string[] }) =>
+      defined({ name: flags.name, allowed_cidrs: flags.allowedCidr }),
+    nothing: 'Nothing to update: give --name or --allowed-cidr',
+  });
 
   const remove = deleteCommand({
     description: 'delete a VPN and its peers',

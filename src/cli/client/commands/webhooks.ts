@@ -1,18 +1,10 @@
 /** `nimbus webhooks …`: event subscriptions, their deliveries, tests and secrets. */
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import {
-  collect,
-  defined,
-  deleteCommand,
-  example,
-  type ListFlags,
-  listOptions,
-  printItem,
-  runList,
-} from './shared.js';
+import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { collect, defined, example, printItem } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (w) => w.id },
@@ -44,90 +36,86 @@ export function webhooksCommand(): Command {
     'nimbus webhooks list',
   );
 
-  const create = new Command('create')
-    .description('subscribe a URL to events (the secret is shown once)')
-    .requiredOption('--url <url>', 'HTTPS URL that receives the deliveries')
-    .requiredOption('--event <type>', 'event type, or * for all (repeatable; nimbus events types)', collect)
-    .option('--secret <secret>', 'signing secret, at least 16 characters (default: generated)')
-    .option('--description <text>', 'what it is for')
-    .option('--disabled', 'create it switched off');
-  example(create, 'nimbus webhooks create --url https://hooks.example.com/nimbus --event "*"');
-  create.action(
-    withSession<{ url: string; event: string[]; secret?: string; description?: string; disabled?: boolean }>(
-      async (session, _args, flags) => {
-        const body = {
-          url: flags.url,
-          events: flags.event,
-          ...defined({
-            secret: flags.secret,
-            description: flags.description,
-            enabled: flags.disabled ? false : undefined,
-          }),
-        };
-        printItem(session, (await session.nimbus.post('/v1/webhooks', { body: body as never })).data);
-        if (session.humanOutput) process.stderr.write('Store the secret now: it is not shown again.\n');
-      },
-    ),
-  );
+  const create = createCommand({
+    description: 'subscribe a URL to events (the secret is shown once)',
+    options: (command) =>
+      command
+        .requiredOption('--url <url>', 'HTTPS URL that receives the deliveries')
+        .requiredOption(
+          '--event <type>',
+          'event type, or * for all (repeatable; nimbus events types)',
+          collect,
+        )
+        .option('--secret <secret>', 'signing secret, at least 16 characters (default: generated)')
+        .option('--description <text>', 'what it is for')
+        .option('--disabled', 'create it switched off'),
+    examples: ['nimbus webhooks create --url https://hooks.example.com/nimbus --event "*"'],
+    path: '/v1/webhooks',
+    body: (flags: {
+      url: string;
+      event: string[];
+      secret?: string;
+      description?: string;
+      disabled?: boolean;
+    }) =>
+      ({
+        url: flags.url,
+        events: flags.event,
+        ...defined({
+          secret: flags.secret,
+          description: flags.description,
+          enabled: flags.disabled ? false : undefined,
+        }),
+      }) as never,
+    notice: 'Store the secret now: it is not shown again.',
+  });
 
-  const list = listOptions(new Command('list').alias('ls').description('list subscriptions'), ['created_at']);
-  example(list, 'nimbus webhooks list -o wide');
-  list.action(
-    withSession<ListFlags>((session, _args, flags) => runList(session, '/v1/webhooks', {}, COLUMNS, flags)),
-  );
+  const list = listCommand({
+    description: 'list subscriptions',
+    sorts: ['created_at'],
+    examples: ['nimbus webhooks list -o wide'],
+    columns: COLUMNS,
+    path: '/v1/webhooks',
+  });
 
-  const get = new Command('get').description('show one subscription').argument('<id>', 'webhook id (whk_…)');
-  example(get, 'nimbus webhooks get whk_0123');
-  get.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.get('/v1/webhooks/{id}', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const get = getCommand({
+    description: 'show one subscription',
+    argument: ['<id>', 'webhook id (whk_…)'],
+    examples: ['nimbus webhooks get whk_0123'],
+    path: '/v1/webhooks/{id}',
+  });
 
-  const update = new Command('update')
-    .description('change URL, events, description, or switch on/off')
-    .argument('<id>', 'webhook id')
-    .option('--url <url>', 'new URL')
-    .option('--event <type>', 'the events it should get (repeatable; replaces them)', collect)
-    .option('--description <text>', 'description')
-    .option('--enable', 'switch it on (also re-enables one disabled after failures)')
-    .option('--disable', 'switch it off');
-  example(
-    update,
-    'nimbus webhooks update whk_0123 --enable',
-    'nimbus webhooks update whk_0123 --event instance.created',
-  );
-  update.action(
-    withSession<{
+  const update = updateCommand({
+    description: 'change URL, events, description, or switch on/off',
+    argument: ['<id>', 'webhook id'],
+    options: (command) =>
+      command
+        .option('--url <url>', 'new URL')
+        .option('--event <type>', 'the events it should get (repeatable; replaces them)', collect)
+        .option('--description <text>', 'description')
+        .option('--enable', 'switch it on (also re-enables one disabled after failures)')
+        .option('--disable', 'switch it off'),
+    examples: [
+      'nimbus webhooks update whk_0123 --enable',
+      'nimbus webhooks update whk_0123 --event instance.created',
+    ],
+    path: '/v1/webhooks/{id}',
+    body: (flags: {
       url?: string;
       event?: string[];
       description?: string;
       enable?: boolean;
       disable?: boolean;
-    }>(async (session, [id], flags) => {
+    }) => {
       if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
-      const body = defined({
+      return defined({
         url: flags.url,
         events: flags.event,
         description: flags.description,
         enabled: flags.enable ? true : flags.disable ? false : undefined,
-      });
-      if (Object.keys(body).length === 0)
-        throw new UsageError('Nothing to update: give at least one option (see --help)');
-      printItem(
-        session,
-        (
-          await session.nimbus.patch('/v1/webhooks/{id}', {
-            params: { path: { id: id! } },
-            body: body as never,
-          })
-        ).data,
-      );
-    }),
-  );
+      }) as never;
+    },
+  });
 
   const remove = deleteCommand({
     description: 'delete a subscription',
@@ -150,28 +138,19 @@ export function webhooksCommand(): Command {
     }),
   );
 
-  const deliveries = listOptions(
-    new Command('deliveries')
-      .description('deliveries of a subscription, newest first')
-      .argument('<id>', 'webhook id')
-      .addOption(
-        new Option('--status <status>', 'only this status').choices(['pending', 'succeeded', 'failed']),
-      )
-      .option('--event <type>', 'only this event type'),
-    ['created_at'],
-  );
-  example(deliveries, 'nimbus webhooks deliveries whk_0123 --status failed');
-  deliveries.action(
-    withSession<ListFlags & { status?: string; event?: string }>((session, [id], flags) =>
-      runList(
-        session,
-        '/v1/webhooks/{id}/deliveries',
-        { path: { id: id! }, query: { status: flags.status, event_type: flags.event } },
-        DELIVERY_COLUMNS,
-        flags,
-      ),
-    ),
-  );
+  const deliveries = listCommand({
+    name: 'deliveries',
+    description: 'deliveries of a subscription, newest first',
+    argument: ['<id>', 'webhook id'],
+    filters: {
+      status: ['--status <status>', 'only this status', ['pending', 'succeeded', 'failed']],
+      event_type: ['--event <type>', 'only this event type'],
+    },
+    sorts: ['created_at'],
+    examples: ['nimbus webhooks deliveries whk_0123 --status failed'],
+    columns: DELIVERY_COLUMNS,
+    path: ([id]) => ({ path: '/v1/webhooks/{id}/deliveries', params: { id: id! } }),
+  });
 
   const redeliver = new Command('redeliver')
     .description('send a delivery again')
