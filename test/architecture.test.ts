@@ -47,7 +47,6 @@ const KNOWN_PLATFORM_ARROWS: string[] = [
   'platform/master-key.ts -> resources/vpns/kind.ts',
   'platform/master-key.ts -> resources/vpns/store.ts',
   'platform/master-key.ts -> resources/webhooks/store.ts',
-  'platform/principal.ts -> resources/account/view.ts',
   'platform/events/outbox.ts -> resources/webhooks/rules.ts',
   'platform/events/outbox.ts -> resources/webhooks/store.ts',
   'platform/http/app.ts -> resources/account/api-key-routes.ts',
@@ -69,7 +68,6 @@ const KNOWN_PLATFORM_ARROWS: string[] = [
   'platform/quotas/quotas.ts -> resources/account/api-key-store.ts',
   'platform/quotas/quotas.ts -> resources/account/store.ts',
   'platform/quotas/usage.ts -> resources/catalog/catalog.ts',
-  'platform/http/plugins/guard.ts -> resources/account/api-key-service.ts',
 ];
 const KNOWN_CIRCLES: string[] = [];
 
