@@ -23,6 +23,8 @@ import { FileClock } from './platform/test-clock.js';
 import { findInstance } from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { findSshKey } from './resources/ssh-keys/store.js';
+import { anySealedVpnKey } from './resources/vpns/kind.js';
+import { anySealedWebhookSecret } from './resources/webhooks/store.js';
 import { createServices, type Services } from './services.js';
 
 export interface Backends {
@@ -69,7 +71,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
   });
   try {
     await migrateToLatest(store.db);
-    await checkMasterKey(store.db, masterKey);
+    await checkMasterKey(store.db, masterKey, [anySealedWebhookSecret, anySealedVpnKey]);
   } catch (error) {
     await store.close();
     throw error;

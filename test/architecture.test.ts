@@ -44,9 +44,6 @@ function areaOf(file: string): string {
 const KNOWN_PLATFORM_ARROWS: string[] = [
   'platform/config.ts -> resources/addresses/addresses.ts',
   'platform/config.ts -> resources/catalog/catalog.ts',
-  'platform/master-key.ts -> resources/vpns/kind.ts',
-  'platform/master-key.ts -> resources/vpns/store.ts',
-  'platform/master-key.ts -> resources/webhooks/store.ts',
   'platform/events/outbox.ts -> resources/webhooks/rules.ts',
   'platform/events/outbox.ts -> resources/webhooks/store.ts',
   'platform/http/app.ts -> resources/account/api-key-routes.ts',
