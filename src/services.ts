@@ -4,6 +4,7 @@ import type { ComputeDriver } from './drivers/driver.js';
 import type { Clock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
 import type { Broadcaster } from './platform/events/broadcast.js';
+import { subscribeToEvents } from './platform/events/outbox.js';
 import { IdempotencyService } from './platform/idempotency/idempotency.js';
 import type { JobRunner } from './platform/jobs/runner.js';
 import { Lifecycle } from './platform/lifecycle/lifecycle.js';
@@ -46,6 +47,7 @@ import { gatewaySpecOf, VPN_KIND } from './resources/vpns/kind.js';
 import { VpnReconciler } from './resources/vpns/reconciler.js';
 import { VpnService } from './resources/vpns/service.js';
 import { WebhookDeliveryWorker } from './resources/webhooks/delivery-worker.js';
+import { fanOutToWebhooks } from './resources/webhooks/fan-out.js';
 import { WebhookSender } from './resources/webhooks/sender.js';
 import { WebhookService } from './resources/webhooks/service.js';
 
@@ -116,6 +118,7 @@ export interface Services {
 }
 
 export function createServices(deps: ServiceDeps): Services {
+  subscribeToEvents(fanOutToWebhooks);
   const quotas = new QuotaService(deps.store);
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
   const sshKeys = new SshKeyService(deps.store, deps.clock);

@@ -44,8 +44,6 @@ function areaOf(file: string): string {
 const KNOWN_PLATFORM_ARROWS: string[] = [
   'platform/config.ts -> resources/addresses/addresses.ts',
   'platform/config.ts -> resources/catalog/catalog.ts',
-  'platform/events/outbox.ts -> resources/webhooks/rules.ts',
-  'platform/events/outbox.ts -> resources/webhooks/store.ts',
   'platform/http/app.ts -> resources/account/api-key-routes.ts',
   'platform/http/app.ts -> resources/account/routes.ts',
   'platform/http/app.ts -> resources/alerts/routes.ts',
