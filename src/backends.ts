@@ -20,6 +20,7 @@ import {
 } from './platform/rate-limits/rate-counters.js';
 import { migrateToLatest, openStore, type Store } from './platform/store/db.js';
 import { FileClock } from './platform/test-clock.js';
+import { regionSettings } from './resources/instances/region-settings.js';
 import { findInstance } from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { findSshKey } from './resources/ssh-keys/store.js';
@@ -60,6 +61,8 @@ const scheduledSlot = (sourceId: string) => ({
 
 /** Store, Redis and services, as the server and the admin CLI both need them. */
 export async function openBackends(config: Config, options: BackendOptions = {}): Promise<Backends> {
+  // Read before anything is opened, as the rest of the configuration is.
+  const regions = regionSettings(config);
   const clock = options.clock ?? (config.testClockFile ? new FileClock(config.testClockFile) : systemClock);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   // Before the store is opened: on PostgreSQL without a configured key, nothing is touched.
@@ -105,8 +108,8 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     jobs,
     instances: {
       publicDomain: config.publicDomain,
-      gpuCapacity: config.gpuCapacity,
-      publicIpPools: config.publicIpPools,
+      gpuCapacity: regions.gpuCapacity,
+      publicIpPools: regions.publicIpPools,
     },
     secretBox: masterKey.box,
     metrics: {

@@ -15,7 +15,9 @@ import { RateLimitService } from './platform/rate-limits/rate-limits.js';
 import type { SecretBox } from './platform/secret-box.js';
 import type { Store } from './platform/store/db.js';
 import { ApiKeyService } from './resources/account/api-key-service.js';
+import { countApiKeys } from './resources/account/api-key-store.js';
 import { AccountService } from './resources/account/service.js';
+import { quotaSettings } from './resources/account/store.js';
 import { AlertEvaluator } from './resources/alerts/evaluator.js';
 import { IncidentWriter } from './resources/alerts/incidents.js';
 import { AlertNotifier } from './resources/alerts/notifier.js';
@@ -119,7 +121,8 @@ export interface Services {
 
 export function createServices(deps: ServiceDeps): Services {
   subscribeToEvents(fanOutToWebhooks);
-  const quotas = new QuotaService(deps.store);
+  const quotas = new QuotaService(deps.store, quotaSettings);
+  quotas.register('api_keys', countApiKeys);
   const apiKeys = new ApiKeyService(deps.store, deps.clock, quotas, deps.broadcaster, deps.authCacheMs);
   const sshKeys = new SshKeyService(deps.store, deps.clock);
   // The core meters billed kinds through billing's meter store (the core knows no prices).

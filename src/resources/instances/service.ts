@@ -35,7 +35,7 @@ import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
-import { INSTANCE_KIND, type InstanceEventType } from './kind.js';
+import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
@@ -119,8 +119,6 @@ export interface InstanceServiceOptions {
 }
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
-
-const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
 
 /** Where a create's addresses come from: the region's public pool (none configured: null), its private network. */
 interface AddressScopes {
