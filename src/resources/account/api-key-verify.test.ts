@@ -20,7 +20,7 @@ vi.mock('node:crypto', async (importOriginal) => {
   };
 });
 
-const { openBackends } = await import('../../backends.js');
+const { openBackends } = await import('../../composition.js');
 const { loadConfig } = await import('../../platform/config.js');
 const { hashKey } = await import('./api-key-service.js');
 const { UnverifiedKey } = await import('../../platform/authenticator.js');

@@ -135,11 +135,7 @@ export class InstanceService {
     private readonly sshKeys: SshKeyService,
     private readonly volumes: VolumeService,
     private readonly options: InstanceServiceOptions,
-  ) {
-    quotas.register('instances', instances.countAccountInstances);
-    quotas.register('vcpus', (db, accountId) => this.sumOverTypes(db, accountId, (t) => t.vcpus));
-    quotas.register('gpus', (db, accountId) => this.sumOverTypes(db, accountId, gpusOf));
-  }
+  ) {}
 
   /**
    * `options.rootFrom`: the root disk is restored from a snapshot before the first boot; called first in
@@ -458,13 +454,6 @@ export class InstanceService {
         allowed_values: [...faults.instanceFaults],
       });
     }
-  }
-
-  private async sumOverTypes(db: Executor, accountId: string, measure: (type: InstanceType) => number) {
-    let total = 0;
-    for (const [name, count] of await instances.countByType(db, accountId))
-      total += measure(instanceTypeNamed(name)) * count;
-    return total;
   }
 
   private async reserveGpus(trx: Executor, region: string, gpus: number): Promise<void> {
