@@ -6,7 +6,7 @@
  *
  * It builds Nimbus (npm run build) and drives the scheduler of dist/ in this process: the store, the job
  * runner (stepped: nothing runs by itself), the lifecycle core, the snapshot service and the scheduler,
- * as services.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
+ * as src/composition.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
  * statements, one transaction): an account, `--schedules` data volumes with a daily schedule each, and
  * their `backup_schedules` rows, next slots spread over the coming day; then, per round, `--due-share`
  * of them are moved into the past.

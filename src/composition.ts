@@ -8,8 +8,8 @@
  * (its quota counters, jobs and outbox subscriber; its routes, which the HTTP app serves:
  * platform/module.ts). No constructor registers anything itself.
  *
- * The server (main.ts) and the admin CLI both start here; this file does not load the HTTP stack, so
- * operator commands do not pay for it.
+ * The server (main.ts) and the admin CLI both start here. The modules' route definitions are loaded, but
+ * not Fastify nor the server's plugins: buildApp (main.ts) serves them, so operator commands never pay for it.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';

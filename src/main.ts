@@ -1,6 +1,7 @@
 /**
- * The server: config → backends (the composition root, composition.ts) → HTTP. `startServer` returns once every listener is up, with a `close` that shuts down in order: stop
- * accepting, finish in-flight requests, flush buffered writes, close the store.
+ * The server: config → backends (the composition root, composition.ts) → HTTP. `startServer` returns
+ * once every listener is up, with a `close` that shuts down in order: stop accepting, finish in-flight
+ * requests, flush buffered writes, close the store.
  */
 import { chmodSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
