@@ -119,7 +119,7 @@ step(`creating ${ACCOUNTS} professional accounts`);
 const accounts = [];
 {
   const { loadConfig } = await dist('platform/config.js');
-  const { openBackends } = await dist('backends.js');
+  const { openBackends } = await dist('composition.js');
   const env = { NIMBUS_DATA_DIR: dataDir, NIMBUS_LOG_LEVEL: 'warn' };
   const backends = await openBackends(loadConfig(env), { steppedJobs: true });
   for (let i = 0; i < ACCOUNTS; i++) {

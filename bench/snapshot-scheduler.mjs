@@ -6,7 +6,7 @@
  *
  * It builds Nimbus (npm run build) and drives the scheduler of dist/ in this process: the store, the job
  * runner (stepped: nothing runs by itself), the lifecycle core, the snapshot service and the scheduler,
- * as services.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
+ * as src/composition.ts wires them. The rows are seeded with better-sqlite3 directly (prepared
  * statements, one transaction): an account, `--schedules` data volumes with a daily schedule each, and
  * their `backup_schedules` rows, next slots spread over the coming day; then, per round, `--due-share`
  * of them are moved into the past.
@@ -51,6 +51,9 @@ const { JobRunner } = await dist('platform/jobs/runner.js');
 const { Lifecycle } = await dist('platform/lifecycle/lifecycle.js');
 const { QuotaService } = await dist('platform/quotas/quotas.js');
 const { BILLING_METERING } = await dist('resources/billing/meter-store.js');
+const { subscribeToEvents } = await dist('platform/events/outbox.js');
+const { quotaSettings } = await dist('resources/account/store.js');
+const { fanOutToWebhooks } = await dist('resources/webhooks/fan-out.js');
 const { SnapshotService } = await dist('resources/snapshots/service.js');
 const { SnapshotScheduler } = await dist('resources/snapshots/scheduler.js');
 
@@ -96,9 +99,12 @@ async function seededStore(total) {
   raw.exec('analyze');
 
   const jobs = new JobRunner(store, systemClock, { automatic: false });
-  const quotas = new QuotaService(store);
+  // As the composition root has it: each event recorded looks for the webhooks it goes to.
+  subscribeToEvents(fanOutToWebhooks);
+  const quotas = new QuotaService(store, quotaSettings);
   const lifecycle = new Lifecycle(store, systemClock, jobs, { quotas, metering: BILLING_METERING });
-  const snapshots = new SnapshotService(store, systemClock, lifecycle, quotas, null);
+  const noInstances = () => Promise.reject(new Error('the scheduler makes no instance'));
+  const snapshots = new SnapshotService(store, systemClock, lifecycle, quotas, null, noInstances);
   const scheduler = new SnapshotScheduler(store, systemClock, jobs, lifecycle, snapshots);
   const setDue = raw.prepare(`update backup_schedules set next_due_at = ? where source_id = ?`);
   return {

@@ -33,7 +33,7 @@ async function importDist(module) {
 
 /** Builds the app as main.ts does, minus listeners, TLS and running jobs, and returns its generated document. */
 async function generateDocument() {
-  const { openBackends } = await importDist('backends.js');
+  const { openBackends } = await importDist('composition.js');
   const { loadConfig } = await importDist('platform/config.js');
   const { RequestMetrics } = await importDist('platform/http/request-metrics.js');
   const { createLogger } = await importDist('platform/logger.js');
@@ -44,8 +44,14 @@ async function generateDocument() {
   let app = null;
   try {
     backends = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }), { steppedJobs: true });
+    const { services } = backends;
     app = await buildApp({
-      services: backends.services,
+      modules: backends.modules,
+      authenticator: services.apiKeys,
+      rateLimits: services.rateLimits,
+      idempotency: services.idempotency,
+      cursors: services.cursors,
+      stateTables: services.stateTables,
       logger: createLogger('silent'),
       metrics: new RequestMetrics(),
       checkReady: async () => {},

@@ -1,7 +1,7 @@
 /**
- * Composition root: config → store → services → HTTP. Nothing else wires components together.
- * `startServer` returns once every listener is up, with a `close` that shuts down in order: stop
- * accepting, finish in-flight requests, flush buffered writes, close the store.
+ * The server: config → backends (the composition root, composition.ts) → HTTP. `startServer` returns
+ * once every listener is up, with a `close` that shuts down in order: stop accepting, finish in-flight
+ * requests, flush buffered writes, close the store.
  */
 import { chmodSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -11,8 +11,8 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
-import { type Backends, openBackends } from './backends.js';
-import { type Config, ConfigError } from './platform/config.js';
+import { type Backends, openBackends } from './composition.js';
+import type { Config } from './platform/config.js';
 import type { Clock } from './platform/domain/clock.js';
 import { buildApp } from './platform/http/app.js';
 import { clientErrorHandler, connectRefusalHandler } from './platform/http/early-errors.js';
@@ -23,9 +23,7 @@ import { storeMetricsExposition } from './platform/http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './platform/http/tls.js';
 import { createLogger } from './platform/logger.js';
 import { bootstrapAccount } from './resources/account/bootstrap.js';
-import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { buildMetadataApp, metadataHost } from './resources/instances/metadata-server.js';
-import { findInstance } from './resources/instances/store.js';
 import { instanceMetricsExposition } from './resources/metrics/operator-gauges.js';
 
 export const BOOTSTRAP_KEY_FILE = 'bootstrap-api-key';
@@ -109,7 +107,12 @@ export async function startServer(
     const registry = new Registry();
     const requestMetrics = new RequestMetrics();
     const app = await buildApp({
-      services,
+      modules: backends.modules,
+      authenticator: services.apiKeys,
+      rateLimits: services.rateLimits,
+      idempotency: services.idempotency,
+      cursors: services.cursors,
+      stateTables: services.stateTables,
       logger,
       metrics: requestMetrics,
       checkReady: async () => {
@@ -174,15 +177,21 @@ export async function startServer(
     }
 
     let metadataPort: number | null = null;
-    if (config.metadataPort > 0 || backends.qemu) {
+    const { driver } = backends;
+    if (config.metadataPort > 0 || driver.serve) {
       const metadata = await buildMetadataApp(services.instances, logger);
       closers.push(() => metadata.close());
       if (config.metadataPort > 0) {
         await metadata.listen({ port: config.metadataPort, host: metadataHost(config.host) });
         metadataPort = (metadata.server.address() as AddressInfo).port;
       } else await metadata.ready();
-      // Real VMs reach the same app through their own sockets (drivers/qemu/metadata-sockets.ts).
-      if (backends.qemu) await startQemu(backends, config, (req, res) => metadata.routing(req, res), logger);
+      // A driver whose guests are real serves them itself (qemu: their metadata sockets and SSH ports);
+      // they reach the same metadata app.
+      await driver.serve?.({
+        ...backends.guests,
+        metadata: (request, response) => metadata.routing(request, response),
+        log: logger,
+      });
     }
 
     // The billing period job closes months and marks overdue invoices; it must exist before jobs run.
@@ -234,49 +243,4 @@ export async function startServer(
     await unwind().catch(() => {});
     throw error;
   }
-}
-
-/**
- * The qemu driver's part of serving: it refuses to start without an image to boot, then opens the guests'
- * metadata sockets and SSH ports again (re-adopting VMs still running from before; each SSH connection
- * is let through only when the instance's firewall allows it from the client's address) and watches the
- * VMs; a VM that went away or powered itself off gets a look by the instance reconciler.
- */
-async function startQemu(
-  backends: Backends,
-  config: Config,
-  metadata: (req: http.IncomingMessage, res: http.ServerResponse) => void,
-  logger: Logger,
-): Promise<void> {
-  const qemu = backends.qemu!;
-  if (qemu.availableImages().length === 0) {
-    throw new ConfigError(
-      `NIMBUS_DRIVER=qemu: no guest image in ${config.qemu.imageDir}; build one with "nimbus admin images build"`,
-    );
-  }
-  const inbound = async (instanceId: string, port: number, address: string) => {
-    const instance = await findInstance(backends.store.db, instanceId);
-    if (!instance) return false;
-    const check = await backends.services.network.check(instance.account_id, instanceId, {
-      direction: 'inbound',
-      protocol: 'tcp',
-      port,
-      address,
-    });
-    return check.verdict === 'allow';
-  };
-  const adopted = await qemu.serve(metadata, inbound, (instanceId) => {
-    const { store, jobs } = backends;
-    store.db
-      .transaction()
-      .execute((trx) => jobs.enqueue(trx, INSTANCE_KIND.table.kind, instanceId))
-      .then(
-        () => jobs.wake(),
-        (error: unknown) => logger.warn({ err: error, instance: instanceId }, 'could not look at a VM again'),
-      );
-  });
-  logger.info(
-    { accel: qemu.accel, images: qemu.availableImages(), adopted },
-    'qemu driver: serving VMs (re-adopted those still running)',
-  );
 }

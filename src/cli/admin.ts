@@ -4,7 +4,7 @@
  * auth-cache lifetime (NIMBUS_AUTH_CACHE_SECONDS).
  */
 import { parseArgs } from 'node:util';
-import { type Backends, openBackends } from '../backends.js';
+import { type Backends, openBackends } from '../composition.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
 import type { Config } from '../platform/config.js';
 import { actingAs, OPERATOR } from '../platform/events/actor.js';

@@ -6,6 +6,7 @@
  * (resources/instances/reconciler.ts) drives a machine by calling, persisting, and coming back at that
  * time, so nothing is lost when the server dies mid-change. A driver keeps its own durable state.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { InstanceType } from '../resources/catalog/catalog.js';
 
 /** What the driver needs to know about the machine it runs for an instance. */
@@ -188,6 +189,23 @@ export interface GatewayState {
   settlesAt: Date | null;
 }
 
+/** Where a driver says how its serving goes (the server's logger). */
+export interface DriverLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+/** What the control plane lends a driver that serves its guests itself (ComputeDriver.serve). */
+export interface GuestHost {
+  /** The instance metadata service (resources/instances/metadata-server.ts), answering one guest request. */
+  metadata(request: IncomingMessage, response: ServerResponse): void;
+  /** Whether a TCP connection from `address` to the instance's `port` is let in: its firewall's verdict. */
+  allowsInbound(instanceId: string, port: number, address: string): Promise<boolean>;
+  /** Has the instance looked at again, because its machine changed by itself (went away, powered off). */
+  machineChanged(instanceId: string): Promise<void>;
+  log: DriverLog;
+}
+
 export interface ComputeDriver {
   readonly name: string;
   /** null for a driver that runs real machines and takes no fault tags. */
@@ -254,4 +272,13 @@ export interface ComputeDriver {
   sshEndpoint?(instanceId: string): { host: string; port: number } | null;
   /** The images the driver can boot, for a driver whose catalogue is what is installed (qemu); absent: all. */
   availableImages?(): string[];
+
+  /**
+   * Starts what a driver whose guests are real serves them itself (qemu: each guest's metadata socket and
+   * forwarded SSH port, and the watcher of its VMs). The server calls it once, after the metadata service
+   * is ready; operator commands never do. Throws ConfigError when the driver cannot serve as configured.
+   */
+  serve?(host: GuestHost): Promise<void>;
+  /** Stops whatever the driver runs in this process (its servers, its watcher). */
+  close?(): Promise<void>;
 }

@@ -6,8 +6,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { FormatRegistry, type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { DEFAULT_PUBLIC_POOLS, parseCidr } from '../resources/addresses/addresses.js';
-import { REGION_NAMES, REGIONS } from '../resources/catalog/catalog.js';
 
 FormatRegistry.Set('date', (value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(value)));
 
@@ -131,10 +129,12 @@ export interface Config {
   logLevel: LogLevel;
   v1EndOfLife: Date | null;
   authCacheMs: number;
-  /** GPUs per region (0 where none). */
-  gpuCapacity: Record<string, number>;
-  /** Public IPv4 pool (CIDR) per region. */
-  publicIpPools: Record<string, string>;
+  /**
+   * NIMBUS_GPU_CAPACITY and NIMBUS_PUBLIC_IP_POOLS as given (null: not set): their regions are the
+   * catalogue's, so the instances resource reads them (resources/instances/region-settings.ts).
+   */
+  gpuCapacity: string | null;
+  publicIpPools: string | null;
   webhooks: { allowPrivate: boolean; caFile: string | null; retryBaseSeconds: number };
   /**
    * The master key from NIMBUS_SECRET_KEY or NIMBUS_SECRET_KEY_FILE, and which of them (the file's path
@@ -223,8 +223,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: raw.NIMBUS_LOG_LEVEL,
     v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
     authCacheMs: raw.NIMBUS_AUTH_CACHE_SECONDS * 1000,
-    gpuCapacity: parseGpuCapacity(raw.NIMBUS_GPU_CAPACITY),
-    publicIpPools: parsePublicPools(raw.NIMBUS_PUBLIC_IP_POOLS),
+    gpuCapacity: raw.NIMBUS_GPU_CAPACITY ?? null,
+    publicIpPools: raw.NIMBUS_PUBLIC_IP_POOLS ?? null,
     webhooks: {
       allowPrivate: raw.NIMBUS_WEBHOOK_ALLOW_PRIVATE === '1' || raw.NIMBUS_WEBHOOK_ALLOW_PRIVATE === 'true',
       caFile: raw.NIMBUS_WEBHOOK_CA_FILE ? path.resolve(raw.NIMBUS_WEBHOOK_CA_FILE) : null,
@@ -289,54 +289,6 @@ function parseTrustProxy(value: string | undefined): boolean | string {
   if (value === '1' || value.toLowerCase() === 'true') return true;
   if (value === '0' || value.toLowerCase() === 'false') return false;
   return value;
-}
-
-/** `a=1,b=2` → entries, each region checked against the catalogue. */
-function regionMap(variable: string, value: string): [string, string][] {
-  return value
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean)
-    .map((part) => {
-      const [region, setting] = part.split('=').map((s) => s.trim());
-      if (!region || !setting || !REGION_NAMES.includes(region)) {
-        throw new ConfigError(
-          `Invalid configuration: ${variable} entries are region=value with a region of ${REGION_NAMES.join(', ')} (got "${part}")`,
-        );
-      }
-      return [region, setting];
-    });
-}
-
-/** Default: 64 GPUs in each region the catalogue offers GPUs in. */
-function parseGpuCapacity(value: string | undefined): Record<string, number> {
-  const capacity = Object.fromEntries(REGIONS.map((r) => [r.name, r.gpu_available ? 64 : 0]));
-  if (value === undefined) return capacity;
-  for (const region of REGION_NAMES) capacity[region] = 0;
-  for (const [region, setting] of regionMap('NIMBUS_GPU_CAPACITY', value)) {
-    const count = Number(setting);
-    if (!Number.isInteger(count) || count < 0) {
-      throw new ConfigError(
-        `Invalid configuration: NIMBUS_GPU_CAPACITY for ${region} must be a whole number`,
-      );
-    }
-    capacity[region] = count;
-  }
-  return capacity;
-}
-
-function parsePublicPools(value: string | undefined): Record<string, string> {
-  const pools = { ...DEFAULT_PUBLIC_POOLS };
-  for (const [region, cidr] of regionMap('NIMBUS_PUBLIC_IP_POOLS', value ?? '')) {
-    try {
-      pools[region] = parseCidr(cidr).cidr;
-    } catch (error) {
-      throw new ConfigError(
-        `Invalid configuration: NIMBUS_PUBLIC_IP_POOLS for ${region}: ${(error as Error).message}`,
-      );
-    }
-  }
-  return pools;
 }
 
 function parsePortRange(value: string): { first: number; last: number } {

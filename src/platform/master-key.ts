@@ -16,9 +16,6 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { sealedKeyBinding } from '../resources/vpns/kind.js';
-import { anySealedKey } from '../resources/vpns/store.js';
-import { anySealedSecret } from '../resources/webhooks/store.js';
 import { type Config, ConfigError } from './config.js';
 import { MASTER_KEY_FILE, SealedSecretUnreadable, SecretBox } from './secret-box.js';
 import type { Executor } from './store/schema.js';
@@ -28,6 +25,18 @@ export const FINGERPRINT_SETTING = 'master_key_fingerprint';
 /** The fingerprint's value that an operator writes to have the next process's key recorded. */
 export const FINGERPRINT_RESET = 'reset';
 const HOW_TO = 'docs/operations.md, "Secrets at rest"';
+
+/** A secret sealed in the store, with the associated data it was sealed with (SecretBox.open's binding). */
+export interface SealedSecret {
+  sealed: string;
+  boundTo: string;
+}
+
+/**
+ * How a resource that seals secrets in the store finds one of them, if it has any (a webhook's signing
+ * secret, a VPN's private key); the composition root hands the resources' probes to checkMasterKey.
+ */
+export type SealedSecretProbe = (db: Executor) => Promise<SealedSecret | undefined>;
 
 export interface MasterKey {
   box: SecretBox;
@@ -62,13 +71,18 @@ export function resolveMasterKey(config: Config): MasterKey {
 
 /**
  * Refuses (ConfigError) a key whose fingerprint is not the store's; records it when the store has none.
- * Run once at start, after migrations.
+ * Run once at start, after migrations. `probes` find what the resources sealed, for a store from before
+ * fingerprints.
  */
-export async function checkMasterKey(db: Executor, key: MasterKey): Promise<void> {
+export async function checkMasterKey(
+  db: Executor,
+  key: MasterKey,
+  probes: readonly SealedSecretProbe[],
+): Promise<void> {
   const mine = key.box.fingerprint();
   let stored = await findSetting(db, FINGERPRINT_SETTING);
   if (stored === undefined) {
-    await checkOpensWhatIsSealed(db, key);
+    await checkOpensWhatIsSealed(db, key, probes);
     if (await claimSetting(db, FINGERPRINT_SETTING, mine)) return;
     // Another process recorded its key first: this one must be the same.
     stored = await findSetting(db, FINGERPRINT_SETTING);
@@ -89,12 +103,15 @@ export async function checkMasterKey(db: Executor, key: MasterKey): Promise<void
 }
 
 /** A store from before fingerprints: the key must open a secret already sealed there, if there is one. */
-async function checkOpensWhatIsSealed(db: Executor, key: MasterKey): Promise<void> {
-  const webhook = await anySealedSecret(db);
-  const vpn = await anySealedKey(db);
+async function checkOpensWhatIsSealed(
+  db: Executor,
+  key: MasterKey,
+  probes: readonly SealedSecretProbe[],
+): Promise<void> {
+  const found = [];
+  for (const probe of probes) found.push(await probe(db));
   try {
-    if (webhook) key.box.open(webhook.secret, webhook.id);
-    if (vpn) key.box.open(vpn.server_private_key_sealed, sealedKeyBinding(vpn.id));
+    for (const secret of found) if (secret) key.box.open(secret.sealed, secret.boundTo);
   } catch (error) {
     if (!(error instanceof SealedSecretUnreadable)) throw error;
     throw new ConfigError(

@@ -1,9 +1,12 @@
-import type { AccountView } from '../resources/account/view.js';
 import { type Access, allows, type PermissionArea } from './domain/permissions.js';
 import type { AccountStatus, Plan, RateLimitPolicy } from './domain/plans.js';
 import { Forbidden } from './errors.js';
 
-/** Who is calling: the verified API key and what its account allows. Passed to services by the HTTP layer. */
+/**
+ * Who is calling: the verified API key and what its account allows. Passed to services by the HTTP layer.
+ * These are the fields the platform reads; a resource adds what it keeps of the caller by declaration
+ * merging, as Fastify's decorations do (resources/account/view.ts: the account as read with the key).
+ */
 export interface Principal {
   accountId: string;
   keyId: string;
@@ -13,8 +16,6 @@ export interface Principal {
   plan: Plan;
   accountStatus: AccountStatus;
   rateLimit: RateLimitPolicy;
-  /** The account as read when the key was verified. */
-  account: AccountView;
 }
 
 /**

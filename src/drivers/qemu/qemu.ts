@@ -5,8 +5,8 @@
  * class puts them behind ComputeDriver and watches the VMs.
  *
  * The watcher looks at every VM every WATCH_MS: a QEMU process that went away without being asked (killed,
- * crashed), or a guest that powered itself off, is reported through `onMachineChange`, which the
- * composition root turns into a look by the instance reconciler — so the instance shows it within
+ * crashed), or a guest that powered itself off, is reported through the host's `machineChanged`, which
+ * the composition root turns into a look by the instance reconciler — so the instance shows it within
  * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md).
  *
  * VPN gateways stay simulated with this driver (the simulator's gateways, in the same store): running
@@ -14,11 +14,13 @@
  *
  * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
  */
+import { ConfigError } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import type {
   ComputeDriver,
   GatewaySpec,
   GatewayState,
+  GuestHost,
   MachineSpec,
   MachineState,
   MetricSample,
@@ -37,9 +39,9 @@ import { QemuPaths } from './files.js';
 import { listImages } from './images.js';
 import { kvmUsableRemembered } from './kvm-verdict.js';
 import { type GuestIdentity, QemuMachines } from './machines.js';
-import { type MetadataHandler, MetadataSockets } from './metadata-sockets.js';
+import { MetadataSockets } from './metadata-sockets.js';
 import { QemuMetrics } from './metrics.js';
-import { type InboundCheck, SshProxies } from './ssh-proxy.js';
+import { SshProxies } from './ssh-proxy.js';
 import { describeMissing, missingPrograms, type ProgramNeed } from './tools.js';
 
 const WATCH_MS = 1000;
@@ -75,7 +77,8 @@ export interface QemuDriverOptions {
   identity: (spec: MachineSpec) => Promise<GuestIdentity>;
 }
 
-export class QemuDriverError extends Error {}
+/** A setting or a host the driver cannot run with: the process refuses to start, saying why. */
+export class QemuDriverError extends ConfigError {}
 
 export class QemuDriver implements ComputeDriver {
   readonly name = 'qemu';
@@ -91,7 +94,7 @@ export class QemuDriver implements ComputeDriver {
   private readonly imageDir: string;
   private watcher: NodeJS.Timeout | null = null;
   private watching = false;
-  private onMachineChange: ((instanceId: string) => void) | null = null;
+  private host: GuestHost | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -153,25 +156,31 @@ export class QemuDriver implements ComputeDriver {
   }
 
   /**
-   * Serving (the server only; operator commands never do): the metadata app behind every guest's socket,
-   * the firewall's verdict in front of every SSH port (ssh-proxy.ts), the sockets and ports of machines
-   * from an earlier run opened again, and the watcher started; `changed` is called with an instance whose
-   * VM went away or powered itself off. Returns the machines found running.
+   * Serving (the server only; operator commands never do): it refuses to start without an image to boot,
+   * then puts the metadata app behind every guest's socket and the firewall's verdict in front of every
+   * SSH port (ssh-proxy.ts), opens the sockets and ports of machines from an earlier run again (re-adopting
+   * VMs still running) and starts the watcher, which has an instance whose VM went away or powered itself
+   * off looked at again.
    */
-  async serve(
-    handler: MetadataHandler,
-    inbound: InboundCheck,
-    changed: (instanceId: string) => void,
-  ): Promise<string[]> {
-    this.metadata.setHandler(handler);
-    this.proxies.setCheck(inbound);
+  async serve(host: GuestHost): Promise<void> {
+    const images = this.availableImages();
+    if (images.length === 0) {
+      throw new QemuDriverError(
+        `NIMBUS_DRIVER=qemu: no guest image in ${this.imageDir}; build one with "nimbus admin images build"`,
+      );
+    }
+    this.metadata.setHandler((request, response) => host.metadata(request, response));
+    this.proxies.setCheck((instanceId, port, address) => host.allowsInbound(instanceId, port, address));
     const adopted = await this.machines.adopt();
-    this.onMachineChange = changed;
+    this.host = host;
     if (!this.watcher) {
       this.watcher = setInterval(() => void this.look(), WATCH_MS);
       this.watcher.unref();
     }
-    return adopted;
+    host.log.info(
+      { accel: this.accel, images, adopted },
+      'qemu driver: serving VMs (re-adopted those still running)',
+    );
   }
 
   async close(): Promise<void> {
@@ -183,16 +192,24 @@ export class QemuDriver implements ComputeDriver {
   }
 
   private async look(): Promise<void> {
-    if (this.watching || !this.onMachineChange) return;
+    if (this.watching || !this.host) return;
     this.watching = true;
     try {
-      for (const record of this.machines.lost()) this.onMachineChange(record.id);
-      for (const record of await this.machines.poweredOff()) this.onMachineChange(record.id);
+      for (const record of this.machines.lost()) this.changed(record.id);
+      for (const record of await this.machines.poweredOff()) this.changed(record.id);
     } catch {
       // the next look tries again
     } finally {
       this.watching = false;
     }
+  }
+
+  /** Has the control plane look at the instance again; a failure to ask is logged, and the next look asks again. */
+  private changed(instanceId: string): void {
+    const host = this.host;
+    host?.machineChanged(instanceId).catch((error: unknown) => {
+      host.log.warn({ err: error, instance: instanceId }, 'could not look at a VM again');
+    });
   }
 
   provision(spec: MachineSpec): Promise<void> {

@@ -4,16 +4,13 @@
  * read the events table; none of them depends on an in-memory callback. Types and their data come from
  * the catalogue (platform/events/catalog.ts).
  *
- * Webhook fan-out happens here too: one pending delivery per live subscription of the account whose
- * `events` match, in the same transaction. So a delivery exists exactly when its event does — no
- * dispatcher position to keep, and none to lose when transactions commit out of order — and the
- * delivery worker (resources/webhooks/delivery-worker.ts) only has to send what is due.
+ * What must exist exactly when its event does is written by the outbox's subscribers, in the same
+ * transaction, after the event's row: the composition root subscribes the webhooks resource's fan-out
+ * (resources/webhooks/fan-out.ts), so a pending delivery commits with its event or not at all.
  *
  * Each event names its actor, the one the work runs for (platform/events/actor.ts): callers never pass it.
  */
 
-import { matchesEvent } from '../../resources/webhooks/rules.js';
-import { insertDeliveries, liveSubscriptions, pendingDelivery } from '../../resources/webhooks/store.js';
 import type { Clock } from '../domain/clock.js';
 import { newId } from '../domain/ids.js';
 import type { Executor } from '../store/schema.js';
@@ -26,8 +23,28 @@ export interface EventInput<T extends EventType> {
   type: T;
   resourceId: string;
   data: EventData<T>;
-  /** Deliver to these subscriptions only (a test delivery), instead of every matching one. */
+  /** Deliver to these webhook subscriptions only (a test delivery), instead of every matching one. */
   deliverTo?: readonly string[];
+}
+
+/** An event as the outbox wrote it, for its subscribers. */
+export interface RecordedEvent<T extends EventType = EventType> extends EventInput<T> {
+  id: string;
+  recordedAt: Date;
+}
+
+/** Writes, in the transaction that records an event, what must commit with it (see above). */
+export type EventSubscriber = (trx: Executor, event: RecordedEvent) => Promise<void>;
+
+/** Process-wide, as the event catalogue is: every store this process opens records its events here. */
+const subscribers = new Set<EventSubscriber>();
+
+/**
+ * Adds a subscriber for every event recorded from now on; adding one already there changes nothing, so a
+ * process that composes the services twice (tests, replicas in one process) still writes each once.
+ */
+export function subscribeToEvents(subscriber: EventSubscriber): void {
+  subscribers.add(subscriber);
 }
 
 export async function recordEvent<T extends EventType>(
@@ -46,24 +63,6 @@ export async function recordEvent<T extends EventType>(
     created_at: now.toISOString(),
     actor: currentActor(),
   });
-  const subscribers =
-    event.deliverTo ??
-    (await liveSubscriptions(trx, event.accountId))
-      .filter((subscription) => matchesEvent(subscription.events, event.type))
-      .map((subscription) => subscription.id);
-  const at = now.toISOString();
-  await insertDeliveries(
-    trx,
-    subscribers.map((webhookId) =>
-      pendingDelivery({
-        id: newId('delivery', now),
-        webhookId,
-        accountId: event.accountId,
-        eventId: id,
-        eventType: event.type,
-        at,
-      }),
-    ),
-  );
+  for (const subscriber of subscribers) await subscriber(trx, { ...event, id, recordedAt: now });
   return id;
 }

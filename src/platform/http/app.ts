@@ -2,7 +2,8 @@
  * buildApp assembles the Fastify application without listening, so tests can `inject` and main.ts can
  * attach it to real HTTPS/HTTP servers. Order matters: cross-cutting plugins, then the OpenAPI
  * generator (it must see every route), then routes. Each version scope (/v1, /v2) adds the guard and
- * idempotency hooks; health checks and /docs sit outside them and need no key.
+ * idempotency hooks, then the routes of every resource module it is given (platform/module.ts); health
+ * checks and /docs sit outside them and need no key.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import websocket from '@fastify/websocket';
@@ -13,23 +14,13 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { apiKeyRoutes } from '../../resources/account/api-key-routes.js';
-import { accountRoutes } from '../../resources/account/routes.js';
-import { alertRoutes } from '../../resources/alerts/routes.js';
-import { billingRoutes } from '../../resources/billing/routes.js';
-import { catalogRoutes } from '../../resources/catalog/routes.js';
-import { eventRoutes } from '../../resources/events/routes.js';
-import { instanceRoutes } from '../../resources/instances/routes.js';
-import { metricRoutes, STREAM_MAX_PAYLOAD } from '../../resources/metrics/routes.js';
-import { firewallRuleRoutes } from '../../resources/networking/firewall-routes.js';
-import { networkRoutes } from '../../resources/networking/routes.js';
-import { snapshotRoutes } from '../../resources/snapshots/routes.js';
-import { sshKeyRoutes } from '../../resources/ssh-keys/routes.js';
-import { volumeRoutes } from '../../resources/volumes/routes.js';
-import { vpnRoutes } from '../../resources/vpns/routes.js';
-import { webhookRoutes } from '../../resources/webhooks/routes.js';
-import type { Services } from '../../services.js';
+import type { Authenticator } from '../authenticator.js';
+import type { CursorSigner } from '../domain/cursors.js';
 import { newId } from '../domain/ids.js';
+import type { IdempotencyService } from '../idempotency/idempotency.js';
+import type { StateTable } from '../lifecycle/state-table.js';
+import type { ResourceModule } from '../module.js';
+import type { RateLimitService } from '../rate-limits/rate-limits.js';
 import { consoleRoutes } from './console-routes.js';
 import { clientErrorHandler, connectRefusalHandler, frameworkErrorHandler } from './early-errors.js';
 import { healthRoutes } from './health-routes.js';
@@ -58,8 +49,20 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  */
 const MAX_PARAM_LENGTH = PARSER_MAX_HEADER_BYTES;
 
+/** The WebSocket message limit when no module asks for one. */
+const DEFAULT_WEBSOCKET_MAX_PAYLOAD = 16 * 1024;
+
 export interface AppDeps {
-  services: Services;
+  /** The resources served, their routes in every version scope in this order (platform/module.ts). */
+  modules: readonly ResourceModule[];
+  /** Who a presented API key stands for (the guard). */
+  authenticator: Authenticator;
+  rateLimits: RateLimitService;
+  idempotency: IdempotencyService;
+  /** Seals and opens the /v2 list cursors. */
+  cursors: CursorSigner;
+  /** The state table of every stateful kind, published in the OpenAPI document. */
+  stateTables: readonly StateTable<string, string>[];
   logger: Logger;
   metrics: RequestMetrics;
   checkReady: () => Promise<void>;
@@ -70,7 +73,7 @@ export interface AppDeps {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const early = { rateLimits: deps.services.rateLimits, logger: deps.logger };
+  const early = { rateLimits: deps.rateLimits, logger: deps.logger };
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     // Our own access-log line (plugins/observability.ts) replaces Fastify's two lines per request.
@@ -95,13 +98,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorsPlugin);
   await app.register(transportPlugin, {
     endOfLife: deps.v1EndOfLife ? { v1: deps.v1EndOfLife } : {},
-    rateLimits: deps.services.rateLimits,
+    rateLimits: deps.rateLimits,
   });
   await app.register(observabilityPlugin, { metrics: deps.metrics });
-  const documents = await registerOpenApi(app, deps.services.stateTables);
+  const documents = await registerOpenApi(app, deps.stateTables);
   // Before the /v1 scope, so its hooks know an upgrade (request.ws) when the guard runs.
+  const payloads = deps.modules.flatMap((module) => module.maxWebSocketPayload ?? []);
   await app.register(websocket, {
-    options: { maxPayload: STREAM_MAX_PAYLOAD },
+    options: { maxPayload: payloads.length > 0 ? Math.max(...payloads) : DEFAULT_WEBSOCKET_MAX_PAYLOAD },
     errorHandler: websocketErrorHandler(deps.logger),
   });
   await app.register(upgradesPlugin, early);
@@ -117,12 +121,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   for (const version of SUPPORTED_VERSIONS) {
     await app.withTypeProvider<TypeBoxTypeProvider>().register(
       async (scope) => {
-        await scope.register(guardPlugin, {
-          apiKeys: deps.services.apiKeys,
-          rateLimits: deps.services.rateLimits,
-        });
+        await scope.register(guardPlugin, { apiKeys: deps.authenticator, rateLimits: deps.rateLimits });
         await scope.register(actorPlugin);
-        await scope.register(idempotencyPlugin, { idempotency: deps.services.idempotency });
+        await scope.register(idempotencyPlugin, { idempotency: deps.idempotency });
         scope.setNotFoundHandler(notFoundHandler(app.knownRoutes));
         if (version === 'v1') {
           scope.get(
@@ -134,31 +135,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             (request, reply) => documents.json.send(request, reply),
           );
         } else {
-          cursorLists(scope, deps.services.cursors);
+          cursorLists(scope, deps.cursors);
         }
-        await registerResourceRoutes(scope, deps.services);
+        // The resources' routes, the same in every API version.
+        for (const module of deps.modules) if (module.routes) await scope.register(module.routes);
       },
       { prefix: `/${version}` },
     );
   }
   return app;
-}
-
-/** The resource routes, the same in every API version. */
-async function registerResourceRoutes(scope: FastifyInstance, services: Services): Promise<void> {
-  await scope.register(accountRoutes, services);
-  await scope.register(apiKeyRoutes, services);
-  await scope.register(catalogRoutes);
-  await scope.register(instanceRoutes, services);
-  await scope.register(networkRoutes, services);
-  await scope.register(firewallRuleRoutes, services);
-  await scope.register(volumeRoutes, services);
-  await scope.register(vpnRoutes, services);
-  await scope.register(snapshotRoutes, services);
-  await scope.register(sshKeyRoutes, services);
-  await scope.register(eventRoutes, services);
-  await scope.register(webhookRoutes, services);
-  await scope.register(metricRoutes, services);
-  await scope.register(billingRoutes, services);
-  await scope.register(alertRoutes, services);
 }

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { quotaSettings } from '../../resources/account/store.js';
 import { ManualClock } from '../domain/clock.js';
 import { Conflict, NotFound } from '../errors.js';
 import { JobRunner } from '../jobs/runner.js';
@@ -124,7 +125,7 @@ describe('Lifecycle (a kind other than instances)', () => {
       .execute();
     clock = new ManualClock();
     jobs = new JobRunner(store, clock, { automatic: false });
-    lifecycle = new Lifecycle(store, clock, jobs, { quotas: new QuotaService(store) });
+    lifecycle = new Lifecycle(store, clock, jobs, { quotas: new QuotaService(store, quotaSettings) });
   });
   afterEach(async () => {
     await jobs.stop();

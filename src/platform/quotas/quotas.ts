@@ -14,9 +14,7 @@
  * `admin recount` compares with and repairs from.
  */
 
-import { countApiKeys } from '../../resources/account/api-key-store.js';
-import { quotaSettings } from '../../resources/account/store.js';
-import { PLAN_QUOTAS, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
+import { PLAN_QUOTAS, type Plan, QUOTA_NAMES, type QuotaName } from '../domain/plans.js';
 import { NotFound, QuotaExceeded } from '../errors.js';
 import type { Store } from '../store/db.js';
 import type { Executor } from '../store/schema.js';
@@ -24,6 +22,15 @@ import { COUNTED_QUOTAS, type CountedQuota, isCountedQuota } from './usage.js';
 import { applyHeldUsage, type HeldUsage, lockUsage, setUsage, usageOf, usagesOf } from './usage-store.js';
 
 export type UsageCounter = (db: Executor, accountId: string) => Promise<number>;
+
+/** An account's plan and the limits set for it alone (`admin set-quota`), by quota name. */
+export interface QuotaSettings {
+  plan: Plan;
+  overrides: ReadonlyMap<string, number>;
+}
+
+/** Where the account's quota settings are read (the account resource's store); undefined: no such account. */
+export type QuotaSettingsReader = (db: Executor, accountId: string) => Promise<QuotaSettings | undefined>;
 
 export interface QuotaView {
   name: QuotaName;
@@ -41,16 +48,18 @@ export interface Recount {
 export class QuotaService {
   private readonly counters = new Map<QuotaName, UsageCounter>();
 
-  constructor(private readonly store: Store) {
-    this.register('api_keys', countApiKeys);
-  }
+  constructor(
+    private readonly store: Store,
+    private readonly settingsOf: QuotaSettingsReader,
+  ) {}
 
+  /** How a resource counts its usage of a quota (the composition root registers each). */
   register(name: QuotaName, counter: UsageCounter): void {
     this.counters.set(name, counter);
   }
 
   async limits(db: Executor, accountId: string): Promise<Record<QuotaName, number>> {
-    const settings = await quotaSettings(db, accountId);
+    const settings = await this.settingsOf(db, accountId);
     if (!settings) throw new NotFound('account', accountId);
     const { plan, overrides } = settings;
     const defaults = PLAN_QUOTAS[plan];

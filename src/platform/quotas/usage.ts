@@ -3,9 +3,9 @@
  * instead of counting rows on every create (docs/design.md, "Quotas and plans"). A row's contribution depends only on
  * the row: an instance counts once with its type's vCPUs and GPUs whatever its status, until its row is
  * purged; a data volume counts once with its size (root volumes belong to their instance); a snapshot
- * counts once. Writing a row applies `usageDelta(before, after)`, which is all a counter ever needs.
+ * counts once. Writing a row applies `usageDelta(before, after)`, which is all a counter ever needs; each
+ * resource's kind says what its row adds (`usage` in resources/instances/kind.ts, volumes/kind.ts, snapshots/kind.ts).
  */
-import { type InstanceType, instanceTypeNamed } from '../../resources/catalog/catalog.js';
 import type { QuotaName } from '../domain/plans.js';
 
 /** The quotas kept as maintained counters; the others (small, per-account lists) are counted. */
@@ -23,21 +23,6 @@ export type Usage = Partial<Record<CountedQuota, number>>;
 
 export function isCountedQuota(name: QuotaName): name is CountedQuota {
   return (COUNTED_QUOTAS as readonly string[]).includes(name);
-}
-
-export const gpusOf = (type: InstanceType): number => type.gpu?.count ?? 0;
-
-export function instanceUsage(instance: { instance_type: string }): Usage {
-  const type = instanceTypeNamed(instance.instance_type);
-  return { instances: 1, vcpus: type.vcpus, gpus: gpusOf(type) };
-}
-
-export function volumeUsage(volume: { kind: string; size_gb: number }): Usage {
-  return volume.kind === 'data' ? { volumes: 1, volume_storage_gb: volume.size_gb } : {};
-}
-
-export function snapshotUsage(): Usage {
-  return { snapshots: 1 };
 }
 
 /** after − before, per counter, leaving out the counters that do not move. */

@@ -10,7 +10,7 @@
  *
  * On PostgreSQL the compiled SQL also runs as a named prepared statement (platform/store/postgres-prepared.ts), so
  * the server parses and plans it once per connection instead of on every call. Compiled queries run after
- * the migrations (src/backends.ts migrates the store before it builds a service), so a statement is
+ * the migrations (src/composition.ts migrates the store before it builds a service), so a statement is
  * prepared against the schema it was written for; postgres-prepared.ts copes with a schema changed later
  * by another replica.
  */

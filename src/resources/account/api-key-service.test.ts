@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Backends, openBackends } from '../../backends.js';
+import { type Backends, openBackends } from '../../composition.js';
 import { loadConfig } from '../../platform/config.js';
 import { AuthenticationFailed } from '../../platform/errors.js';
 

@@ -10,6 +10,7 @@
  * and verifies again by the key's hash (authenticateHash).
  */
 import { hash, randomBytes } from 'node:crypto';
+import { type Authenticator, UnverifiedKey } from '../../platform/authenticator.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import type { PageRequest } from '../../platform/domain/pagination.js';
@@ -103,12 +104,7 @@ interface CacheEntry {
 /** What an invalidation dropped from the cache: one key (revoked) or every key of an account. */
 export type Invalidation = { keyHash: string } | { accountId: string };
 
-/** A plausible key that the cache does not hold: the store decides (ApiKeyService.verifyFromStore). */
-export class UnverifiedKey {
-  constructor(readonly keyHash: string) {}
-}
-
-export class ApiKeyService {
+export class ApiKeyService implements Authenticator {
   private readonly cache = new Map<string, CacheEntry>();
   /**
    * Counts invalidations. A request that missed the cache caches what it read only if no invalidation

@@ -20,9 +20,10 @@ vi.mock('node:crypto', async (importOriginal) => {
   };
 });
 
-const { openBackends } = await import('../../backends.js');
+const { openBackends } = await import('../../composition.js');
 const { loadConfig } = await import('../../platform/config.js');
-const { hashKey, UnverifiedKey } = await import('./api-key-service.js');
+const { hashKey } = await import('./api-key-service.js');
+const { UnverifiedKey } = await import('../../platform/authenticator.js');
 const { AuthenticationFailed } = await import('../../platform/errors.js');
 
 describe('ApiKeyService.verifyFromMemory / verifyFromStore', () => {

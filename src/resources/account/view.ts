@@ -14,6 +14,13 @@ export interface AccountView {
   updated_at: string;
 }
 
+declare module '../../platform/principal.js' {
+  interface Principal {
+    /** The account as read when the key was verified (GET /account answers with it). */
+    account: AccountView;
+  }
+}
+
 export function accountView(row: AccountRow): AccountView {
   return {
     id: row.id,

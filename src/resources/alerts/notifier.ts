@@ -26,11 +26,10 @@ import { readFileSync } from 'node:fs';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Clock } from '../../platform/domain/clock.js';
 import { findEventById, type StoredEvent } from '../../platform/events/store.js';
-import type { JobRunner } from '../../platform/jobs/runner.js';
+import type { JobHandler } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
 import { MAX_DELIVERY_ATTEMPTS, retryDelayMs } from '../webhooks/rules.js';
 import type { WebhookSender } from '../webhooks/sender.js';
-import { NOTIFY_JOB } from './incidents.js';
 import { type AlertEventData, type AlertMessageInput, chatBody, emailMessage } from './messages.js';
 import type { ChatFormat } from './rules.js';
 import {
@@ -90,23 +89,21 @@ const BATCH = 256;
  */
 const RUN_BUDGET_MS = 5_000;
 
-export class AlertNotifier {
+export class AlertNotifier implements JobHandler {
   private mailer: Transporter | null = null;
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    jobs: JobRunner,
     private readonly sender: WebhookSender,
     private readonly options: NotifierOptions,
-  ) {
-    jobs.register(NOTIFY_JOB.kind, {
-      run: () => this.run(),
-      // Attempts record their own failures; a run that still fails ten times in a row (the store
-      // unreachable) leaves its notifications pending, and the next transition makes the job again.
-      giveUp: async () => {},
-    });
-  }
+  ) {}
+
+  /**
+   * Attempts record their own failures; a run that still fails ten times in a row (the store unreachable)
+   * leaves its notifications pending, and the next transition makes the job again.
+   */
+  async giveUp(): Promise<void> {}
 
   /** Whether e-mail can be sent: NIMBUS_SMTP_URL is set. */
   get mailConfigured(): boolean {

@@ -158,9 +158,7 @@ export class AlertService {
     private readonly notifier: AlertNotifier,
     private readonly deliveries: WebhookDeliveryWorker,
     private readonly options: AlertServiceOptions,
-  ) {
-    quotas.register('alerts', alerts.countPolicies);
-  }
+  ) {}
 
   async create(accountId: string, input: NewPolicy): Promise<PolicyView> {
     const now = this.clock.now();

@@ -131,9 +131,7 @@ export class BillingService implements JobHandler {
     private readonly jobs: JobRunner,
     private readonly apiKeys: ApiKeyService,
     private readonly options: BillingOptions,
-  ) {
-    jobs.register(BILLING_JOB.kind, this);
-  }
+  ) {}
 
   /** The service's clock (an operator's `close-period` without `--at` closes as of it). */
   now(): Date {

@@ -7,9 +7,9 @@
 import type { MachineSpec } from '../../drivers/driver.js';
 import type { InstanceEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
-import { gpusOf, instanceUsage } from '../../platform/quotas/usage.js';
+import type { Usage } from '../../platform/quotas/usage.js';
 import { instanceMeter } from '../billing/rules.js';
-import { instanceTypeNamed } from '../catalog/catalog.js';
+import { type InstanceType, instanceTypeNamed } from '../catalog/catalog.js';
 import { removeSchedule } from '../volumes/backup-schedule-store.js';
 import { deleteRootVolume } from '../volumes/store.js';
 import type { Instance, InstanceChanges } from './record.js';
@@ -22,6 +22,14 @@ import {
 import * as instances from './store.js';
 
 export type { InstanceEventType } from './states.js';
+
+export const gpusOf = (type: InstanceType): number => type.gpu?.count ?? 0;
+
+/** What an instance takes of its account's quotas whatever its status, until its row is purged. */
+function instanceUsage(instance: { instance_type: string }): Usage {
+  const type = instanceTypeNamed(instance.instance_type);
+  return { instances: 1, vcpus: type.vcpus, gpus: gpusOf(type) };
+}
 
 export const INSTANCE_KIND: ResourceKind<
   InstanceStatus,

@@ -35,7 +35,7 @@ import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
-import { INSTANCE_KIND, type InstanceEventType } from './kind.js';
+import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
@@ -120,8 +120,6 @@ export interface InstanceServiceOptions {
 
 type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventType>;
 
-const gpusOf = (type: InstanceType) => type.gpu?.count ?? 0;
-
 /** Where a create's addresses come from: the region's public pool (none configured: null), its private network. */
 interface AddressScopes {
   public: AddressScope | null;
@@ -137,11 +135,7 @@ export class InstanceService {
     private readonly sshKeys: SshKeyService,
     private readonly volumes: VolumeService,
     private readonly options: InstanceServiceOptions,
-  ) {
-    quotas.register('instances', instances.countAccountInstances);
-    quotas.register('vcpus', (db, accountId) => this.sumOverTypes(db, accountId, (t) => t.vcpus));
-    quotas.register('gpus', (db, accountId) => this.sumOverTypes(db, accountId, gpusOf));
-  }
+  ) {}
 
   /**
    * `options.rootFrom`: the root disk is restored from a snapshot before the first boot; called first in
@@ -460,13 +454,6 @@ export class InstanceService {
         allowed_values: [...faults.instanceFaults],
       });
     }
-  }
-
-  private async sumOverTypes(db: Executor, accountId: string, measure: (type: InstanceType) => number) {
-    let total = 0;
-    for (const [name, count] of await instances.countByType(db, accountId))
-      total += measure(instanceTypeNamed(name)) * count;
-    return total;
   }
 
   private async reserveGpus(trx: Executor, region: string, gpus: number): Promise<void> {

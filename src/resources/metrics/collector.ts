@@ -24,7 +24,7 @@
 
 import type { ComputeDriver, MachineSpec, MetricSample } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
-import type { JobRunner } from '../../platform/jobs/runner.js';
+import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
 import { instanceTypeNamed } from '../catalog/catalog.js';
 import { type Block, BlockAppender, decodeBlock, encodeBlock, putRow } from './blocks.js';
@@ -88,7 +88,7 @@ export interface CollectorOptions {
   onError?: (error: unknown, instanceId: string | null) => void;
 }
 
-export class MetricsCollector {
+export class MetricsCollector implements JobHandler {
   private readonly open = new Map<string, OpenBlock>();
   private readonly latest = new Map<string, LatestSample>();
   /** The collection time of this process's previous run, to know whether `open` can be trusted. */
@@ -100,20 +100,17 @@ export class MetricsCollector {
     private readonly jobs: JobRunner,
     private readonly driver: ComputeDriver,
     private readonly options: CollectorOptions,
-  ) {
-    jobs.register(COLLECT_JOB.kind, {
-      run: () => this.run(),
-      giveUp: async () => {
-        // Never let the collector's job end: start it again at the next tick.
-        await this.start();
-      },
-    });
-  }
+  ) {}
 
   /** Makes sure the collector's job exists (every process asks; the job is one row). */
   async start(): Promise<void> {
     await this.jobs.enqueue(this.store.db, COLLECT_JOB.kind, COLLECT_JOB.subject);
     this.jobs.wake();
+  }
+
+  /** Never lets the collector's job end: one that failed ten times in a row starts again at the next tick. */
+  async giveUp(): Promise<void> {
+    await this.start();
   }
 
   /** The latest sample of each instance this process collected, newer than two intervals. */

@@ -18,7 +18,7 @@
 import type { Clock } from '../../platform/domain/clock.js';
 import type { Broadcaster } from '../../platform/events/broadcast.js';
 import type { EventData } from '../../platform/events/catalog.js';
-import type { JobRunner } from '../../platform/jobs/runner.js';
+import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
 import type { Store } from '../../platform/store/db.js';
 import { type InstanceStatusEvent, lastEventSeq, streamEventsAfter } from './event-store.js';
 
@@ -64,7 +64,7 @@ export interface AlertNotice {
   timestamp: string;
 }
 
-export class StatusRelay {
+export class StatusRelay implements JobHandler {
   private cursor: number | null = null;
   private readonly passed = new Set<string>();
 
@@ -74,9 +74,7 @@ export class StatusRelay {
     private readonly broadcaster: Broadcaster,
     private readonly jobs: JobRunner,
     private readonly pollMs: number,
-  ) {
-    jobs.register(STATUS_RELAY_JOB.kind, { run: () => this.run(), giveUp: () => this.start() });
-  }
+  ) {}
 
   /** One poll; returns when the next is due. */
   async run(): Promise<Date> {
@@ -118,6 +116,11 @@ export class StatusRelay {
   async start(): Promise<void> {
     await this.jobs.enqueue(this.store.db, STATUS_RELAY_JOB.kind, STATUS_RELAY_JOB.subject);
     this.jobs.wake();
+  }
+
+  /** The relay's job never ends: one that failed ten times in a row is made again. */
+  giveUp(): Promise<void> {
+    return this.start();
   }
 }
 

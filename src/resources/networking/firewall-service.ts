@@ -128,9 +128,7 @@ export class FirewallRuleService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly quotas: QuotaService,
-  ) {
-    quotas.register('firewall_rules', rules.countFirewallRules);
-  }
+  ) {}
 
   async create(accountId: string, input: NewFirewallRule): Promise<FirewallRuleView> {
     const side = input.direction === 'inbound' ? 'sources' : 'destinations';

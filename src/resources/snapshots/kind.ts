@@ -6,7 +6,7 @@
 import type { SnapshotSpec } from '../../drivers/driver.js';
 import type { SnapshotEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
-import { snapshotUsage } from '../../platform/quotas/usage.js';
+import type { Usage } from '../../platform/quotas/usage.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { snapshotMeter } from '../billing/rules.js';
 import { findInstance } from '../instances/store.js';
@@ -21,6 +21,11 @@ import {
 import * as snapshots from './store.js';
 
 export type { SnapshotEventType } from './states.js';
+
+/** What a snapshot takes of its account's quotas. */
+function snapshotUsage(): Usage {
+  return { snapshots: 1 };
+}
 
 export const SNAPSHOT_KIND: ResourceKind<
   SnapshotStatus,

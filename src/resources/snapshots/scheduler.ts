@@ -27,7 +27,6 @@ import type { JobHandler, JobRunner } from '../../platform/jobs/runner.js';
 import type { Lifecycle } from '../../platform/lifecycle/lifecycle.js';
 import type { Store } from '../../platform/store/db.js';
 import { nextSlot } from '../volumes/backup-schedule.js';
-import { SCHEDULER_JOB } from '../volumes/backup-schedule-book.js';
 import { dueSchedules, earliestDue, findSchedule, takeSlot } from '../volumes/backup-schedule-store.js';
 import type { SnapshotService } from './service.js';
 
@@ -48,18 +47,18 @@ export class SnapshotScheduler implements JobHandler {
     private readonly snapshots: SnapshotService,
     /** Told of a slot whose snapshot could not be made (the slot is skipped); by default nobody is. */
     private readonly onError: (error: unknown, sourceId: string) => void = () => {},
-  ) {
-    jobs.register(SCHEDULER_JOB.kind, this);
-    jobs.register(RETENTION_JOB, {
-      run: async (sourceId) => {
-        const schedule = await findSchedule(this.store.db, sourceId);
-        if (!schedule) return null;
-        if (await this.snapshots.prune(schedule)) return null;
-        return new Date(this.clock.now().getTime() + RETENTION_RECHECK_MS);
-      },
-      giveUp: async () => {},
-    });
-  }
+  ) {}
+
+  /** The retention job of a schedule (RETENTION_JOB, subject: the schedule's source). */
+  readonly retention: JobHandler = {
+    run: async (sourceId) => {
+      const schedule = await findSchedule(this.store.db, sourceId);
+      if (!schedule) return null;
+      if (await this.snapshots.prune(schedule)) return null;
+      return new Date(this.clock.now().getTime() + RETENTION_RECHECK_MS);
+    },
+    giveUp: async () => {},
+  };
 
   /** One run: every schedule due now makes its snapshot; returns when the next one is due. */
   async run(): Promise<Date | null> {

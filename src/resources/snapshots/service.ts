@@ -133,16 +133,9 @@ export class SnapshotService {
     private readonly lifecycle: Lifecycle,
     private readonly quotas: QuotaService,
     private readonly faults: FaultInjection | null,
-  ) {
-    quotas.register('snapshots', snapshots.countSnapshots);
-  }
-
-  private instances: InstanceService | null = null;
-
-  /** The instance service, for restores that make a new instance (built after this one: it needs volumes). */
-  restoresInstancesWith(instances: InstanceService): void {
-    this.instances = instances;
-  }
+    /** Makes the instance a restore into a new instance boots (the instance service's create). */
+    private readonly createInstance: InstanceService['create'],
+  ) {}
 
   async create(principal: Principal, input: NewSnapshot): Promise<SnapshotView> {
     checkTagKeys(input.tags);
@@ -400,8 +393,7 @@ export class SnapshotService {
         field: 'instance.image',
       });
     }
-    if (!this.instances) throw new Error('snapshots: no instance service to restore into');
-    const created = await this.instances.create(
+    const created = await this.createInstance(
       principal,
       { ...body, region, image },
       {

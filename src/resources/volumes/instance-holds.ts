@@ -1,7 +1,7 @@
 /**
  * What volumes need of the instance a volume goes on, as a port. Instances depend on volumes (an instance
  * has its volumes), not the other way round, so volumes name here the little they need and the
- * composition root (src/services.ts) fills it with instances' own functions.
+ * composition root (src/composition.ts) fills it with instances' own functions.
  */
 import type { Executor } from '../../platform/store/schema.js';
 

@@ -7,7 +7,7 @@
 import type { VolumeSpec } from '../../drivers/driver.js';
 import type { VolumeEventData } from '../../platform/events/catalog.js';
 import { conflict, type ResourceKind } from '../../platform/lifecycle/lifecycle.js';
-import { volumeUsage } from '../../platform/quotas/usage.js';
+import type { Usage } from '../../platform/quotas/usage.js';
 import { volumeMeter } from '../billing/rules.js';
 import { removeSchedule } from './backup-schedule-store.js';
 import type { Volume, VolumeChanges } from './record.js';
@@ -15,6 +15,11 @@ import { VOLUME_STATES, type VolumeAction, type VolumeEventType, type VolumeStat
 import * as volumes from './store.js';
 
 export type { VolumeEventType } from './states.js';
+
+/** What a volume takes of its account's quotas: a data volume counts with its size; a root volume is its instance's. */
+function volumeUsage(volume: { kind: string; size_gb: number }): Usage {
+  return volume.kind === 'data' ? { volumes: 1, volume_storage_gb: volume.size_gb } : {};
+}
 
 export const VOLUME_KIND: ResourceKind<VolumeStatus, VolumeAction, Volume, VolumeChanges, VolumeEventType> = {
   table: VOLUME_STATES,

@@ -119,10 +119,7 @@ export class VolumeService {
     private readonly schedules: BackupScheduleBook,
     private readonly instances: InstanceHolds,
     private readonly faults: FaultInjection | null,
-  ) {
-    quotas.register('volumes', volumes.countDataVolumes);
-    quotas.register('volume_storage_gb', volumes.sumDataVolumeGb);
-  }
+  ) {}
 
   async create(principal: Principal, input: NewVolume): Promise<VolumeView> {
     this.checkTags(input.tags);

@@ -7,6 +7,7 @@
 import type { GatewaySpec } from '../../drivers/driver.js';
 import type { EventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
+import type { SealedSecret } from '../../platform/master-key.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { vpnMeter } from '../billing/rules.js';
@@ -37,6 +38,12 @@ export const VPN_KIND: ResourceKind<VpnStatus, VpnAction, Vpn, VpnChanges, VpnEv
 
 /** The associated data a VPN's private key is sealed with: a seal copied to another VPN does not open. */
 export const sealedKeyBinding = (vpnId: string) => `vpn:${vpnId}:server_private_key`;
+
+/** One VPN's sealed private key, if any (the master key check: platform/master-key.ts). */
+export async function anySealedVpnKey(db: Executor): Promise<SealedSecret | undefined> {
+  const vpn = await vpns.anySealedKey(db);
+  return vpn && { sealed: vpn.server_private_key_sealed, boundTo: sealedKeyBinding(vpn.id) };
+}
 
 /**
  * The gateway as far as inspecting or destroying it needs (no configuration): a VPN is taken down even

@@ -27,7 +27,6 @@ import {
 import { recordCreated } from '../../platform/idempotency/context.js';
 import type { Lifecycle } from '../../platform/lifecycle/lifecycle.js';
 import type { Principal } from '../../platform/principal.js';
-import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
@@ -170,13 +169,10 @@ export class VpnService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly lifecycle: Lifecycle,
-    quotas: QuotaService,
     private readonly secretBox: SecretBox,
     /** Each region's public IPv4 pool (NIMBUS_PUBLIC_IP_POOLS), shared with instances. */
     private readonly publicIpPools: Record<string, string>,
-  ) {
-    quotas.register('vpns', vpns.countVpns);
-  }
+  ) {}
 
   async create(principal: Principal, input: NewVpn): Promise<VpnView> {
     const tunnel = input.tunnel_cidr ?? DEFAULT_TUNNEL_CIDR;

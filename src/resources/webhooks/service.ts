@@ -113,9 +113,7 @@ export class WebhookService {
     private readonly box: SecretBox,
     private readonly worker: WebhookDeliveryWorker,
     private readonly options: WebhookServiceOptions,
-  ) {
-    quotas.register('webhooks', webhooks.countWebhooks);
-  }
+  ) {}
 
   async create(accountId: string, input: NewWebhook): Promise<WebhookWithSecret> {
     const url = await this.checkUrl(input.url);

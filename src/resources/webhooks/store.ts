@@ -5,6 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import type { SealedSecret } from '../../platform/master-key.js';
 import { compiledOnce } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
@@ -393,6 +394,7 @@ export async function failPendingDeliveries(
 }
 
 /** One subscription's sealed secret, for checking a master key against the store; none: undefined. */
-export async function anySealedSecret(db: Executor): Promise<{ id: string; secret: string } | undefined> {
-  return db.selectFrom('webhooks').select(['id', 'secret']).limit(1).executeTakeFirst();
+export async function anySealedWebhookSecret(db: Executor): Promise<SealedSecret | undefined> {
+  const webhook = await db.selectFrom('webhooks').select(['id', 'secret']).limit(1).executeTakeFirst();
+  return webhook && { sealed: webhook.secret, boundTo: webhook.id };
 }

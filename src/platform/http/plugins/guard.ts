@@ -13,7 +13,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type ApiKeyService, UnverifiedKey } from '../../../resources/account/api-key-service.js';
+import { type Authenticator, UnverifiedKey } from '../../authenticator.js';
 import type { Access, PermissionArea } from '../../domain/permissions.js';
 import { AuthenticationFailed, Forbidden, RateLimitExceeded } from '../../errors.js';
 import { type Principal, requirePermission } from '../../principal.js';
@@ -38,7 +38,7 @@ declare module 'fastify' {
 }
 
 export interface GuardOptions {
-  apiKeys: ApiKeyService;
+  apiKeys: Authenticator;
   rateLimits: RateLimitService;
 }
 

@@ -1,9 +1,43 @@
 import type { Kysely } from 'kysely';
-import { instanceUsage, usageDelta, volumeUsage } from '../../quotas/usage.js';
+import { usageDelta } from '../../quotas/usage.js';
 
 // Migrations take Kysely<any>: they describe the schema as it was at their time, not as it is now.
 // biome-ignore lint/suspicious/noExplicitAny: see above
 type AnyDb = Kysely<any>;
+
+/**
+ * What one instance of each type counted toward the vcpus and gpus quotas when this migration was
+ * written: the catalogue's types as they were then (resources/catalog/catalog.ts), kept here as a
+ * migration keeps its schema, so that it fills the counters the same way whatever the catalogue becomes.
+ */
+const TYPE_USAGE: Readonly<Record<string, readonly [vcpus: number, gpus: number]>> = {
+  'compute-1x': [1, 0],
+  'compute-2x': [2, 0],
+  'compute-4x': [4, 0],
+  'compute-8x': [8, 0],
+  'compute-16x': [16, 0],
+  'compute-32x': [32, 0],
+  'memory-2x': [2, 0],
+  'memory-4x': [4, 0],
+  'memory-8x': [8, 0],
+  'memory-16x': [16, 0],
+  'memory-32x': [32, 0],
+  'storage-2x': [2, 0],
+  'storage-4x': [4, 0],
+  'storage-8x': [8, 0],
+  'storage-16x': [16, 0],
+  'gpu-1x': [8, 1],
+  'gpu-2x': [16, 2],
+  'gpu-4x': [32, 4],
+  'gpu-h100-1x': [8, 1],
+  'gpu-h100-2x': [16, 2],
+};
+
+function instanceUsage(instanceType: string): Record<string, number> {
+  const usage = TYPE_USAGE[instanceType];
+  if (!usage) throw new Error(`unknown instance type ${instanceType}`);
+  return usageDelta(null, { instances: 1, vcpus: usage[0], gpus: usage[1] });
+}
 
 /**
  * The write path at fleet scale (issue 18): what creates read stops growing with what exists.
@@ -50,7 +84,7 @@ export async function up(db: AnyDb): Promise<void> {
     .groupBy(['account_id', 'instance_type'])
     .execute();
   for (const row of instanceTypes) {
-    add(row.account_id, scaled(usageDelta(null, instanceUsage(row)), Number(row.count)));
+    add(row.account_id, scaled(instanceUsage(row.instance_type), Number(row.count)));
   }
   const volumes = await db
     .selectFrom('volumes')
@@ -63,9 +97,10 @@ export async function up(db: AnyDb): Promise<void> {
     .groupBy(['account_id', 'kind'])
     .execute();
   for (const row of volumes) {
-    // All the volumes of one kind together, as if they were one volume of their total size.
-    const usage = volumeUsage({ kind: row.kind, size_gb: Number(row.gb ?? 0) });
-    add(row.account_id, usage.volumes ? { ...usage, volumes: Number(row.count) } : {});
+    // Data volumes count (root volumes belong to their instance), each with its size.
+    if (row.kind === 'data') {
+      add(row.account_id, { volumes: Number(row.count), volume_storage_gb: Number(row.gb ?? 0) });
+    }
   }
   const snapshots = await db
     .selectFrom('snapshots')

@@ -1,0 +1,25 @@
+/** Monitoring as the platform serves it: metric history, live streams, and the jobs that collect and relay. */
+import type { ResourceModule } from '../../platform/module.js';
+import type { InstanceService } from '../instances/service.js';
+import { COLLECT_JOB, type MetricsCollector } from './collector.js';
+import { metricRoutes, STREAM_MAX_PAYLOAD } from './routes.js';
+import type { MetricsService } from './service.js';
+import { STATUS_RELAY_JOB, type StatusRelay } from './status-relay.js';
+import type { MetricsStreams } from './streams.js';
+
+export function metricsModule(deps: {
+  metrics: MetricsService;
+  metricStreams: MetricsStreams;
+  instances: InstanceService;
+  collector: MetricsCollector;
+  statusRelay: StatusRelay;
+}): ResourceModule {
+  return {
+    name: 'metrics',
+    routes: async (app) => {
+      await app.register(metricRoutes, deps);
+    },
+    maxWebSocketPayload: STREAM_MAX_PAYLOAD,
+    jobs: { [COLLECT_JOB.kind]: deps.collector, [STATUS_RELAY_JOB.kind]: deps.statusRelay },
+  };
+}
