@@ -122,7 +122,9 @@ async function spawnOnce(options: ChildServerOptions): Promise<ChildServer | 'po
   const gone = exited(child);
   const url = `https://127.0.0.1:${httpsPort}`;
   const certFile = path.join(options.dataDir, 'tls', 'cert.pem');
-  const deadline = Date.now() + (options.startTimeoutMs ?? 20_000);
+  // A start compiles every route's schemas (about 4 s of one core here); two servers starting beside
+  // other suites on two cores have taken over 20 s, so the default leaves room for that.
+  const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   let ca: Buffer | null = null;
   let lastError = '';
   for (;;) {
