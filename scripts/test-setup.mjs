@@ -53,6 +53,17 @@ export const REQUIREMENTS = [
   { package: 'openssh-client', programs: ['ssh', 'ssh-keygen'], for: 'the QEMU and SSH key suites' },
   { package: 'e2fsprogs', programs: ['mke2fs', 'debugfs'], for: 'the QEMU suites and the image build' },
   { package: 'xfsprogs', programs: ['mkfs.xfs'], for: 'the QEMU volume suites' },
+  {
+    package: 'openvswitch-switch',
+    programs: ['ovsdb-server', 'ovs-vswitchd', 'ovs-vsctl', 'ovs-appctl'],
+    for: 'the OVN network suites',
+  },
+  { package: 'ovn-central', programs: ['ovn-northd', 'ovn-nbctl'], for: 'the OVN network suites' },
+  { package: 'ovn-host', programs: ['ovn-controller'], for: 'the OVN network suites' },
+  { package: 'ethtool', programs: ['ethtool'], for: 'the OVN network suites' },
+  { package: 'iproute2', programs: ['ip'], for: 'the OVN network suites' },
+  { package: 'iputils-ping', programs: ['ping'], for: 'the OVN network suites' },
+  { package: 'udhcpc', programs: ['udhcpc'], for: "the OVN network suites (OVN's DHCP)" },
 ];
 
 /** The packages of `requirements` not installed, judged by `has.program(name)` and `has.file(path)`. */

@@ -73,6 +73,13 @@ describe('what the set-up takes for missing', () => {
         'openssh-client',
         'e2fsprogs',
         'xfsprogs',
+        'openvswitch-switch',
+        'ovn-central',
+        'ovn-host',
+        'ethtool',
+        'iproute2',
+        'iputils-ping',
+        'udhcpc',
       ].sort(),
     );
   });

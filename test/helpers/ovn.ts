@@ -1,0 +1,143 @@
+/**
+ * What the OVN suites share: whether OVN can run here (under CI=true it must), and network namespaces
+ * standing in for VMs — a veth pair whose one end is plugged into the integration bridge and bound to a
+ * logical port by external_ids:iface-id, the other end `eth0` inside a namespace of the suite's own.
+ * Every namespace, veth and OVS port made here is removed by `remove`, which a suite calls in afterAll.
+ */
+import { execFileSync } from 'node:child_process';
+import { missingOvnPrograms, type OvnEndpoints } from '../../src/drivers/ovn/daemons.js';
+import { describeMissing } from '../../src/drivers/qemu/tools.js';
+
+const missing = missingOvnPrograms();
+const isRoot = process.getuid?.() === 0;
+export const OVN_SKIP_REASON =
+  missing.length > 0
+    ? `OVN is not installed: ${describeMissing(missing)}`
+    : isRoot
+      ? null
+      : 'needs root (namespaces, OVS)';
+if (OVN_SKIP_REASON !== null && process.env.CI === 'true') {
+  throw new Error(`CI=true but ${OVN_SKIP_REASON} (npm test's set-up installs the packages as root)`);
+}
+export const CAN_RUN_OVN = OVN_SKIP_REASON === null;
+
+export function sh(program: string, args: readonly string[], env?: NodeJS.ProcessEnv): string {
+  return execFileSync(program, args, {
+    encoding: 'utf8',
+    env: env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** Whether the command exits 0 (its output is not wanted). */
+export function succeeds(program: string, args: readonly string[]): boolean {
+  try {
+    sh(program, args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface Guest {
+  namespace: string;
+  /** The veth end on the bridge. */
+  hostEnd: string;
+  mac: string;
+}
+
+/** Namespaces and veths of one suite, named after its process so parallel suites never collide. */
+export class GuestNamespaces {
+  private readonly made: Guest[] = [];
+  private readonly tag = (process.pid % 100_000).toString(36);
+
+  constructor(private readonly ovn: OvnEndpoints) {}
+
+  /**
+   * A namespace whose eth0 has `mac` and sits on logical port `portName`; with `address` (a.b.c.d/n) set
+   * statically, otherwise left for DHCP. Transmit checksum offload is off on both ends: the userspace
+   * datapath's conntrack would drop what the kernel left for the hardware to checksum.
+   */
+  plug(portName: string, mac: string, address?: string): Guest {
+    const n = this.made.length;
+    const guest = { namespace: `novn-${this.tag}-${n}`, hostEnd: `nv${this.tag}x${n}`.slice(0, 15), mac };
+    this.made.push(guest);
+    sh('ip', ['netns', 'add', guest.namespace]);
+    const inside = (...args: string[]) => sh('ip', ['netns', 'exec', guest.namespace, ...args]);
+    sh('ip', [
+      'link',
+      'add',
+      guest.hostEnd,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      guest.namespace,
+    ]);
+    inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
+    inside('ip', 'link', 'set', 'eth0', 'address', mac);
+    inside('ethtool', '-K', 'eth0', 'tx', 'off');
+    sh('ethtool', ['-K', guest.hostEnd, 'tx', 'off']);
+    // The root namespace's IPv6 (router solicitations, MLD reports) on the bridge's end would reach eth0
+    // straight over the veth, never through OVN.
+    sh('sysctl', ['-q', '-w', `net.ipv6.conf.${guest.hostEnd}.disable_ipv6=1`]);
+    if (address) inside('ip', 'addr', 'add', address, 'dev', 'eth0');
+    inside('ip', 'link', 'set', 'lo', 'up');
+    inside('ip', 'link', 'set', 'eth0', 'up');
+    sh('ip', ['link', 'set', guest.hostEnd, 'up']);
+    sh(
+      'ovs-vsctl',
+      [
+        `--db=${this.ovn.ovsDb}`,
+        'add-port',
+        this.ovn.integrationBridge,
+        guest.hostEnd,
+        '--',
+        'set',
+        'Interface',
+        guest.hostEnd,
+        `external_ids:iface-id=${portName}`,
+      ],
+      this.ovn.env,
+    );
+    return guest;
+  }
+
+  /** Whether `from` gets an answer to one ping of `address` within a second. */
+  pings(from: Guest, address: string): boolean {
+    return succeeds('ip', ['netns', 'exec', from.namespace, 'ping', '-c', '1', '-W', '1', address]);
+  }
+
+  /** Packets eth0 in `guest`'s namespace has received. */
+  received(guest: Guest): number {
+    const stats = JSON.parse(
+      sh('ip', ['netns', 'exec', guest.namespace, 'ip', '-s', '-j', 'link', 'show', 'eth0']),
+    );
+    return stats[0].stats64.rx.packets as number;
+  }
+
+  /** Removes every namespace (its veth pair goes with it) and OVS port made; safe to call twice. */
+  remove(): void {
+    for (const guest of this.made.splice(0)) {
+      try {
+        sh('ovs-vsctl', [`--db=${this.ovn.ovsDb}`, '--if-exists', 'del-port', guest.hostEnd], this.ovn.env);
+      } catch {
+        // the daemons may be gone already; the port dies with the temporary database
+      }
+      if (succeeds('ip', ['link', 'show', guest.hostEnd])) succeeds('ip', ['link', 'del', guest.hostEnd]);
+      succeeds('ip', ['netns', 'del', guest.namespace]);
+    }
+  }
+}
+
+/** Processes whose command line names `marker` (a suite's temporary directory). */
+export function processesNaming(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of sh('ps', ['-e', '-o', 'pid=,stat=,args=']).split('\n')) {
+    const match = /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(entry);
+    if (match && !match[2]!.startsWith('Z') && match[3]!.includes(marker)) found.push(Number(match[1]));
+  }
+  return found;
+}
