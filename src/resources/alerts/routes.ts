@@ -2,17 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
 import { MAX_EMAIL_LENGTH } from '../../platform/domain/validation.js';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
-  ListQuery,
-  StringEnum,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { withExample } from '../../platform/http/responses.js';
+import { IdParams, ListQuery, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import {
   ALERT_COMPARES,
   ALERT_METRICS,
@@ -245,189 +237,115 @@ const IncidentFilters = {
 const IncidentQuery = ListQuery(['started_at'] as const, { sort: 'started_at' }, IncidentFilters);
 
 export const alertRoutes: FastifyPluginAsyncTypebox<{ alerts: AlertService }> = async (app, { alerts }) => {
-  const read = { permission: ['monitoring', 'read'] as const };
-  const write = { permission: ['monitoring', 'write'] as const };
-  const tags = ['monitoring'];
+  const route = resourceRoutes(app, {
+    path: '/alerts',
+    tag: 'monitoring',
+    permission: 'monitoring',
+    view: Policy,
+  });
 
-  app.post(
-    '/alerts',
-    {
-      schema: {
-        tags,
-        summary: 'Create alert policy',
-        description:
-          'A metric threshold (`metric`, `compare`, `threshold`, `window`: the window average past the threshold ' +
-          'fires; a whole window back on the good side resolves) or a state (`error`, or `stuck` with a `window`), ' +
-          'for the instances of `targets`, notifying `channels` when an incident opens and when it resolves ' +
-          '(docs/api.md, "Alerts"). Another account’s instance or webhook id is a 404 naming the field; an ' +
-          'e-mail channel on a server without NIMBUS_SMTP_URL is a 400.',
-        body: withExample(NewPolicy, {
-          name: 'High CPU on prod',
-          metric: 'cpu_percent',
-          compare: 'above',
-          threshold: 80,
-          window: '5m',
-          targets: { tags: { env: 'prod' } },
-          // E-mail only: a chat URL in the example would have to resolve wherever the example is tried.
-          channels: { email: ['oncall@example.com'] },
-        }),
-        response: { 201: described(Envelope(Policy), 'The policy'), ...errorResponses(404) },
-      },
-      config: {
-        ...write,
-        idempotentCreate: { status: 201, view: (accountId, made) => alerts.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) => {
-      const created = await alerts.create(principalOf(request).accountId, request.body);
-      return reply.code(201).send(ok(request, created));
-    },
-  );
+  route.create({
+    summary: 'Create alert policy',
+    description:
+      'A metric threshold (`metric`, `compare`, `threshold`, `window`: the window average past the threshold ' +
+      'fires; a whole window back on the good side resolves) or a state (`error`, or `stuck` with a `window`), ' +
+      'for the instances of `targets`, notifying `channels` when an incident opens and when it resolves ' +
+      '(docs/api.md, "Alerts"). Another account’s instance or webhook id is a 404 naming the field; an ' +
+      'e-mail channel on a server without NIMBUS_SMTP_URL is a 400.',
+    body: withExample(NewPolicy, {
+      name: 'High CPU on prod',
+      metric: 'cpu_percent',
+      compare: 'above',
+      threshold: 80,
+      window: '5m',
+      targets: { tags: { env: 'prod' } },
+      // E-mail only: a chat URL in the example would have to resolve wherever the example is tried.
+      channels: { email: ['oncall@example.com'] },
+    }),
+    status: 201,
+    answer: 'The policy',
+    errors: [404],
+    viewOfMade: (accountId, made) => alerts.get(accountId, made.id),
+    run: ({ accountId, body }) => alerts.create(accountId, body),
+  });
 
-  app.get(
-    '/alerts',
-    {
-      schema: {
-        tags,
-        summary: 'List alert policies',
-        description: "The account's alert policies, newest first.",
-        querystring: ListQuery(
-          ['created_at', 'name'] as const,
-          { sort: 'created_at' },
-          {
-            enabled: Type.Optional(Type.Boolean()),
-          },
-        ),
-        response: { 200: described(ListEnvelope(Policy), 'One page of policies') },
-      },
-      config: read,
-    },
-    async (request) => {
-      const { enabled, ...page } = request.query;
-      return okList(request, await alerts.list(principalOf(request).accountId, { enabled }, page));
-    },
-  );
+  route.list({
+    summary: 'List alert policies',
+    description: "The account's alert policies, newest first.",
+    query: ListQuery(
+      ['created_at', 'name'] as const,
+      { sort: 'created_at' },
+      { enabled: Type.Optional(Type.Boolean()) },
+    ),
+    answer: 'One page of policies',
+    run: ({ accountId, query: { enabled, ...page } }) => alerts.list(accountId, { enabled }, page),
+  });
 
-  app.get(
-    '/alerts/incidents',
-    {
-      schema: {
-        tags,
-        summary: 'List incidents',
-        description:
-          "The account's incidents across its policies, newest first, each with its notifications; `status` " +
-          'picks the firing or the resolved ones.',
-        querystring: IncidentQuery,
-        response: { 200: described(ListEnvelope(Incident), 'One page of incidents') },
-      },
-      config: read,
-    },
-    async (request) => {
-      const { status, instance_id, ...page } = request.query;
-      return okList(
-        request,
-        await alerts.listIncidents(principalOf(request).accountId, { status, instanceId: instance_id }, page),
-      );
-    },
-  );
+  route.list({
+    path: '/incidents',
+    summary: 'List incidents',
+    description:
+      "The account's incidents across its policies, newest first, each with its notifications; `status` " +
+      'picks the firing or the resolved ones.',
+    query: IncidentQuery,
+    returns: Incident,
+    answer: 'One page of incidents',
+    run: ({ accountId, query: { status, instance_id, ...page } }) =>
+      alerts.listIncidents(accountId, { status, instanceId: instance_id }, page),
+  });
 
-  app.get(
-    '/alerts/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Get alert policy',
-        description: 'One alert policy of the account.',
-        params: IdParams,
-        response: { 200: described(Envelope(Policy), 'The policy'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => ok(request, await alerts.get(principalOf(request).accountId, request.params.id)),
-  );
+  route.get({
+    summary: 'Get alert policy',
+    description: 'One alert policy of the account.',
+    answer: 'The policy',
+    errors: [404],
+    run: ({ accountId, params }) => alerts.get(accountId, params.id),
+  });
 
-  app.patch(
-    '/alerts/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Update alert policy',
-        description:
-          'Changes any field; the result must be a whole policy (switch a metric policy to a state one with ' +
-          '`{"metric": null, "compare": null, "threshold": null, "window": null, "state": "error"}`). Disabling ' +
-          'a policy, or changing what it watches, resolves its open incidents (`policy_disabled`, ' +
-          '`policy_changed`) with their notifications; a new threshold, compare or window applies to open ' +
-          'incidents from the next collection.',
-        params: IdParams,
-        body: PolicyChanges,
-        response: { 200: described(Envelope(Policy), 'The policy as changed'), ...errorResponses(404) },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await alerts.update(principalOf(request).accountId, request.params.id, request.body)),
-  );
+  route.update({
+    summary: 'Update alert policy',
+    description:
+      'Changes any field; the result must be a whole policy (switch a metric policy to a state one with ' +
+      '`{"metric": null, "compare": null, "threshold": null, "window": null, "state": "error"}`). Disabling ' +
+      'a policy, or changing what it watches, resolves its open incidents (`policy_disabled`, ' +
+      '`policy_changed`) with their notifications; a new threshold, compare or window applies to open ' +
+      'incidents from the next collection.',
+    body: PolicyChanges,
+    answer: 'The policy as changed',
+    errors: [404],
+    run: ({ accountId, params, body }) => alerts.update(accountId, params.id, body),
+  });
 
-  app.delete(
-    '/alerts/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Delete alert policy',
-        description: 'The policy, its incidents and their notifications are removed; nothing more is sent.',
-        params: IdParams,
-        response: { 200: described(Envelope(Policy), 'The policy as it was'), ...errorResponses(404) },
-      },
-      config: write,
-    },
-    async (request) => ok(request, await alerts.delete(principalOf(request).accountId, request.params.id)),
-  );
+  route.delete({
+    summary: 'Delete alert policy',
+    description: 'The policy, its incidents and their notifications are removed; nothing more is sent.',
+    answer: 'The policy as it was',
+    errors: [404],
+    run: ({ accountId, params }) => alerts.delete(accountId, params.id),
+  });
 
-  app.get(
-    '/alerts/:id/incidents',
-    {
-      schema: {
-        tags,
-        summary: 'List incidents of a policy',
-        description: "The policy's incidents, newest first, each with its notifications.",
-        params: IdParams,
-        querystring: IncidentQuery,
-        response: { 200: described(ListEnvelope(Incident), 'One page of incidents'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => {
-      const { status, instance_id, ...page } = request.query;
-      return okList(
-        request,
-        await alerts.incidentsOf(
-          principalOf(request).accountId,
-          request.params.id,
-          { status, instanceId: instance_id },
-          page,
-        ),
-      );
-    },
-  );
+  route.list({
+    path: '/:id/incidents',
+    summary: 'List incidents of a policy',
+    description: "The policy's incidents, newest first, each with its notifications.",
+    params: IdParams,
+    query: IncidentQuery,
+    returns: Incident,
+    answer: 'One page of incidents',
+    errors: [404],
+    run: ({ accountId, params, query: { status, instance_id, ...page } }) =>
+      alerts.incidentsOf(accountId, params.id, { status, instanceId: instance_id }, page),
+  });
 
-  app.post(
-    '/alerts/:id/test',
-    {
-      schema: {
-        tags,
-        summary: 'Test alert channels',
-        description:
-          'Sends a test notification to every channel of the policy now and answers with each one’s outcome: ' +
-          'e-mail and chat get one attempt; webhook subscriptions get an `alert.firing` event with `test: true` ' +
-          '(retried like any delivery if this attempt fails).',
-        params: IdParams,
-        response: {
-          200: described(Envelope(TestResult), 'Each channel target’s outcome'),
-          ...errorResponses(404),
-        },
-      },
-      config: write,
-    },
-    async (request) => ok(request, await alerts.test(principalOf(request).accountId, request.params.id)),
-  );
+  route.action('test', {
+    summary: 'Test alert channels',
+    description:
+      'Sends a test notification to every channel of the policy now and answers with each one’s outcome: ' +
+      'e-mail and chat get one attempt; webhook subscriptions get an `alert.firing` event with `test: true` ' +
+      '(retried like any delivery if this attempt fails).',
+    returns: TestResult,
+    answer: 'Each channel target’s outcome',
+    errors: [404],
+    run: ({ accountId, params }) => alerts.test(accountId, params.id),
+  });
 };

@@ -1,19 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
-  ListQuery,
-  ResourceName,
-  StringEnum,
-  Tags,
-  Timestamp,
-} from '../../platform/http/schemas.js';
-import type { Principal } from '../../platform/principal.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { withExample } from '../../platform/http/responses.js';
+import { ListQuery, ResourceName, StringEnum, Tags, Timestamp } from '../../platform/http/schemas.js';
 import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { BackupSchedule } from '../volumes/routes.js';
 import { FIREWALL_PRESETS, INSTANCE_SORTS, USER_DATA_MAX_BYTES } from './rules.js';
@@ -172,192 +161,119 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
   app,
   { instances },
 ) => {
-  const accepted = described(Envelope(Instance), 'Accepted: the instance in its new, transitional status');
-  const write = { permission: ['instances', 'write'] } as const;
-  const read = { permission: ['instances', 'read'] } as const;
+  const route = resourceRoutes(app, {
+    path: '/instances',
+    tag: 'instances',
+    permission: 'instances',
+    view: Instance,
+  });
+  const accepted = 'Accepted: the instance in its new, transitional status';
 
-  app.post(
-    '/instances',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Create instance (answers 202 with the instance starting; poll until running)',
-        description:
-          'Reserves the addresses and the root volume and boots the instance: the answer says `starting`; poll ' +
-          '`GET /v1/instances/{id}` until `running`. Checks the type, region and image against the catalogue ' +
-          '(GPU types only in GPU regions, with Ubuntu or CUDA images), the quotas (403 `quota_exceeded`) and the ' +
-          "region's capacity (503 `insufficient_capacity`). A past-due account gets 402.",
-        body: withExample(NewInstance, {
-          name: 'web-1',
-          instance_type: 'compute-2x',
-          region: 'us-east-1',
-          image: 'ubuntu-24.04',
-          tags: { env: 'staging' },
-          firewall_preset: 'web',
-        }),
-        response: { 202: accepted, ...errorResponses(402) },
-      },
-      config: {
-        ...write,
-        idempotentCreate: { status: 202, view: (accountId, made) => instances.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) =>
-      reply.code(202).send(ok(request, await instances.create(principalOf(request), request.body))),
-  );
+  route.create({
+    summary: 'Create instance (answers 202 with the instance starting; poll until running)',
+    description:
+      'Reserves the addresses and the root volume and boots the instance: the answer says `starting`; poll ' +
+      '`GET /v1/instances/{id}` until `running`. Checks the type, region and image against the catalogue ' +
+      '(GPU types only in GPU regions, with Ubuntu or CUDA images), the quotas (403 `quota_exceeded`) and the ' +
+      "region's capacity (503 `insufficient_capacity`). A past-due account gets 402.",
+    body: withExample(NewInstance, {
+      name: 'web-1',
+      instance_type: 'compute-2x',
+      region: 'us-east-1',
+      image: 'ubuntu-24.04',
+      tags: { env: 'staging' },
+      firewall_preset: 'web',
+    }),
+    status: 202,
+    answer: accepted,
+    errors: [402],
+    viewOfMade: (accountId, made) => instances.get(accountId, made.id),
+    run: ({ principal, body }) => instances.create(principal, body),
+  });
 
-  app.get(
-    '/instances',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'List instances',
-        description:
-          'Newest first unless sorted otherwise; filters by status, region, exact name and tags (`tag=key:value`, ' +
-          'repeated to require several) combine. `user_data` is left out of lists.',
-        querystring: ListInstancesQuery,
-        response: { 200: described(ListEnvelope(Instance), 'One page of instances') },
-      },
-      config: read,
-    },
-    async (request) => okList(request, await instances.list(principalOf(request).accountId, request.query)),
-  );
+  route.list({
+    summary: 'List instances',
+    description:
+      'Newest first unless sorted otherwise; filters by status, region, exact name and tags (`tag=key:value`, ' +
+      'repeated to require several) combine. `user_data` is left out of lists.',
+    query: ListInstancesQuery,
+    answer: 'One page of instances',
+    run: ({ accountId, query }) => instances.list(accountId, query),
+  });
 
-  app.get(
-    '/instances/:id',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Get instance',
-        description:
-          'One instance with every field, `user_data` included; poll it to follow a change of status.',
-        params: IdParams,
-        response: { 200: described(Envelope(Instance), 'The instance'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => ok(request, await instances.get(principalOf(request).accountId, request.params.id)),
-  );
+  route.get({
+    summary: 'Get instance',
+    description: 'One instance with every field, `user_data` included; poll it to follow a change of status.',
+    answer: 'The instance',
+    errors: [404],
+    run: ({ accountId, params }) => instances.get(accountId, params.id),
+  });
 
-  app.patch(
-    '/instances/:id',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset)',
-        description:
-          'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
-          'the simulator fault tag lets a hung change finish.',
-        params: IdParams,
-        body: InstanceUpdate,
-        response: {
-          200: described(Envelope(Instance), 'The instance as changed'),
-          ...errorResponses(404, 409),
-        },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await instances.update(principalOf(request).accountId, request.params.id, request.body)),
-  );
+  route.update({
+    summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset)',
+    description:
+      'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
+      'the simulator fault tag lets a hung change finish.',
+    body: InstanceUpdate,
+    answer: 'The instance as changed',
+    errors: [404, 409],
+    run: ({ accountId, params, body }) => instances.update(accountId, params.id, body),
+  });
 
-  app.delete(
-    '/instances/:id',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Delete instance (202, deleting; then 404)',
-        description:
-          'Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, ' +
-          'and the instance is 404 once it is gone.',
-        params: IdParams,
-        response: { 202: accepted, ...errorResponses(404, 409) },
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(ok(request, await instances.delete(principalOf(request).accountId, request.params.id))),
-  );
+  route.delete({
+    summary: 'Delete instance (202, deleting; then 404)',
+    description:
+      'Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, ' +
+      'and the instance is 404 once it is gone.',
+    status: 202,
+    answer: accepted,
+    errors: [404, 409],
+    run: ({ accountId, params }) => instances.delete(accountId, params.id),
+  });
 
-  app.post(
-    '/instances/:id/stop',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Stop an instance; {"force": true} powers it off at once',
-        description:
-          'A graceful shutdown from `running` (answer `stopping`). With `{"force": true}` from `starting`, ' +
-          '`running` or `stopping` it is immediate (answer `stopped`): the way out of a stuck instance. Other ' +
-          'statuses are a 409 naming the allowed ones.',
-        params: IdParams,
-        body: StopRequest,
-        response: { 202: accepted, ...errorResponses(404, 409) },
-      },
-      config: write,
-    },
-    async (request, reply) => {
-      const force = request.body?.force === true;
-      const stopped = await instances.stop(principalOf(request).accountId, request.params.id, { force });
-      return reply.code(202).send(ok(request, stopped));
-    },
-  );
+  route.action('stop', {
+    summary: 'Stop an instance; {"force": true} powers it off at once',
+    description:
+      'A graceful shutdown from `running` (answer `stopping`). With `{"force": true}` from `starting`, ' +
+      '`running` or `stopping` it is immediate (answer `stopped`): the way out of a stuck instance. Other ' +
+      'statuses are a 409 naming the allowed ones.',
+    body: StopRequest,
+    status: 202,
+    answer: accepted,
+    errors: [404, 409],
+    run: ({ accountId, params, body }) =>
+      instances.stop(accountId, params.id, { force: body?.force === true }),
+  });
 
-  // The actions without a body: one route shape, the service call and summary differ.
-  const bodiless = [
-    {
-      action: 'start',
-      summary: 'Start a stopped instance',
-      description:
-        'Boots a `stopped` instance, or retries one in `error` (answer `starting`). A past-due account gets 402.',
-      response: { 202: accepted, ...errorResponses(402, 404, 409) },
-      run: (p: Principal, id: string) => instances.start(p, id),
-    },
-    {
-      action: 'restart',
-      summary: 'Restart a running instance',
-      description: 'Goes `stopping`, then `starting`, then `running`; only from `running` (409 otherwise).',
-      response: { 202: accepted, ...errorResponses(404, 409) },
-      run: (p: Principal, id: string) => instances.restart(p.accountId, id),
-    },
-  ] as const;
-  for (const { action, summary, description, response, run } of bodiless) {
-    app.post(
-      `/instances/:id/${action}`,
-      {
-        schema: { tags: ['instances'], summary, description, params: IdParams, response },
-        config: write,
-      },
-      async (request, reply) =>
-        reply.code(202).send(ok(request, await run(principalOf(request), request.params.id))),
-    );
-  }
+  route.action('start', {
+    summary: 'Start a stopped instance',
+    description:
+      'Boots a `stopped` instance, or retries one in `error` (answer `starting`). A past-due account gets 402.',
+    status: 202,
+    answer: accepted,
+    errors: [402, 404, 409],
+    run: ({ principal, params }) => instances.start(principal, params.id),
+  });
 
-  app.post(
-    '/instances/:id/resize',
-    {
-      schema: {
-        tags: ['instances'],
-        summary: 'Change the instance type (a running instance restarts: 30–60 s of downtime)',
-        description:
-          'From `running`: stops, changes the type and boots again. From `stopped`: changes the type and stays ' +
-          'stopped. The same type, or one with a smaller root disk, is a 400; more vCPUs or GPUs than the quota ' +
-          'allows a 403.',
-        params: IdParams,
-        body: ResizeRequest,
-        response: { 202: accepted, ...errorResponses(404, 409) },
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(
-          ok(
-            request,
-            await instances.resize(principalOf(request), request.params.id, request.body.instance_type),
-          ),
-        ),
-  );
+  route.action('restart', {
+    summary: 'Restart a running instance',
+    description: 'Goes `stopping`, then `starting`, then `running`; only from `running` (409 otherwise).',
+    status: 202,
+    answer: accepted,
+    errors: [404, 409],
+    run: ({ accountId, params }) => instances.restart(accountId, params.id),
+  });
+
+  route.action('resize', {
+    summary: 'Change the instance type (a running instance restarts: 30–60 s of downtime)',
+    description:
+      'From `running`: stops, changes the type and boots again. From `stopped`: changes the type and stays ' +
+      'stopped. The same type, or one with a smaller root disk, is a 400; more vCPUs or GPUs than the quota ' +
+      'allows a 403.',
+    body: ResizeRequest,
+    status: 202,
+    answer: accepted,
+    errors: [404, 409],
+    run: ({ principal, params, body }) => instances.resize(principal, params.id, body.instance_type),
+  });
 };

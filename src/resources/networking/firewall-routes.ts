@@ -1,18 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
-  ListQuery,
-  ResourceName,
-  StringEnum,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { withExample } from '../../platform/http/responses.js';
+import { ListQuery, ResourceName, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import {
   ACTIONS,
@@ -151,119 +142,73 @@ export const firewallRuleRoutes: FastifyPluginAsyncTypebox<{ firewallRules: Fire
   app,
   { firewallRules },
 ) => {
-  const write = { permission: ['networking', 'write'] } as const;
-  const read = { permission: ['networking', 'read'] } as const;
+  const route = resourceRoutes(app, {
+    path: '/firewall/rules',
+    tag: 'networking',
+    permission: 'networking',
+    view: FirewallRule,
+  });
 
-  app.post(
-    '/firewall/rules',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'Create firewall rule',
-        description:
-          'A rule allows or denies inbound or outbound traffic by protocol, port range and remote CIDR blocks, for ' +
-          'the instances its targets select in one region. Lower priorities are evaluated first; the first match ' +
-          'decides. Counts against the `firewall_rules` quota (403 `quota_exceeded`). A target instance of ' +
-          'another account is 404.',
-        body: withExample(NewFirewallRule, {
-          name: 'postgres-from-office',
-          direction: 'inbound',
-          action: 'allow',
-          protocol: 'tcp',
-          ports: '5432',
-          sources: ['198.51.100.0/24', '2001:db8::/32'],
-          priority: 100,
-          targets: { tags: { role: 'db' } },
-          region: 'us-east-1',
-        }),
-        response: {
-          201: described(Envelope(FirewallRule), 'The rule as stored (addresses in canonical form)'),
-          ...errorResponses(404),
-        },
-      },
-      config: {
-        ...write,
-        idempotentCreate: { status: 201, view: (accountId, made) => firewallRules.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) => {
-      const created = await firewallRules.create(principalOf(request).accountId, request.body);
-      return reply.code(201).send(ok(request, created));
-    },
-  );
+  route.create({
+    summary: 'Create firewall rule',
+    description:
+      'A rule allows or denies inbound or outbound traffic by protocol, port range and remote CIDR blocks, for ' +
+      'the instances its targets select in one region. Lower priorities are evaluated first; the first match ' +
+      'decides. Counts against the `firewall_rules` quota (403 `quota_exceeded`). A target instance of ' +
+      'another account is 404.',
+    body: withExample(NewFirewallRule, {
+      name: 'postgres-from-office',
+      direction: 'inbound',
+      action: 'allow',
+      protocol: 'tcp',
+      ports: '5432',
+      sources: ['198.51.100.0/24', '2001:db8::/32'],
+      priority: 100,
+      targets: { tags: { role: 'db' } },
+      region: 'us-east-1',
+    }),
+    status: 201,
+    answer: 'The rule as stored (addresses in canonical form)',
+    errors: [404],
+    viewOfMade: (accountId, made) => firewallRules.get(accountId, made.id),
+    run: ({ accountId, body }) => firewallRules.create(accountId, body),
+  });
 
-  app.get(
-    '/firewall/rules',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'List firewall rules',
-        description:
-          "The account's firewall rules, newest first. `instance_id` keeps the rules that select that instance " +
-          '(404 when it is not yours).',
-        querystring: ListFirewallRulesQuery,
-        response: {
-          200: described(ListEnvelope(FirewallRule), 'One page of firewall rules'),
-          ...errorResponses(404),
-        },
-      },
-      config: read,
-    },
-    async (request) =>
-      okList(request, await firewallRules.list(principalOf(request).accountId, request.query)),
-  );
+  route.list({
+    summary: 'List firewall rules',
+    description:
+      "The account's firewall rules, newest first. `instance_id` keeps the rules that select that instance " +
+      '(404 when it is not yours).',
+    query: ListFirewallRulesQuery,
+    answer: 'One page of firewall rules',
+    errors: [404],
+    run: ({ accountId, query }) => firewallRules.list(accountId, query),
+  });
 
-  app.get(
-    '/firewall/rules/:id',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'Get firewall rule',
-        description: 'One firewall rule of the account.',
-        params: IdParams,
-        response: { 200: described(Envelope(FirewallRule), 'The firewall rule'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) =>
-      ok(request, await firewallRules.get(principalOf(request).accountId, request.params.id)),
-  );
+  route.get({
+    summary: 'Get firewall rule',
+    description: 'One firewall rule of the account.',
+    answer: 'The firewall rule',
+    errors: [404],
+    run: ({ accountId, params }) => firewallRules.get(accountId, params.id),
+  });
 
-  app.patch(
-    '/firewall/rules/:id',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'Update firewall rule',
-        description:
-          'Changes the given fields; the region is fixed. A new direction moves the rule to the other address ' +
-          'list (anywhere unless given); a change to icmp or all drops the ports. `targets` replaces the targets.',
-        params: IdParams,
-        body: FirewallRuleUpdate,
-        response: { 200: described(Envelope(FirewallRule), 'The rule as changed'), ...errorResponses(404) },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(
-        request,
-        await firewallRules.update(principalOf(request).accountId, request.params.id, request.body),
-      ),
-  );
+  route.update({
+    summary: 'Update firewall rule',
+    description:
+      'Changes the given fields; the region is fixed. A new direction moves the rule to the other address ' +
+      'list (anywhere unless given); a change to icmp or all drops the ports. `targets` replaces the targets.',
+    body: FirewallRuleUpdate,
+    answer: 'The rule as changed',
+    errors: [404],
+    run: ({ accountId, params, body }) => firewallRules.update(accountId, params.id, body),
+  });
 
-  app.delete(
-    '/firewall/rules/:id',
-    {
-      schema: {
-        tags: ['networking'],
-        summary: 'Delete firewall rule',
-        description: 'Takes effect at once for every instance the rule selected.',
-        params: IdParams,
-        response: { 200: described(Envelope(FirewallRule), 'The rule as it was'), ...errorResponses(404) },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await firewallRules.delete(principalOf(request).accountId, request.params.id)),
-  );
+  route.delete({
+    summary: 'Delete firewall rule',
+    description: 'Takes effect at once for every instance the rule selected.',
+    answer: 'The rule as it was',
+    errors: [404],
+    run: ({ accountId, params }) => firewallRules.delete(accountId, params.id),
+  });
 };

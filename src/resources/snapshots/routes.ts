@@ -1,12 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { withExample } from '../../platform/http/responses.js';
 import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
   ListQuery,
   Nullable,
   ResourceName,
@@ -132,160 +128,96 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<{ snapshots: SnapshotServ
   app,
   { snapshots },
 ) => {
-  const write = { permission: ['snapshots', 'write'] } as const;
-  const read = { permission: ['snapshots', 'read'] } as const;
-  const tags = ['snapshots'];
+  const route = resourceRoutes(app, {
+    path: '/snapshots',
+    tag: 'snapshots',
+    permission: 'snapshots',
+    view: Snapshot,
+  });
 
-  app.post(
-    '/snapshots',
-    {
-      schema: {
-        tags,
-        summary: 'Create snapshot (202 creating; then available or failed)',
-        description:
-          'Copies a volume (`volume_id`, data or root) or the root volume of an instance (`instance_id`, running ' +
-          'or stopped); name exactly one. The source must be `available` or `in-use` (409 otherwise). Quota ' +
-          '`snapshots` (403); a past-due account gets 402; a source of another account is 404 naming the field. ' +
-          'The snapshot outlives its source.',
-        body: withExample(NewSnapshot, {
-          name: 'data-1-before-upgrade',
-          volume_id: 'vol_01jd3q5w4r8z2m0000000000ab',
-        }),
-        response: {
-          202: described(Envelope(Snapshot), 'Accepted: the snapshot, creating'),
-          ...errorResponses(402, 404, 409),
-        },
-      },
-      config: {
-        ...write,
-        idempotentCreate: { status: 202, view: (accountId, made) => snapshots.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) =>
-      reply.code(202).send(ok(request, await snapshots.create(principalOf(request), request.body))),
-  );
+  route.create({
+    summary: 'Create snapshot (202 creating; then available or failed)',
+    description:
+      'Copies a volume (`volume_id`, data or root) or the root volume of an instance (`instance_id`, running ' +
+      'or stopped); name exactly one. The source must be `available` or `in-use` (409 otherwise). Quota ' +
+      '`snapshots` (403); a past-due account gets 402; a source of another account is 404 naming the field. ' +
+      'The snapshot outlives its source.',
+    body: withExample(NewSnapshot, {
+      name: 'data-1-before-upgrade',
+      volume_id: 'vol_01jd3q5w4r8z2m0000000000ab',
+    }),
+    status: 202,
+    answer: 'Accepted: the snapshot, creating',
+    errors: [402, 404, 409],
+    viewOfMade: (accountId, made) => snapshots.get(accountId, made.id),
+    run: ({ principal, body }) => snapshots.create(principal, body),
+  });
 
-  app.get(
-    '/snapshots',
-    {
-      schema: {
-        tags,
-        summary: 'List snapshots',
-        description:
-          'Newest first unless sorted otherwise (`created_at`, `name`, `size_gb`); filters by status, kind, ' +
-          'source_volume_id, source_instance_id and region combine.',
-        querystring: ListSnapshotsQuery,
-        response: { 200: described(ListEnvelope(Snapshot), 'One page of snapshots') },
-      },
-      config: read,
-    },
-    async (request) => okList(request, await snapshots.list(principalOf(request).accountId, request.query)),
-  );
+  route.list({
+    summary: 'List snapshots',
+    description:
+      'Newest first unless sorted otherwise (`created_at`, `name`, `size_gb`); filters by status, kind, ' +
+      'source_volume_id, source_instance_id and region combine.',
+    query: ListSnapshotsQuery,
+    answer: 'One page of snapshots',
+    run: ({ accountId, query }) => snapshots.list(accountId, query),
+  });
 
-  app.get(
-    '/snapshots/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Get snapshot',
-        description: 'One snapshot; poll it to follow `creating` to `available` or `failed`.',
-        params: IdParams,
-        response: { 200: described(Envelope(Snapshot), 'The snapshot'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => ok(request, await snapshots.get(principalOf(request).accountId, request.params.id)),
-  );
+  route.get({
+    summary: 'Get snapshot',
+    description: 'One snapshot; poll it to follow `creating` to `available` or `failed`.',
+    answer: 'The snapshot',
+    errors: [404],
+    run: ({ accountId, params }) => snapshots.get(accountId, params.id),
+  });
 
-  app.patch(
-    '/snapshots/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Update snapshot (name, tags)',
-        description: 'In any status but `deleting` (409 then); any other field is a 400.',
-        params: IdParams,
-        body: SnapshotUpdate,
-        response: {
-          200: described(Envelope(Snapshot), 'The snapshot as changed'),
-          ...errorResponses(404, 409),
-        },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await snapshots.update(principalOf(request).accountId, request.params.id, request.body)),
-  );
+  route.update({
+    summary: 'Update snapshot (name, tags)',
+    description: 'In any status but `deleting` (409 then); any other field is a 400.',
+    body: SnapshotUpdate,
+    answer: 'The snapshot as changed',
+    errors: [404, 409],
+    run: ({ accountId, params, body }) => snapshots.update(accountId, params.id, body),
+  });
 
-  app.delete(
-    '/snapshots/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Delete snapshot (202 deleting; then 404)',
-        description:
-          'From `available` or `failed`; a snapshot still being made, or being restored from, is a 409.',
-        params: IdParams,
-        response: {
-          202: described(Envelope(Snapshot), 'Accepted: the snapshot, deleting'),
-          ...errorResponses(404, 409),
-        },
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(ok(request, await snapshots.delete(principalOf(request).accountId, request.params.id))),
-  );
+  route.delete({
+    summary: 'Delete snapshot (202 deleting; then 404)',
+    description:
+      'From `available` or `failed`; a snapshot still being made, or being restored from, is a 409.',
+    status: 202,
+    answer: 'Accepted: the snapshot, deleting',
+    errors: [404, 409],
+    run: ({ accountId, params }) => snapshots.delete(accountId, params.id),
+  });
 
-  app.post(
-    '/snapshots/:id/restore',
-    {
-      schema: {
-        tags,
-        summary: 'Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)',
-        description:
-          "The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; " +
-          "`size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
-          'detached data volume of the same region and at least its size; attached is 409), or `instance_id` ' +
-          '(root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a ' +
-          'new instance, created `starting` with the instance quotas and rules, booting once its root disk is ' +
-          "restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named " +
-          "after it, of its size and region; a root snapshot is written over its source instance's disk when that " +
-          'instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume ' +
-          '(new or written over) and `instances:write` for an instance (new or its root disk), else 403. ' +
-          'The volume written is `creating` ' +
-          'or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account ' +
-          'is 404 naming the field.',
-        params: IdParams,
-        // No body at all is a request too: the restore the snapshot is for.
-        body: Type.Union([
-          withExample(RestoreRequest, { name: 'data-1-restored', size_gb: 200 }),
-          Type.Null(),
-        ]),
-        response: {
-          202: described(Envelope(Restore), 'Accepted: the snapshot and the volume being written'),
-          ...errorResponses(402, 404, 409),
-        },
-      },
-      config: {
-        ...write,
-        idempotentCreate: {
-          status: 202,
-          view: (accountId, made, params) => snapshots.restoredView(accountId, params.id ?? '', made),
-        },
-        // A replay answers only a key that could have made the restore: what it wrote names an instance
-        // (a new one, or a root disk written back) or only a volume (RESTORE_PERMISSIONS).
-        idempotentReplayCheck: (principal, data) =>
-          requirePermission(principal, data.instance_id ? 'instances' : 'volumes', 'write'),
-      },
+  route.action('restore', {
+    summary: 'Restore snapshot (202; into a new volume, over a detached volume, or over a root disk)',
+    description:
+      "The snapshot must be `available` (409). Say what to write: a new volume (`name`, default the snapshot's; " +
+      "`size_gb` at least the snapshot's, the snapshot's region; quotas `volumes` and `volume_storage_gb`), `target_volume_id` (a " +
+      'detached data volume of the same region and at least its size; attached is 409), or `instance_id` ' +
+      '(root snapshots only: the root disk of a stopped instance, else 409), or `instance` (root snapshots only: a ' +
+      'new instance, created `starting` with the instance quotas and rules, booting once its root disk is ' +
+      "restored). No body (or one naming none of these): a data volume's snapshot becomes a new volume named " +
+      "after it, of its size and region; a root snapshot is written over its source instance's disk when that " +
+      'instance is stopped (else 400). Besides `snapshots:write` the key needs `volumes:write` for a volume ' +
+      '(new or written over) and `instances:write` for an instance (new or its root disk), else 403. ' +
+      'The volume written is `creating` ' +
+      'or `restoring` until done; then `snapshot.restored` is written. A volume or instance of another account ' +
+      'is 404 naming the field.',
+    // No body at all is a request too: the restore the snapshot is for.
+    body: Type.Union([withExample(RestoreRequest, { name: 'data-1-restored', size_gb: 200 }), Type.Null()]),
+    status: 202,
+    returns: Restore,
+    answer: 'Accepted: the snapshot and the volume being written',
+    errors: [402, 404, 409],
+    viewOfMade: (accountId, made, params) => snapshots.restoredView(accountId, params.id ?? '', made),
+    config: {
+      // A replay answers only a key that could have made the restore: what it wrote names an instance
+      // (a new one, or a root disk written back) or only a volume (RESTORE_PERMISSIONS).
+      idempotentReplayCheck: (principal, data) =>
+        requirePermission(principal, data.instance_id ? 'instances' : 'volumes', 'write'),
     },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(
-          ok(request, await snapshots.restore(principalOf(request), request.params.id, request.body ?? {})),
-        ),
-  );
+    run: ({ principal, params, body }) => snapshots.restore(principal, params.id, body ?? {}),
+  });
 };

@@ -1,17 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
-  ListQuery,
-  ResourceName,
-  StringEnum,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { withExample } from '../../platform/http/responses.js';
+import { IdParams, ListQuery, ResourceName, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import {
   DEFAULT_TUNNEL_CIDR,
@@ -153,208 +144,128 @@ const ListVpnsQuery = ListQuery(
 const ListPeersQuery = ListQuery(PEER_SORTS, { sort: 'created_at' });
 
 export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async (app, { vpns }) => {
-  const write = { permission: ['networking', 'write'] } as const;
-  const read = { permission: ['networking', 'read'] } as const;
-  const tags = ['networking'];
-  const accountOf = (request: Parameters<typeof principalOf>[0]) => principalOf(request).accountId;
+  const route = resourceRoutes(app, { path: '/vpn', tag: 'networking', permission: 'networking', view: Vpn });
 
-  app.post(
-    '/vpn',
-    {
-      schema: {
-        tags,
-        summary: 'Create VPN (202 provisioning; poll until active)',
-        description:
-          "A WireGuard gateway into the account's private network of one region, on a public IPv4 of the region's " +
-          `pool and UDP port ${VPN_PORT}. Quota \`vpns\` (403); a past-due account gets 402; an exhausted address ` +
-          'pool is 503.',
-        body: withExample(NewVpn, { name: 'office', region: 'us-east-1', tunnel_cidr: DEFAULT_TUNNEL_CIDR }),
-        response: {
-          202: described(Envelope(Vpn), 'Accepted: the VPN, provisioning'),
-          ...errorResponses(402),
-        },
-      },
-      config: {
-        ...write,
-        idempotentCreate: { status: 202, view: (accountId, made) => vpns.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) =>
-      reply.code(202).send(ok(request, await vpns.create(principalOf(request), request.body))),
-  );
+  route.create({
+    summary: 'Create VPN (202 provisioning; poll until active)',
+    description:
+      "A WireGuard gateway into the account's private network of one region, on a public IPv4 of the region's " +
+      `pool and UDP port ${VPN_PORT}. Quota \`vpns\` (403); a past-due account gets 402; an exhausted address ` +
+      'pool is 503.',
+    body: withExample(NewVpn, { name: 'office', region: 'us-east-1', tunnel_cidr: DEFAULT_TUNNEL_CIDR }),
+    status: 202,
+    answer: 'Accepted: the VPN, provisioning',
+    errors: [402],
+    viewOfMade: (accountId, made) => vpns.get(accountId, made.id),
+    run: ({ principal, body }) => vpns.create(principal, body),
+  });
 
-  app.get(
-    '/vpn',
-    {
-      schema: {
-        tags,
-        summary: 'List VPNs',
-        description:
-          'Newest first unless sorted otherwise (`created_at`, `name`); filters status and region combine.',
-        querystring: ListVpnsQuery,
-        response: { 200: described(ListEnvelope(Vpn), 'One page of VPNs') },
-      },
-      config: read,
-    },
-    async (request) => okList(request, await vpns.list(accountOf(request), request.query)),
-  );
+  route.list({
+    summary: 'List VPNs',
+    description:
+      'Newest first unless sorted otherwise (`created_at`, `name`); filters status and region combine.',
+    query: ListVpnsQuery,
+    answer: 'One page of VPNs',
+    run: ({ accountId, query }) => vpns.list(accountId, query),
+  });
 
-  app.get(
-    '/vpn/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Get VPN',
-        description: 'One VPN; poll it to follow a change of status.',
-        params: IdParams,
-        response: { 200: described(Envelope(Vpn), 'The VPN'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => ok(request, await vpns.get(accountOf(request), request.params.id)),
-  );
+  route.get({
+    summary: 'Get VPN',
+    description: 'One VPN; poll it to follow a change of status.',
+    answer: 'The VPN',
+    errors: [404],
+    run: ({ accountId, params }) => vpns.get(accountId, params.id),
+  });
 
-  app.patch(
-    '/vpn/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Update VPN (name, allowed_cidrs)',
-        description:
-          'In any status but `deleting` (409 then). New routes reach clients through their configuration files ' +
-          '(`GET …/peers/{peer_id}/config`); any other field is a 400.',
-        params: IdParams,
-        body: VpnUpdate,
-        response: { 200: described(Envelope(Vpn), 'The VPN as changed'), ...errorResponses(404, 409) },
-      },
-      config: write,
-    },
-    async (request) => ok(request, await vpns.update(accountOf(request), request.params.id, request.body)),
-  );
+  route.update({
+    summary: 'Update VPN (name, allowed_cidrs)',
+    description:
+      'In any status but `deleting` (409 then). New routes reach clients through their configuration files ' +
+      '(`GET …/peers/{peer_id}/config`); any other field is a 400.',
+    body: VpnUpdate,
+    answer: 'The VPN as changed',
+    errors: [404, 409],
+    run: ({ accountId, params, body }) => vpns.update(accountId, params.id, body),
+  });
 
-  app.delete(
-    '/vpn/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Delete VPN (202 deleting; then 404)',
-        description:
-          'Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.',
-        params: IdParams,
-        response: {
-          202: described(Envelope(Vpn), 'Accepted: the VPN, deleting'),
-          ...errorResponses(404, 409),
-        },
-      },
-      config: write,
-    },
-    async (request, reply) =>
-      reply.code(202).send(ok(request, await vpns.delete(accountOf(request), request.params.id))),
-  );
+  route.delete({
+    summary: 'Delete VPN (202 deleting; then 404)',
+    description:
+      'Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.',
+    status: 202,
+    answer: 'Accepted: the VPN, deleting',
+    errors: [404, 409],
+    run: ({ accountId, params }) => vpns.delete(accountId, params.id),
+  });
 
-  app.post(
-    '/vpn/:id/peers',
-    {
-      schema: {
-        tags,
-        summary: 'Add peer (with your public key, or a generated key pair shown once)',
-        description:
-          'The peer gets the lowest free address of the tunnel network. With `public_key` nothing secret leaves the ' +
-          'server and `config` has a placeholder for your private key; without it the server generates a pair and ' +
-          'this answer alone carries `private_key` and a complete `config` (kept nowhere). A key already on the VPN, ' +
-          'a full tunnel network or a VPN being deleted are 409.',
-        params: IdParams,
-        body: withExample(NewPeer, {
-          name: 'laptop',
-          public_key: 'bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA=',
-        }),
-        response: {
-          201: described(Envelope(CreatedVpnPeer), 'The peer, with its wg-quick file'),
-          ...errorResponses(404, 409),
-        },
-      },
-      // A generated private key is shown once: an Idempotency-Key replay returns the peer without it.
-      config: {
-        ...write,
-        idempotencyOmit: ['private_key', 'config'],
-        carriesSecret: true,
-        idempotentCreate: {
-          status: 201,
-          view: (accountId, made, params) => vpns.getPeer(accountId, params.id ?? '', made.id),
-        },
-      },
-    },
-    async (request, reply) =>
-      reply
-        .code(201)
-        .send(ok(request, await vpns.addPeer(accountOf(request), request.params.id, request.body))),
-  );
+  route.create({
+    path: '/:id/peers',
+    summary: 'Add peer (with your public key, or a generated key pair shown once)',
+    description:
+      'The peer gets the lowest free address of the tunnel network. With `public_key` nothing secret leaves the ' +
+      'server and `config` has a placeholder for your private key; without it the server generates a pair and ' +
+      'this answer alone carries `private_key` and a complete `config` (kept nowhere). A key already on the VPN, ' +
+      'a full tunnel network or a VPN being deleted are 409.',
+    params: IdParams,
+    body: withExample(NewPeer, {
+      name: 'laptop',
+      public_key: 'bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA=',
+    }),
+    status: 201,
+    returns: CreatedVpnPeer,
+    answer: 'The peer, with its wg-quick file',
+    errors: [404, 409],
+    viewOfMade: (accountId, made, params) => vpns.getPeer(accountId, params.id ?? '', made.id),
+    // A generated private key is shown once: an Idempotency-Key replay returns the peer without it.
+    config: { idempotencyOmit: ['private_key', 'config'], carriesSecret: true },
+    run: ({ accountId, params, body }) => vpns.addPeer(accountId, params.id, body),
+  });
 
-  app.get(
-    '/vpn/:id/peers',
-    {
-      schema: {
-        tags,
-        summary: "List a VPN's peers",
-        description: 'Newest first unless sorted otherwise (`created_at`, `name`).',
-        params: IdParams,
-        querystring: ListPeersQuery,
-        response: { 200: described(ListEnvelope(VpnPeer), 'One page of peers'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) =>
-      okList(request, await vpns.listPeers(accountOf(request), request.params.id, request.query)),
-  );
+  route.list({
+    path: '/:id/peers',
+    summary: "List a VPN's peers",
+    description: 'Newest first unless sorted otherwise (`created_at`, `name`).',
+    params: IdParams,
+    query: ListPeersQuery,
+    returns: VpnPeer,
+    answer: 'One page of peers',
+    errors: [404],
+    run: ({ accountId, params, query }) => vpns.listPeers(accountId, params.id, query),
+  });
 
-  app.get(
-    '/vpn/:id/peers/:peer_id',
-    {
-      schema: {
-        tags,
-        summary: 'Get peer',
-        description: 'One peer of the VPN (never its private key).',
-        params: PeerParams,
-        response: { 200: described(Envelope(VpnPeer), 'The peer'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) =>
-      ok(request, await vpns.getPeer(accountOf(request), request.params.id, request.params.peer_id)),
-  );
+  route.get({
+    path: '/:id/peers/:peer_id',
+    summary: 'Get peer',
+    description: 'One peer of the VPN (never its private key).',
+    params: PeerParams,
+    returns: VpnPeer,
+    answer: 'The peer',
+    errors: [404],
+    run: ({ accountId, params }) => vpns.getPeer(accountId, params.id, params.peer_id),
+  });
 
-  app.delete(
-    '/vpn/:id/peers/:peer_id',
-    {
-      schema: {
-        tags,
-        summary: 'Remove peer',
-        description:
-          'The gateway stops accepting its key; its address is free for a later peer. A VPN being deleted is a 409.',
-        params: PeerParams,
-        response: { 200: described(Envelope(VpnPeer), 'The peer removed'), ...errorResponses(404, 409) },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await vpns.removePeer(accountOf(request), request.params.id, request.params.peer_id)),
-  );
+  route.delete({
+    path: '/:id/peers/:peer_id',
+    summary: 'Remove peer',
+    description:
+      'The gateway stops accepting its key; its address is free for a later peer. A VPN being deleted is a 409.',
+    params: PeerParams,
+    returns: VpnPeer,
+    answer: 'The peer removed',
+    errors: [404, 409],
+    run: ({ accountId, params }) => vpns.removePeer(accountId, params.id, params.peer_id),
+  });
 
-  app.get(
-    '/vpn/:id/peers/:peer_id/config',
-    {
-      schema: {
-        tags,
-        summary: "Get a peer's wg-quick file (without its private key)",
-        description:
-          'The client configuration with the current routes; where the private key goes it has a placeholder: the ' +
-          'server never keeps a peer private key (a generated one is shown only when the peer is added).',
-        params: PeerParams,
-        response: { 200: described(Envelope(PeerConfig), 'The configuration file'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) =>
-      ok(request, await vpns.peerConfig(accountOf(request), request.params.id, request.params.peer_id)),
-  );
+  route.get({
+    path: '/:id/peers/:peer_id/config',
+    summary: "Get a peer's wg-quick file (without its private key)",
+    description:
+      'The client configuration with the current routes; where the private key goes it has a placeholder: the ' +
+      'server never keeps a peer private key (a generated one is shown only when the peer is added).',
+    params: PeerParams,
+    returns: PeerConfig,
+    answer: 'The configuration file',
+    errors: [404],
+    run: ({ accountId, params }) => vpns.peerConfig(accountId, params.id, params.peer_id),
+  });
 };

@@ -1,17 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { EVENT_CATALOG, EVENT_TYPES } from '../../platform/events/catalog.js';
-import { ok, okList } from '../../platform/http/envelope.js';
-import { principalOf } from '../../platform/http/plugins/guard.js';
-import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import {
-  Envelope,
-  IdParams,
-  ListEnvelope,
-  ListQuery,
-  StringEnum,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { ok } from '../../platform/http/envelope.js';
+import { resourceRoutes } from '../../platform/http/resource-routes.js';
+import { described, withExample } from '../../platform/http/responses.js';
+import { Envelope, IdParams, ListQuery, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import { EventActor } from '../events/routes.js';
 import { MAX_ROTATION_OVERLAP_SECONDS, MIN_SECRET_LENGTH } from './rules.js';
 import type { WebhookService } from './service.js';
@@ -168,9 +161,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
   app,
   { webhooks },
 ) => {
-  const read = { permission: ['webhooks', 'read'] as const };
-  const write = { permission: ['webhooks', 'write'] as const };
-
   app.get(
     '/events/types',
     {
@@ -187,234 +177,131 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService
     async (request) => ok(request, DELIVERED_TYPES),
   );
 
-  app.post(
-    '/webhooks',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Create webhook subscription',
-        description:
-          'Subscribes an https URL to events. Each delivery is a POST of `{id, type, timestamp, data, signature}`, ' +
-          'signed with the secret (docs/api.md, "Webhooks"). Without `secret`, one is generated and shown once.',
-        body: withExample(NewWebhook, {
-          url: 'https://hooks.example.com/nimbus',
-          events: ['instance.*'],
-          description: 'Instance changes to the deploy bot',
-        }),
-        response: {
-          201: described(Envelope(WebhookWithSecret), 'The subscription (with the secret when generated)'),
-        },
-      },
-      // A generated secret is shown once: never kept with an idempotent replay, never cached.
-      config: {
-        ...write,
-        idempotencyOmit: ['secret'],
-        carriesSecret: true,
-        idempotentCreate: { status: 201, view: (accountId, made) => webhooks.get(accountId, made.id) },
-      },
-    },
-    async (request, reply) => {
-      const created = await webhooks.create(principalOf(request).accountId, request.body);
-      return reply.code(201).send(ok(request, created));
-    },
-  );
+  const route = resourceRoutes(app, {
+    path: '/webhooks',
+    tag: 'webhooks',
+    permission: 'webhooks',
+    view: Webhook,
+  });
 
-  app.get(
-    '/webhooks',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'List webhook subscriptions',
-        description: "The account's subscriptions, newest first. Secrets are never shown.",
-        querystring: ListQuery(['created_at'] as const, { sort: 'created_at' }),
-        response: { 200: described(ListEnvelope(Webhook), 'One page of subscriptions') },
-      },
-      config: read,
-    },
-    async (request) => okList(request, await webhooks.list(principalOf(request).accountId, request.query)),
-  );
+  route.create({
+    summary: 'Create webhook subscription',
+    description:
+      'Subscribes an https URL to events. Each delivery is a POST of `{id, type, timestamp, data, signature}`, ' +
+      'signed with the secret (docs/api.md, "Webhooks"). Without `secret`, one is generated and shown once.',
+    body: withExample(NewWebhook, {
+      url: 'https://hooks.example.com/nimbus',
+      events: ['instance.*'],
+      description: 'Instance changes to the deploy bot',
+    }),
+    status: 201,
+    returns: WebhookWithSecret,
+    answer: 'The subscription (with the secret when generated)',
+    viewOfMade: (accountId, made) => webhooks.get(accountId, made.id),
+    // A generated secret is shown once: never kept with an idempotent replay, never cached.
+    config: { idempotencyOmit: ['secret'], carriesSecret: true },
+    run: ({ accountId, body }) => webhooks.create(accountId, body),
+  });
 
-  app.get(
-    '/webhooks/:id',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Get webhook subscription',
-        description: 'One subscription of the account.',
-        params: IdParams,
-        response: { 200: described(Envelope(Webhook), 'The subscription'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) => ok(request, await webhooks.get(principalOf(request).accountId, request.params.id)),
-  );
+  route.list({
+    summary: 'List webhook subscriptions',
+    description: "The account's subscriptions, newest first. Secrets are never shown.",
+    query: ListQuery(['created_at'] as const, { sort: 'created_at' }),
+    answer: 'One page of subscriptions',
+    run: ({ accountId, query }) => webhooks.list(accountId, query),
+  });
 
-  app.patch(
-    '/webhooks/:id',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Update webhook subscription',
-        description:
-          'Changes the URL, the events, the description or `enabled`. Enabling a subscription Nimbus disabled ' +
-          'makes it active again. The secret changes only by rotation.',
-        params: IdParams,
-        body: WebhookChanges,
-        response: {
-          200: described(Envelope(Webhook), 'The subscription as changed'),
-          ...errorResponses(404),
-        },
-      },
-      config: write,
-    },
-    async (request) =>
-      ok(request, await webhooks.update(principalOf(request).accountId, request.params.id, request.body)),
-  );
+  route.get({
+    summary: 'Get webhook subscription',
+    description: 'One subscription of the account.',
+    answer: 'The subscription',
+    errors: [404],
+    run: ({ accountId, params }) => webhooks.get(accountId, params.id),
+  });
 
-  app.delete(
-    '/webhooks/:id',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Delete webhook subscription',
-        description: 'The subscription and its delivery log are removed; pending deliveries are not sent.',
-        params: IdParams,
-        response: { 200: described(Envelope(Webhook), 'The subscription as it was'), ...errorResponses(404) },
-      },
-      config: write,
-    },
-    async (request) => ok(request, await webhooks.delete(principalOf(request).accountId, request.params.id)),
-  );
+  route.update({
+    summary: 'Update webhook subscription',
+    description:
+      'Changes the URL, the events, the description or `enabled`. Enabling a subscription Nimbus disabled ' +
+      'makes it active again. The secret changes only by rotation.',
+    body: WebhookChanges,
+    answer: 'The subscription as changed',
+    errors: [404],
+    run: ({ accountId, params, body }) => webhooks.update(accountId, params.id, body),
+  });
 
-  app.post(
-    '/webhooks/:id/rotate-secret',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Rotate webhook secret',
-        description:
-          'Sets a new secret (given, or generated and shown once). For `overlap_seconds` (default one day) ' +
-          'deliveries carry signatures by both secrets: comma-separated in X-Nimbus-Signature, space-separated ' +
-          'in webhook-signature; the body field is signed with the new one.',
-        params: IdParams,
-        body: Type.Union([Rotation, Type.Null()]),
-        response: {
-          200: described(Envelope(WebhookWithSecret), 'The subscription, with the new secret when generated'),
-          ...errorResponses(404),
-        },
-      },
-      config: { ...write, idempotencyOmit: ['secret'], carriesSecret: true },
-    },
-    async (request) =>
-      ok(
-        request,
-        await webhooks.rotateSecret(principalOf(request).accountId, request.params.id, request.body ?? {}),
-      ),
-  );
+  route.delete({
+    summary: 'Delete webhook subscription',
+    description: 'The subscription and its delivery log are removed; pending deliveries are not sent.',
+    answer: 'The subscription as it was',
+    errors: [404],
+    run: ({ accountId, params }) => webhooks.delete(accountId, params.id),
+  });
 
-  app.post(
-    '/webhooks/:id/test',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Send a test delivery',
-        description:
-          'Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the ' +
-          'delivery after that attempt. A failed test is retried like any delivery. `409` ' +
-          '(`details.reason: "secret_unreadable"`) when the signing secret cannot be opened with the ' +
-          "server's master key: nothing was sent; rotate the secret or ask the operator.",
-        params: IdParams,
-        response: {
-          200: described(Envelope(Delivery), 'The test delivery after its first attempt'),
-          ...errorResponses(404, 409),
-        },
-      },
-      config: write,
-    },
-    async (request) => ok(request, await webhooks.test(principalOf(request).accountId, request.params.id)),
-  );
+  route.action('rotate-secret', {
+    summary: 'Rotate webhook secret',
+    description:
+      'Sets a new secret (given, or generated and shown once). For `overlap_seconds` (default one day) ' +
+      'deliveries carry signatures by both secrets: comma-separated in X-Nimbus-Signature, space-separated ' +
+      'in webhook-signature; the body field is signed with the new one.',
+    body: Type.Union([Rotation, Type.Null()]),
+    returns: WebhookWithSecret,
+    answer: 'The subscription, with the new secret when generated',
+    errors: [404],
+    config: { idempotencyOmit: ['secret'], carriesSecret: true },
+    run: ({ accountId, params, body }) => webhooks.rotateSecret(accountId, params.id, body ?? {}),
+  });
 
-  app.get(
-    '/webhooks/:id/deliveries',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'List deliveries',
-        description:
-          "The subscription's delivery log, newest first: each with its attempts, the last answer and the next attempt.",
-        params: IdParams,
-        querystring: DeliveryQuery,
-        response: {
-          200: described(ListEnvelope(Delivery), 'One page of deliveries'),
-          ...errorResponses(404),
-        },
-      },
-      config: read,
-    },
-    async (request) => {
-      const { status, event_type, ...page } = request.query;
-      return okList(
-        request,
-        await webhooks.deliveries(
-          principalOf(request).accountId,
-          request.params.id,
-          { status, eventType: event_type },
-          page,
-        ),
-      );
-    },
-  );
+  route.action('test', {
+    summary: 'Send a test delivery',
+    description:
+      'Writes a `webhook.test` event for this subscription only and sends it at once; the answer is the ' +
+      'delivery after that attempt. A failed test is retried like any delivery. `409` ' +
+      '(`details.reason: "secret_unreadable"`) when the signing secret cannot be opened with the ' +
+      "server's master key: nothing was sent; rotate the secret or ask the operator.",
+    returns: Delivery,
+    answer: 'The test delivery after its first attempt',
+    errors: [404, 409],
+    run: ({ accountId, params }) => webhooks.test(accountId, params.id),
+  });
 
-  app.get(
-    '/webhooks/:id/deliveries/:delivery_id',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Get delivery',
-        description: 'One delivery of the subscription.',
-        params: DeliveryParams,
-        response: { 200: described(Envelope(Delivery), 'The delivery'), ...errorResponses(404) },
-      },
-      config: read,
-    },
-    async (request) =>
-      ok(
-        request,
-        await webhooks.delivery(
-          principalOf(request).accountId,
-          request.params.id,
-          request.params.delivery_id,
-        ),
-      ),
-  );
+  route.list({
+    path: '/:id/deliveries',
+    summary: 'List deliveries',
+    description:
+      "The subscription's delivery log, newest first: each with its attempts, the last answer and the next attempt.",
+    params: IdParams,
+    query: DeliveryQuery,
+    returns: Delivery,
+    answer: 'One page of deliveries',
+    errors: [404],
+    run: ({ accountId, params, query: { status, event_type, ...page } }) =>
+      webhooks.deliveries(accountId, params.id, { status, eventType: event_type }, page),
+  });
 
-  app.post(
-    '/webhooks/:id/deliveries/:delivery_id/redeliver',
-    {
-      schema: {
-        tags: ['webhooks'],
-        summary: 'Redeliver',
-        description:
-          'Sends the same event to the subscription again as a new delivery (its `redelivery_of` names the ' +
-          'original), due at once; the original stays in the log as it was.',
-        params: DeliveryParams,
-        response: { 202: described(Envelope(Delivery), 'The new delivery, pending'), ...errorResponses(404) },
-      },
-      config: {
-        ...write,
-        idempotentCreate: {
-          status: 202,
-          view: (accountId, made, params) => webhooks.delivery(accountId, params.id ?? '', made.id),
-        },
-      },
-    },
-    async (request, reply) => {
-      const copy = await webhooks.redeliver(
-        principalOf(request).accountId,
-        request.params.id,
-        request.params.delivery_id,
-      );
-      return reply.code(202).send(ok(request, copy));
-    },
-  );
+  route.get({
+    path: '/:id/deliveries/:delivery_id',
+    summary: 'Get delivery',
+    description: 'One delivery of the subscription.',
+    params: DeliveryParams,
+    returns: Delivery,
+    answer: 'The delivery',
+    errors: [404],
+    run: ({ accountId, params }) => webhooks.delivery(accountId, params.id, params.delivery_id),
+  });
+
+  route.action('redeliver', {
+    path: '/:id/deliveries/:delivery_id',
+    summary: 'Redeliver',
+    description:
+      'Sends the same event to the subscription again as a new delivery (its `redelivery_of` names the ' +
+      'original), due at once; the original stays in the log as it was.',
+    params: DeliveryParams,
+    status: 202,
+    returns: Delivery,
+    answer: 'The new delivery, pending',
+    errors: [404],
+    viewOfMade: (accountId, made, params) => webhooks.delivery(accountId, params.id ?? '', made.id),
+    run: ({ accountId, params }) => webhooks.redeliver(accountId, params.id, params.delivery_id),
+  });
 };
