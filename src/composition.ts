@@ -10,9 +10,13 @@
  *
  * The server (main.ts) and the admin CLI both start here. The modules' route definitions are loaded, but
  * not Fastify nor the server's plugins: buildApp (main.ts) serves them, so operator commands never pay for it.
+ * The server also runs each module's start-up hooks and serves what this root hands it by role (the
+ * guests' metadata service, the workers), so it names no resource.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import type { ComputeDriver, GuestHost } from './drivers/driver.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
@@ -134,6 +138,13 @@ export interface Backends {
   driver: ComputeDriver;
   /** What a driver that serves its guests itself asks of the control plane (ComputeDriver.serve). */
   guests: Pick<GuestHost, 'allowsInbound' | 'machineChanged'>;
+  /**
+   * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
+   * and the address its port may be bound to.
+   */
+  metadataService(logger: Logger): Promise<{ app: FastifyInstance; host: string }>;
+  /** The server's last start step: the job runner and the webhook delivery worker (the admin CLI runs neither). */
+  startWorkers(): void;
   close(): Promise<void>;
 }
 
@@ -212,6 +223,15 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     jobs,
     driver,
     guests: guestsOf(store, jobs, services.network),
+    metadataService: async (logger) => {
+      // Loaded only here: it is a Fastify app, which operator commands never pay for.
+      const { buildMetadataApp, metadataHost } = await import('./resources/instances/metadata-server.js');
+      return { app: await buildMetadataApp(services.instances, logger), host: metadataHost(config.host) };
+    },
+    startWorkers: () => {
+      jobs.start();
+      services.deliveries.start();
+    },
     close: async () => {
       await jobs.stop();
       await driver.close?.();
@@ -372,7 +392,7 @@ function compose(
 
   // The resources, in the order the API serves their routes; each one's other parts registered here.
   const modules = [
-    accountModule({ accounts, apiKeys, quotas, rateLimits }),
+    accountModule({ store, accounts, apiKeys, quotas, rateLimits }),
     catalogModule(),
     instancesModule({ instances }),
     networkingModule({ network, firewallRules }),

@@ -3,11 +3,9 @@
  * once every listener is up, with a `close` that shuts down in order: stop accepting, finish in-flight
  * requests, flush buffered writes, close the store.
  */
-import { chmodSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
@@ -22,11 +20,6 @@ import { RequestMetrics } from './platform/http/request-metrics.js';
 import { storeMetricsExposition } from './platform/http/store-metrics.js';
 import { loadOrCreateTls, TLS_POLICY } from './platform/http/tls.js';
 import { createLogger } from './platform/logger.js';
-import { bootstrapAccount } from './resources/account/bootstrap.js';
-import { buildMetadataApp, metadataHost } from './resources/instances/metadata-server.js';
-import { instanceMetricsExposition } from './resources/metrics/operator-gauges.js';
-
-export const BOOTSTRAP_KEY_FILE = 'bootstrap-api-key';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -87,19 +80,8 @@ export async function startServer(
         ),
     });
     closers.push(backends.close);
-    const { services, store, redis } = backends;
-    await services.apiKeys.start();
-
-    const bootstrap = await bootstrapAccount(store, services.accounts);
-    if (bootstrap) {
-      const file = path.join(config.dataDir, BOOTSTRAP_KEY_FILE);
-      writeFileSync(file, `${bootstrap.apiKey}\n`, { mode: 0o600 });
-      chmodSync(file, 0o600);
-      logger.info(
-        { account_id: bootstrap.accountId, file },
-        'created the bootstrap account; its API key is in this file',
-      );
-    }
+    const { services, store, redis, modules } = backends;
+    for (const module of modules) await module.prepare?.({ dataDir: config.dataDir, logger });
 
     const tls = await loadOrCreateTls({ dataDir: config.dataDir, files: config.tls, host: config.host });
     if (tls.generated) logger.info({ cert: tls.certFile }, 'generated a self-signed TLS certificate');
@@ -107,7 +89,7 @@ export async function startServer(
     const registry = new Registry();
     const requestMetrics = new RequestMetrics();
     const app = await buildApp({
-      modules: backends.modules,
+      modules,
       authenticator: services.apiKeys,
       rateLimits: services.rateLimits,
       idempotency: services.idempotency,
@@ -169,7 +151,7 @@ export async function startServer(
             (await registry.metrics()) +
             requestMetrics.exposition() +
             storeMetricsExposition(store.commitStats()) +
-            instanceMetricsExposition(services.metricsCollector.latestSamples()),
+            modules.map((module) => module.operatorMetrics?.() ?? '').join(''),
         })),
       );
       closers.push(() => closeServer(metricsServer));
@@ -179,10 +161,10 @@ export async function startServer(
     let metadataPort: number | null = null;
     const { driver } = backends;
     if (config.metadataPort > 0 || driver.serve) {
-      const metadata = await buildMetadataApp(services.instances, logger);
+      const { app: metadata, host: metadataHost } = await backends.metadataService(logger);
       closers.push(() => metadata.close());
       if (config.metadataPort > 0) {
-        await metadata.listen({ port: config.metadataPort, host: metadataHost(config.host) });
+        await metadata.listen({ port: config.metadataPort, host: metadataHost });
         metadataPort = (metadata.server.address() as AddressInfo).port;
       } else await metadata.ready();
       // A driver whose guests are real serves them itself (qemu: their metadata sockets and SSH ports);
@@ -194,15 +176,12 @@ export async function startServer(
       });
     }
 
-    // The billing period job closes months and marks overdue invoices; it must exist before jobs run.
-    await backends.services.billing.start();
-    // Metric collection and the status relay are jobs too (once across replicas); streams are per process.
-    await services.metricsCollector.start();
-    await services.statusRelay.start();
-    await services.metricStreams.start();
-    closers.push(async () => services.metricStreams.stop());
-    backends.jobs.start();
-    backends.services.deliveries.start();
+    // Pushed first: a start that fails must not leave the modules started before it running.
+    closers.push(async () => {
+      for (const module of [...modules].reverse()) await module.stop?.();
+    });
+    for (const module of modules) await module.start?.();
+    backends.startWorkers();
 
     const purge = setInterval(() => void services.idempotency.purgeExpired().catch(() => {}), 3600_000);
     purge.unref();

@@ -1,7 +1,8 @@
 /**
  * The shape of the source tree (docs/architecture.md): the platform (src/platform) never imports a
- * resource (src/resources/<kind>) or the composition root, and no two resources import each other in a
- * circle. Read from the import statements themselves, so a new arrow fails here before it lands.
+ * resource (src/resources/<kind>) or the composition root, the server (main.ts) imports only the
+ * platform and the composition root, and no two resources import each other in a circle. Read from the
+ * import statements themselves, so a new arrow fails here before it lands.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -52,6 +53,14 @@ describe('the source tree', () => {
       .filter((edge) => areaOf(edge.from) === 'platform' && areaOf(edge.to) !== 'platform')
       .filter((edge) => areaOf(edge.to) !== 'drivers' || !edge.to.endsWith('driver.ts'))
       .map((edge) => `${edge.from} -> ${edge.to}`);
+    expect(wrong).toEqual([]);
+  });
+
+  it('has the server (main.ts) import only the platform and the composition root', () => {
+    const wrong = edges
+      .filter((edge) => edge.from === 'main.ts')
+      .filter((edge) => areaOf(edge.to) !== 'platform' && edge.to !== 'composition.ts')
+      .map((edge) => edge.to);
     expect(wrong).toEqual([]);
   });
 

@@ -18,8 +18,6 @@ import { ConfigError } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import type {
   ComputeDriver,
-  GatewaySpec,
-  GatewayState,
   GuestHost,
   MachineSpec,
   MachineState,
@@ -32,7 +30,7 @@ import type {
   VolumeSpec,
   VolumeState,
 } from '../driver.js';
-import { SimulatedGateways } from '../simulator/gateways.js';
+import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
 import { QemuPaths } from './files.js';
@@ -80,7 +78,7 @@ export interface QemuDriverOptions {
 /** A setting or a host the driver cannot run with: the process refuses to start, saying why. */
 export class QemuDriverError extends ConfigError {}
 
-export class QemuDriver implements ComputeDriver {
+export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver {
   readonly name = 'qemu';
   readonly faultInjection = null;
   readonly accel: 'kvm' | 'tcg';
@@ -90,7 +88,6 @@ export class QemuDriver implements ComputeDriver {
   private readonly metadata = new MetadataSockets();
   private readonly proxies = new SshProxies();
   private readonly metrics = new QemuMetrics();
-  private readonly gateways: SimulatedGateways;
   private readonly imageDir: string;
   private watcher: NodeJS.Timeout | null = null;
   private watching = false;
@@ -122,6 +119,8 @@ export class QemuDriver implements ComputeDriver {
   }
 
   private constructor(options: QemuDriverOptions, accel: 'kvm' | 'tcg') {
+    // Real time: a VPN gateway here is a record, as in the simulator at its own pace.
+    super(new SimulatedGateways(options.db, options.clock, 1));
     this.accel = accel;
     this.imageDir = options.imageDir;
     this.paths = new QemuPaths(options.dataDir);
@@ -142,8 +141,6 @@ export class QemuDriver implements ComputeDriver {
       now,
     });
     this.disks = new QemuDisks(this.paths, this.machines, now);
-    // Real time: a VPN gateway here is a record, as in the simulator at its own pace.
-    this.gateways = new SimulatedGateways(options.db, options.clock, 1);
   }
 
   /** The images present in the image dir: with this driver, the catalogue's images are those. */
@@ -296,21 +293,5 @@ export class QemuDriver implements ComputeDriver {
 
   inspectRestore(spec: RestoreSpec): Promise<RestoreState> {
     return this.disks.inspectRestore(spec);
-  }
-
-  provisionGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.provision(spec);
-  }
-
-  configureGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.configure(spec);
-  }
-
-  destroyGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.destroy(spec);
-  }
-
-  inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
-    return this.gateways.inspect(spec);
   }
 }

@@ -46,7 +46,7 @@ export const simGatewaysMigration: Migration = {
   },
 };
 
-/** The gateway calls of the simulated driver (simulator.ts delegates to this). */
+/** The gateway calls of the simulated driver, and of QEMU's (SimulatedGatewayDriver). */
 export class SimulatedGateways {
   private readonly db: GatewayDb;
   private readonly timings: { provision: number; destroy: number };
@@ -131,5 +131,29 @@ export class SimulatedGateways {
       default:
         return { row, state: gateway('active') };
     }
+  }
+}
+
+/**
+ * The gateway half of a ComputeDriver, answered by the simulator's gateways: the simulator's own, and
+ * QEMU's until its gateways run for real (qemu.ts).
+ */
+export abstract class SimulatedGatewayDriver {
+  protected constructor(private readonly gateways: SimulatedGateways) {}
+
+  provisionGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.provision(spec);
+  }
+
+  configureGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.configure(spec);
+  }
+
+  destroyGateway(spec: GatewaySpec): Promise<void> {
+    return this.gateways.destroy(spec);
+  }
+
+  inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
+    return this.gateways.inspect(spec);
   }
 }

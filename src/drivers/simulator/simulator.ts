@@ -18,8 +18,6 @@ import type {
   ComputeDriver,
   DiskState,
   FaultInjection,
-  GatewaySpec,
-  GatewayState,
   MachineSpec,
   MachineState,
   MetricSample,
@@ -34,7 +32,7 @@ import type {
 } from '../driver.js';
 import { countCall, type MachineCall } from './calls.js';
 import { deleteDisk, findDisk, insertDisk, type SimVolumeRow, updateDisk } from './disks.js';
-import { SimulatedGateways } from './gateways.js';
+import { SimulatedGatewayDriver, SimulatedGateways } from './gateways.js';
 import {
   type AnyDb,
   deleteMachine,
@@ -119,7 +117,7 @@ function faultOf(spec: MachineSpec): Fault | null {
 
 const at = (ms: number) => new Date(ms);
 
-export class SimulatedDriver implements ComputeDriver {
+export class SimulatedDriver extends SimulatedGatewayDriver implements ComputeDriver {
   readonly name = 'simulator';
   readonly faultInjection: FaultInjection = {
     tag: FAULT_TAG,
@@ -132,7 +130,6 @@ export class SimulatedDriver implements ComputeDriver {
   private readonly timings: { boot: number; stop: number; resize: number };
   private readonly diskTimings: DiskTimings;
   private readonly snapshotTimings: SnapshotTimings;
-  private readonly gateways: SimulatedGateways;
 
   /** Creates the simulator's tables if needed, then the driver. */
   static async open(options: SimulatorOptions): Promise<SimulatedDriver> {
@@ -141,6 +138,7 @@ export class SimulatedDriver implements ComputeDriver {
   }
 
   private constructor(options: SimulatorOptions) {
+    super(new SimulatedGateways(options.db, options.clock, options.speedup));
     this.db = options.db as SimulatorDb;
     this.reads = (options.reads ?? options.db) as SimulatorDb;
     this.clock = options.clock;
@@ -155,7 +153,6 @@ export class SimulatedDriver implements ComputeDriver {
     this.snapshotTimings = Object.fromEntries(
       Object.entries(SIM_SNAPSHOT_TIMINGS_MS).map(([change, ms]) => [change, ms / options.speedup]),
     ) as SnapshotTimings;
-    this.gateways = new SimulatedGateways(options.db, options.clock, options.speedup);
   }
 
   async provision(spec: MachineSpec): Promise<void> {
@@ -384,22 +381,6 @@ export class SimulatedDriver implements ComputeDriver {
       state: 'deleting',
       state_since: this.clock.now().toISOString(),
     });
-  }
-
-  provisionGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.provision(spec);
-  }
-
-  configureGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.configure(spec);
-  }
-
-  destroyGateway(spec: GatewaySpec): Promise<void> {
-    return this.gateways.destroy(spec);
-  }
-
-  inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
-    return this.gateways.inspect(spec);
   }
 
   async inspectSnapshot(spec: SnapshotSpec): Promise<SnapshotState> {

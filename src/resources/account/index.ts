@@ -2,13 +2,19 @@
 import type { ResourceModule } from '../../platform/module.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
 import type { RateLimitService } from '../../platform/rate-limits/rate-limits.js';
+import type { Store } from '../../platform/store/db.js';
 import { apiKeyRoutes } from './api-key-routes.js';
 import type { ApiKeyService } from './api-key-service.js';
 import { countApiKeys } from './api-key-store.js';
+import { bootstrapAccount } from './bootstrap.js';
 import { accountRoutes } from './routes.js';
 import type { AccountService } from './service.js';
 
-export function accountModule(deps: {
+export function accountModule({
+  store,
+  ...deps
+}: {
+  store: Store;
   accounts: AccountService;
   apiKeys: ApiKeyService;
   quotas: QuotaService;
@@ -21,5 +27,9 @@ export function accountModule(deps: {
       await app.register(apiKeyRoutes, deps);
     },
     quotas: { api_keys: countApiKeys },
+    prepare: async (host) => {
+      await deps.apiKeys.start();
+      await bootstrapAccount(store, deps.accounts, host);
+    },
   };
 }

@@ -73,21 +73,8 @@ export interface PolicyUpdate {
   enabled?: boolean | undefined;
 }
 
-export interface PolicyView {
-  id: string;
-  name: string;
-  description: string | null;
-  metric: AlertMetric | null;
-  compare: AlertCompare | null;
-  threshold: number | null;
-  window: AlertWindow | null;
-  state: AlertState | null;
-  targets: AlertTargets;
-  channels: AlertChannels;
-  enabled: boolean;
-  created_at: string;
-  updated_at: string;
-}
+/** A policy as the API shows it: its account is the caller's. */
+export type PolicyView = Omit<AlertPolicy, 'account_id'>;
 
 export interface NotificationView {
   id: string;
@@ -131,22 +118,8 @@ export interface AlertServiceOptions {
   consoleUrl: string;
 }
 
-export function policyView(policy: AlertPolicy): PolicyView {
-  return {
-    id: policy.id,
-    name: policy.name,
-    description: policy.description,
-    metric: policy.metric,
-    compare: policy.compare,
-    threshold: policy.threshold,
-    window: policy.window,
-    state: policy.state,
-    targets: policy.targets,
-    channels: policy.channels,
-    enabled: policy.enabled,
-    created_at: policy.created_at,
-    updated_at: policy.updated_at,
-  };
+export function policyView({ account_id: _account, ...view }: AlertPolicy): PolicyView {
+  return view;
 }
 
 export class AlertService {
@@ -461,10 +434,10 @@ export class AlertService {
     const db = this.store.db;
     const known = new Set(current?.targets.instance_ids ?? []);
     const asked = policy.targets.instance_ids.filter((instanceId) => !known.has(instanceId));
-    const owned = await alerts.accountInstanceIds(db, accountId, asked);
+    const owned = await alerts.accountOwnedIds(db, 'instances', accountId, asked);
     const missing = asked.find((instanceId) => !owned.has(instanceId));
     if (missing !== undefined) throw new NotFound('instance', missing, { field: 'targets.instance_ids' });
-    const hooks = await alerts.accountWebhookIds(db, accountId, policy.channels.webhook_ids);
+    const hooks = await alerts.accountOwnedIds(db, 'webhooks', accountId, policy.channels.webhook_ids);
     const strange = policy.channels.webhook_ids.find((webhookId) => !hooks.has(webhookId));
     if (strange !== undefined) throw new NotFound('webhook', strange, { field: 'channels.webhook_ids' });
     if (policy.channels.email.length > 0 && !this.notifier.mailConfigured) {

@@ -586,31 +586,16 @@ export async function instancesInStatuses(
   return found;
 }
 
-/** Which of these ids are instances of the account. */
-export async function accountInstanceIds(
+/** Which of these ids are the account's, in `table` (a policy's instances, its webhook channels). */
+export async function accountOwnedIds(
   db: Executor,
+  table: 'instances' | 'webhooks',
   accountId: string,
   ids: readonly string[],
 ): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
   const rows = await db
-    .selectFrom('instances')
-    .select('id')
-    .where('account_id', '=', accountId)
-    .where('id', 'in', ids)
-    .execute();
-  return new Set(rows.map((row) => row.id));
-}
-
-/** Which of these ids are webhook subscriptions of the account. */
-export async function accountWebhookIds(
-  db: Executor,
-  accountId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db
-    .selectFrom('webhooks')
+    .selectFrom(table)
     .select('id')
     .where('account_id', '=', accountId)
     .where('id', 'in', ids)

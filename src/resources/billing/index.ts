@@ -10,5 +10,7 @@ export function billingModule(deps: { billing: BillingService }): ResourceModule
       await app.register(billingRoutes, deps);
     },
     jobs: { [BILLING_JOB.kind]: deps.billing },
+    // The period job closes months and marks overdue invoices: it must exist before jobs run.
+    start: () => deps.billing.start(),
   };
 }

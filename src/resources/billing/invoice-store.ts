@@ -2,32 +2,15 @@
  * Invoices, their lines and the billing counters. Rows are decoded into records here (exact amounts from
  * decimal text to bigint). Every status write is guarded by the version read.
  */
-import { sql } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Executor } from '../../platform/store/schema.js';
+import type { Executor, InvoicesTable } from '../../platform/store/schema.js';
 import type { Invoice, InvoiceLine, InvoiceStatus } from './invoice-rules.js';
 import type { BilledResourceType, BillingUnit, MeterName } from './rules.js';
 
-type InvoiceRow = {
-  id: string;
-  account_id: string;
-  number: number | null;
-  status: string;
-  period_start: string;
-  period_end: string;
-  subtotal: string;
-  total_cents: number;
-  issued_at: string | null;
-  due_at: string | null;
-  past_due_at: string | null;
-  paid_at: string | null;
-  voided_at: string | null;
-  version: number;
-  created_at: string;
-  updated_at: string;
-};
+type InvoiceRow = Selectable<InvoicesTable>;
 
 const decoded = (row: InvoiceRow): Invoice => ({
   ...row,

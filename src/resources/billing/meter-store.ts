@@ -13,36 +13,53 @@
  * and the intervals still open: one row per resource and price plus one per live resource, however many
  * times each changed. Other windows add up the intervals themselves.
  */
-import { type RawBuilder, sql } from 'kysely';
+import { type RawBuilder, type Selectable, sql } from 'kysely';
 import type { Metering } from '../../platform/lifecycle/metering.js';
 import { compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
-import type { Database, Executor } from '../../platform/store/schema.js';
+import type { Database, Executor, MeterSegmentsTable } from '../../platform/store/schema.js';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from './rules.js';
 import { epochSecond, meterKey, monthOf, monthSpans } from './rules.js';
 
-const closeOpen = compiledOnce<Database, { resourceId: string; at: string; second: number }, ClosedInterval>(
-  (db, p) =>
-    db
-      .updateTable('meter_segments')
-      .set({ ended_at: p.at, end_s: p.second })
-      .where('resource_id', '=', p.resourceId)
-      .where('end_s', 'is', null)
-      .returningAll(),
+/**
+ * The columns that tell usage pieces apart: a resource at one price. Its name is not among them (a
+ * renamed resource is one piece), but stands beside them in both tables.
+ */
+const PIECE_KEY = [
+  'account_id',
+  'resource_id',
+  'resource_type',
+  'meter',
+  'instance_type',
+  'size_gb',
+  'unit',
+  'unit_price_micros',
+] as const;
+const METERED = [...PIECE_KEY, 'resource_name'] as const;
+type Metered = Pick<Selectable<MeterSegmentsTable>, (typeof METERED)[number]>;
+
+/** The metered columns of `from`: its values, or a compiled query's stand-ins for them. */
+function metered<T extends Metered>(from: T): Metered {
+  return Object.fromEntries(METERED.map((column) => [column, from[column]])) as Metered;
+}
+
+const closeOpen = compiledOnce<
+  Database,
+  { resourceId: string; at: string; second: number },
+  Selectable<MeterSegmentsTable>
+>((db, p) =>
+  db
+    .updateTable('meter_segments')
+    .set({ ended_at: p.at, end_s: p.second })
+    .where('resource_id', '=', p.resourceId)
+    .where('end_s', 'is', null)
+    .returningAll(),
 );
 
 const open = compiledOnce<Database, Meter & { at: string; second: number }, never>((db, p) =>
   db.insertInto('meter_segments').values({
-    account_id: p.account_id,
-    resource_id: p.resource_id,
-    resource_type: p.resource_type,
-    resource_name: p.resource_name,
-    meter: p.meter,
+    ...metered(p),
     region: p.region,
-    instance_type: p.instance_type,
-    size_gb: p.size_gb,
-    unit: p.unit,
-    unit_price_micros: p.unit_price_micros,
     started_at: p.at,
     start_s: p.second,
   }),
@@ -84,40 +101,19 @@ export const priceKey = (m: {
   unit_price_micros: number;
 }) => `${m.meter}|${m.instance_type ?? ''}|${m.size_gb ?? ''}|${m.unit_price_micros}`;
 
-type ClosedInterval = {
-  seq: number;
-  account_id: string;
-  resource_id: string;
-  resource_type: string;
-  resource_name: string;
-  meter: string;
-  instance_type: string | null;
-  size_gb: number | null;
-  unit: string;
-  unit_price_micros: number;
-  start_s: number;
-};
-
 /** The upsert of `addToTotals`, per number of months the interval spans (nearly always one). */
-const totalsUpsert = compiledPerShape<Database, Record<string, unknown>, never>((shape) => (db, p) => {
+type TotalsValues = Metered & { price_key: string; first_seq: number } & Record<string, unknown>;
+const totalsUpsert = compiledPerShape<Database, TotalsValues, never>((shape) => (db, p) => {
   const least = isPostgres(db) ? 'least' : 'min';
   return db
     .insertInto('meter_month_totals')
     .values(
       Array.from({ length: Number(shape) }, (_, i) => ({
+        ...metered(p),
         month_s: p[`month_s${i}`] as number,
-        account_id: p.account_id as string,
-        resource_id: p.resource_id as string,
-        price_key: p.price_key as string,
-        resource_type: p.resource_type as string,
-        resource_name: p.resource_name as string,
-        meter: p.meter as string,
-        instance_type: p.instance_type as string | null,
-        size_gb: p.size_gb as number | null,
-        unit: p.unit as string,
-        unit_price_micros: p.unit_price_micros as number,
+        price_key: p.price_key,
         seconds: p[`seconds${i}`] as number,
-        first_seq: p.first_seq as number,
+        first_seq: p.first_seq,
       })),
     )
     .onConflict((oc) =>
@@ -130,20 +126,16 @@ const totalsUpsert = compiledPerShape<Database, Record<string, unknown>, never>(
 });
 
 /** Adds a closed interval's seconds to the totals of each month it lies in (one statement). */
-async function addToTotals(db: Executor, interval: ClosedInterval, endS: number): Promise<void> {
+async function addToTotals(
+  db: Executor,
+  interval: Selectable<MeterSegmentsTable>,
+  endS: number,
+): Promise<void> {
   const months = monthSpans(Number(interval.start_s), endS);
   if (months.length === 0) return;
-  const values: Record<string, unknown> = {
-    account_id: interval.account_id,
-    resource_id: interval.resource_id,
+  const values: TotalsValues = {
+    ...metered(interval),
     price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
-    resource_type: interval.resource_type,
-    resource_name: interval.resource_name,
-    meter: interval.meter,
-    instance_type: interval.instance_type,
-    size_gb: interval.size_gb,
-    unit: interval.unit,
-    unit_price_micros: interval.unit_price_micros,
     first_seq: interval.seq,
   };
   months.forEach(({ monthS, seconds }, i) => {
@@ -179,18 +171,7 @@ function secondsInside(db: Executor, window: Window): RawBuilder<number> {
   return sql<number>`${sql.raw(greatest)}(0, ${sql.raw(least)}(coalesce(end_s, ${openEnd}), ${window.end}) - ${sql.raw(greatest)}(start_s, ${window.start}))`;
 }
 
-interface PieceRow {
-  account_id: string;
-  resource_id: string;
-  resource_type: string;
-  resource_name: string;
-  meter: string;
-  instance_type: string | null;
-  size_gb: number | null;
-  unit: string;
-  unit_price_micros: number;
-  seconds: number | string;
-}
+type PieceRow = Metered & { seconds: number | string };
 
 const piece = (row: PieceRow): UsagePiece & { account_id: string } => ({
   account_id: row.account_id,
@@ -222,39 +203,18 @@ async function summed(
   if (accountId !== null) query = query.where('account_id', '=', accountId);
   const rows = await query
     .select([
-      'account_id',
-      'resource_id',
-      'resource_type',
-      'meter',
-      'instance_type',
-      'size_gb',
-      'unit',
-      'unit_price_micros',
+      ...PIECE_KEY,
       sql<string>`max(resource_name)`.as('resource_name'),
       sql<number>`sum(${secondsInside(db, window)})`.as('seconds'),
       sql<number>`min(seq)`.as('first_seq'),
     ])
-    .groupBy([
-      'account_id',
-      'resource_id',
-      'resource_type',
-      'meter',
-      'instance_type',
-      'size_gb',
-      'unit',
-      'unit_price_micros',
-    ])
+    .groupBy([...PIECE_KEY])
     .orderBy('account_id')
     .orderBy(sql`min(seq)`)
     .execute();
-  return rows.map((row) => piece(row as PieceRow));
+  return rows.map((row) => piece(row));
 }
 
-/**
- * The window's seconds per resource and price from the totals and the open intervals (see wholeMonths),
- * ordered by account and then by the first interval of each. The totals are read row by row (a month
- * of an account is one range of the key) and added up here, not grouped in SQL.
- */
 /** The starts (epoch seconds) of the months the window's seconds fall in. */
 function monthsWithin(window: Window): number[] {
   const months: number[] = [];
@@ -268,6 +228,11 @@ function monthsWithin(window: Window): number[] {
   return months;
 }
 
+/**
+ * The window's seconds per resource and price from the totals and the open intervals (see wholeMonths),
+ * ordered by account and then by the first interval of each. The totals are read row by row (a month
+ * of an account is one range of the key) and added up here, not grouped in SQL.
+ */
 async function fromTotals(
   db: Executor,
   window: Window,
@@ -282,44 +247,15 @@ async function fromTotals(
     .selectFrom('meter_month_totals')
     .where(months.length > 0 ? sql<boolean>`month_s in (${sql.join(months)})` : sql<boolean>`false`);
   if (accountId !== null) totals = totals.where('account_id', '=', accountId);
-  const closed = await totals
-    .select([
-      'account_id',
-      'resource_id',
-      'price_key',
-      'resource_type',
-      'resource_name',
-      'meter',
-      'instance_type',
-      'size_gb',
-      'unit',
-      'unit_price_micros',
-      'seconds',
-      'first_seq',
-    ])
-    .execute();
+  const closed = await totals.select([...METERED, 'price_key', 'seconds', 'first_seq']).execute();
   const openEnd = Math.min(window.now, window.end);
   let open = db.selectFrom('meter_segments').where('end_s', 'is', null).where('start_s', '<', openEnd);
   if (accountId !== null) open = open.where('account_id', '=', accountId);
-  const running = await open
-    .select([
-      'seq',
-      'account_id',
-      'resource_id',
-      'resource_type',
-      'resource_name',
-      'meter',
-      'instance_type',
-      'size_gb',
-      'unit',
-      'unit_price_micros',
-      'start_s',
-    ])
-    .execute();
+  const running = await open.select([...METERED, 'seq', 'start_s']).execute();
 
   type Ordered = UsagePiece & { account_id: string; first: number };
   const byKey = new Map<string, Ordered>();
-  const add = (row: PieceRow, key: string, seconds: number, first: number, latestName: boolean) => {
+  const add = (row: Metered, key: string, seconds: number, first: number, latestName: boolean) => {
     const total = byKey.get(key);
     if (total) {
       total.seconds += seconds;
@@ -327,20 +263,19 @@ async function fromTotals(
       if (latestName) total.resource_name = row.resource_name;
       return;
     }
-    const found = piece(row) as Ordered;
-    found.seconds = seconds;
+    const found = piece({ ...row, seconds }) as Ordered;
     found.first = first;
     byKey.set(key, found);
   };
   for (const row of closed) {
     const key = `${row.account_id}|${row.resource_id}|${row.price_key}`;
-    add(row as unknown as PieceRow, key, Number(row.seconds), Number(row.first_seq), false);
+    add(row, key, Number(row.seconds), Number(row.first_seq), false);
   }
   for (const row of running) {
     const seconds = openEnd - Math.max(Number(row.start_s), window.start);
     const key = `${row.account_id}|${row.resource_id}|${priceKey({ ...row, unit_price_micros: Number(row.unit_price_micros) })}`;
     // The open interval has the resource's latest name.
-    add(row as unknown as PieceRow, key, seconds, Number(row.seq), true);
+    add(row, key, seconds, Number(row.seq), true);
   }
   const pieces = [...byKey.values()];
   pieces.sort((a, b) =>

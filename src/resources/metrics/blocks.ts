@@ -25,6 +25,7 @@
  * to 2^51 round-trips exactly.
  */
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { GrowingBuffer } from './growing-buffer.js';
 
 export interface BlockColumn {
   id: number;
@@ -44,20 +45,9 @@ export const MAX_BLOCK_INTEGER = 2 ** 51;
 const PLAIN = 1;
 const DEFLATED = 2;
 
-class Writer {
-  private buffer = Buffer.allocUnsafe(256);
-  length = 0;
-
-  private room(bytes: number): void {
-    if (this.length + bytes <= this.buffer.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.length + bytes));
-    this.buffer.copy(bigger, 0, 0, this.length);
-    this.buffer = bigger;
-  }
-
-  byte(value: number): void {
-    this.room(1);
-    this.buffer[this.length++] = value;
+class Writer extends GrowingBuffer {
+  constructor() {
+    super(256);
   }
 
   /** Unsigned LEB128 of a non-negative safe integer. */

@@ -11,6 +11,7 @@
  * JSON.stringify writes for a finite number). Everything that is not a point (ids, names, the metadata)
  * goes through JSON.stringify.
  */
+import { GrowingBuffer } from './growing-buffer.js';
 import type { MetricSeries, MetricsAnswer } from './service.js';
 
 const DAY_MS = 86_400_000;
@@ -44,28 +45,10 @@ function twoDigits(out: Buffer, at: number, value: number): number {
   return at + 2;
 }
 
-class ByteWriter {
-  private buffer: Buffer;
-  length = 0;
+class ByteWriter extends GrowingBuffer {
   /** The start of the day of the last timestamp written, and its date part (`2026-03-02T`) as bytes. */
   private dayStartMs = Number.NaN;
   private readonly datePrefix = new Uint8Array(11);
-
-  constructor(capacity: number) {
-    this.buffer = Buffer.allocUnsafe(capacity);
-  }
-
-  room(bytes: number): void {
-    if (this.length + bytes <= this.buffer.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.length + bytes));
-    this.buffer.copy(bigger, 0, 0, this.length);
-    this.buffer = bigger;
-  }
-
-  byte(value: number): void {
-    this.room(1);
-    this.buffer[this.length++] = value;
-  }
 
   /** Text written as it is (UTF-8). */
   text(value: string): void {

@@ -2,6 +2,7 @@
 import type { ResourceModule } from '../../platform/module.js';
 import type { InstanceService } from '../instances/service.js';
 import { COLLECT_JOB, type MetricsCollector } from './collector.js';
+import { instanceMetricsExposition } from './operator-gauges.js';
 import { metricRoutes, STREAM_MAX_PAYLOAD } from './routes.js';
 import type { MetricsService } from './service.js';
 import { STATUS_RELAY_JOB, type StatusRelay } from './status-relay.js';
@@ -21,5 +22,13 @@ export function metricsModule(deps: {
     },
     maxWebSocketPayload: STREAM_MAX_PAYLOAD,
     jobs: { [COLLECT_JOB.kind]: deps.collector, [STATUS_RELAY_JOB.kind]: deps.statusRelay },
+    // Collection and the status relay are jobs (once across replicas); streams are per process.
+    start: async () => {
+      await deps.collector.start();
+      await deps.statusRelay.start();
+      await deps.metricStreams.start();
+    },
+    stop: async () => deps.metricStreams.stop(),
+    operatorMetrics: () => instanceMetricsExposition(deps.collector.latestSamples()),
   };
 }

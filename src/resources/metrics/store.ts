@@ -2,7 +2,7 @@
  * Repository of metric blocks (migration 0008): the encoded blocks of resources/metrics/blocks.ts, one row
  * per instance per resolution per window. It stores bytes and knows nothing of their format.
  */
-import { CompiledQuery, type Insertable, sql } from 'kysely';
+import { CompiledQuery, type Insertable, type Selectable, sql } from 'kysely';
 import { isPostgres } from '../../platform/store/dialect.js';
 import type { Executor, MetricBlocksTable } from '../../platform/store/schema.js';
 
@@ -84,15 +84,7 @@ export async function upsertBlocks(db: Executor, blocks: readonly StoredBlock[],
   }
 }
 
-function decoded(row: {
-  instance_id: string;
-  resolution: string;
-  block_start: string;
-  account_id: string;
-  sealed: number;
-  points: number;
-  data: Uint8Array;
-}): StoredBlock {
+function decoded(row: Omit<Selectable<MetricBlocksTable>, 'updated_at'>): StoredBlock {
   return { ...row, resolution: row.resolution as ResolutionName, sealed: row.sealed === 1 };
 }
 

@@ -27,7 +27,6 @@ import {
   ANYWHERE,
   type Direction,
   type FirewallRule,
-  type FirewallTargets,
   formatPorts,
   MAX_DESCRIPTION_LENGTH,
   type Protocol,
@@ -39,23 +38,8 @@ import * as rules from './firewall-store.js';
 
 export const DEFAULT_PRIORITY = 1000;
 
-export interface FirewallRuleView {
-  id: string;
-  name: string;
-  description: string;
-  direction: Direction;
-  action: Action;
-  protocol: Protocol;
-  ports: string | null;
-  sources: string[];
-  destinations: string[];
-  priority: number;
-  targets: FirewallTargets;
-  region: string;
-  enabled: boolean;
-  created_at: string;
-  updated_at: string;
-}
+/** A rule as the API shows it: its account is the caller's. */
+export type FirewallRuleView = Omit<FirewallRule, 'account_id'>;
 
 export interface TargetsInput {
   instance_ids?: string[] | undefined;
@@ -91,24 +75,8 @@ export interface FirewallRuleListQuery extends PageRequest<rules.FirewallRuleSor
 /** The fields a rule's checks settle, from a create or from a rule merged with its PATCH. */
 type RuleFields = Omit<FirewallRule, 'id' | 'account_id' | 'created_at' | 'updated_at'>;
 
-function view(rule: FirewallRule): FirewallRuleView {
-  return {
-    id: rule.id,
-    name: rule.name,
-    description: rule.description,
-    direction: rule.direction,
-    action: rule.action,
-    protocol: rule.protocol,
-    ports: rule.ports,
-    sources: rule.sources,
-    destinations: rule.destinations,
-    priority: rule.priority,
-    targets: rule.targets,
-    region: rule.region,
-    enabled: rule.enabled,
-    created_at: rule.created_at,
-    updated_at: rule.updated_at,
-  };
+function view({ account_id: _account, ...shown }: FirewallRule): FirewallRuleView {
+  return shown;
 }
 
 const eventData = (rule: FirewallRule) => ({
