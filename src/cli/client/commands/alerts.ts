@@ -6,7 +6,7 @@ import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { listCommand, resourceCommands } from './resource-commands.js';
 import { collect, defined, example, parseTags } from './shared.js';
 
 type Json = Record<string, unknown>;
@@ -201,7 +201,14 @@ export function alertsCommand(): Command {
     'nimbus alerts incidents --status firing',
   );
 
-  const create = createCommand({
+  const policies = resourceCommands({
+    path: '/v1/alerts',
+    item: '/v1/alerts/{id}',
+    id: { help: 'policy id', prefix: 'alr_' },
+    columns: COLUMNS,
+  });
+
+  const create = policies.create({
     description: 'create a policy',
     argument: ['<name>', 'what to call it'],
     options: (command) => policyOptions(command).option('--disabled', 'create it switched off'),
@@ -210,7 +217,6 @@ export function alertsCommand(): Command {
       'nimbus alerts create "Broken boots" --state error --chat https://hooks.example.com/nimbus',
       'nimbus alerts create "Stuck" --state stuck --window 10m --webhook whk_0123',
     ],
-    path: '/v1/alerts',
     body: (
       flags: ConditionFlags & TargetFlags & ChannelFlags & { description?: string; disabled?: boolean },
       _session,
@@ -228,24 +234,17 @@ export function alertsCommand(): Command {
       }) as never,
   });
 
-  const list = listCommand({
+  const list = policies.list({
     description: 'list policies',
     sorts: ['created_at', 'name'],
     examples: ['nimbus alerts list -o wide'],
-    columns: COLUMNS,
-    path: '/v1/alerts',
   });
-
-  const get = getCommand({
+  const get = policies.get({
     description: 'show one policy',
-    argument: ['<id>', 'policy id (alr_…)'],
     examples: ['nimbus alerts get alr_0123 -o yaml'],
-    path: '/v1/alerts/{id}',
   });
-
-  const update = updateCommand({
+  const update = policies.update({
     description: 'change a policy; a channel option replaces that kind of channel, the others stay',
-    argument: ['<id>', 'policy id'],
     options: (command) =>
       policyOptions(command)
         .option('--name <name>', 'new name')
@@ -256,7 +255,6 @@ export function alertsCommand(): Command {
       'nimbus alerts update alr_0123 --email oncall@example.com --email lead@example.com',
       'nimbus alerts update alr_0123 --disable',
     ],
-    path: '/v1/alerts/{id}',
     body: async (
       flags: ConditionFlags &
         TargetFlags &
@@ -288,17 +286,15 @@ export function alertsCommand(): Command {
     },
   });
 
-  const remove = deleteCommand({
+  const remove = policies.delete({
     description: 'delete a policy with its incidents',
-    argument: ['<id>', 'policy id'],
     example: 'nimbus alerts delete alr_0123',
-    path: '/v1/alerts/{id}',
     mode: { now: 'alert policy' },
   });
 
   const test = new Command('test')
     .description('send a test notification to every channel of a policy now')
-    .argument('<id>', 'policy id');
+    .argument(...policies.argument);
   example(test, 'nimbus alerts test alr_0123');
   test.action(
     withSession(async (session, [id]) => {
