@@ -3,6 +3,8 @@
  * and the channels they notify), their incidents, and test notifications.
  */
 import { Command, Option } from 'commander';
+// What a policy may say, from the server's own rules (a pure module; the client ships with the server).
+import { ALERT_METRICS, ALERT_STATES, ALERT_WINDOWS } from '../../../resources/alerts/rules.js';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
@@ -28,18 +30,6 @@ interface NotificationFields {
   status: string;
   attempts: number;
 }
-
-const METRICS = [
-  'cpu_percent',
-  'memory_percent',
-  'disk_read_bps',
-  'disk_write_bps',
-  'net_rx_bps',
-  'net_tx_bps',
-  'gpu_percent',
-];
-const WINDOWS = ['1m', '5m', '10m', '30m', '1h'];
-const STATES = ['error', 'stuck'];
 
 /** The condition in words: `cpu_percent above 80 over 5m`, `error`, `stuck 10m`. */
 function condition(item: Json): string {
@@ -131,15 +121,17 @@ interface ChannelFlags {
 /** Options every command that writes a policy takes. */
 function policyOptions(command: Command): Command {
   return command
-    .addOption(new Option('--metric <metric>', 'metric threshold: the metric averaged').choices(METRICS))
+    .addOption(
+      new Option('--metric <metric>', 'metric threshold: the metric averaged').choices(ALERT_METRICS),
+    )
     .option('--above <value>', 'fire when the average is above this (percent, or bytes/s for rates)')
     .option('--below <value>', 'fire when the average is below this')
     .addOption(
       new Option('--window <window>', 'averaged over this long; for --state stuck: how long').choices(
-        WINDOWS,
+        ALERT_WINDOWS,
       ),
     )
-    .addOption(new Option('--state <state>', 'instance state instead of a metric').choices(STATES))
+    .addOption(new Option('--state <state>', 'instance state instead of a metric').choices(ALERT_STATES))
     .option('--instance <id>', 'watch this instance (repeatable)', collect)
     .option('--tag <key=value>', 'watch instances with this tag (repeatable: all of them)', collect)
     .option(
