@@ -9,7 +9,7 @@ import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
 import { listCommand, resourceCommands } from './resource-commands.js';
-import { collect, defined, example, parseTags } from './shared.js';
+import { addCommands, collect, defined, example, parseTags } from './shared.js';
 
 type Json = Record<string, unknown>;
 
@@ -311,12 +311,5 @@ export function alertsCommand(): Command {
       id ? { path: '/v1/alerts/{id}/incidents', params: { id } } : { path: '/v1/alerts/incidents' },
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(test)
-    .addCommand(incidents);
+  return addCommands(group, create, list, get, update, remove, test, incidents);
 }

@@ -5,6 +5,7 @@ import type { Column } from '../output.js';
 import { withSession } from '../session.js';
 import { resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
@@ -204,11 +205,5 @@ export function firewallCommand(): Command {
     ),
   );
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(check);
+  return addCommands(group, create, list, get, update, remove, check);
 }

@@ -9,6 +9,7 @@ import type { Session } from '../session.js';
 import { tableTarget } from '../wait.js';
 import { getCommand, resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
@@ -271,15 +272,17 @@ const network = () =>
 export function instancesCommand(): Command {
   const group = new Command('instances').alias('instance').description('compute instances');
   example(group, 'nimbus instances list', 'nimbus instances create --help');
-  return group
-    .addCommand(create())
-    .addCommand(list())
-    .addCommand(get())
-    .addCommand(update())
-    .addCommand(start())
-    .addCommand(stop())
-    .addCommand(restart())
-    .addCommand(resize())
-    .addCommand(remove())
-    .addCommand(network());
+  return addCommands(
+    group,
+    create(),
+    list(),
+    get(),
+    update(),
+    start(),
+    stop(),
+    restart(),
+    resize(),
+    remove(),
+    network(),
+  );
 }

@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import type { Column } from '../output.js';
 import { resourceCommands } from './resource-commands.js';
-import { collect, defined, example, type Permission } from './shared.js';
+import { addCommands, collect, defined, example, type Permission } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (k) => k.id },
@@ -60,5 +60,5 @@ export function keysCommand(): Command {
     example: 'nimbus keys delete key_0123',
     mode: { now: 'API key' },
   });
-  return group.addCommand(create).addCommand(list).addCommand(get).addCommand(remove);
+  return addCommands(group, create, list, get, remove);
 }

@@ -24,7 +24,7 @@ import { note } from '../context.js';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList, printOne } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import { defined, example, integer, resolveId } from './shared.js';
+import { addCommands, defined, example, integer, resolveId } from './shared.js';
 
 const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
 
@@ -463,5 +463,5 @@ async function watch(session: Session, id: string, flags: WatchFlags): Promise<v
 export function metricsCommand(): Command {
   const group = new Command('metrics').description("instances' metric history and live values");
   example(group, 'nimbus metrics get web-1 --start 6h --step 300', 'nimbus metrics watch web-1');
-  return group.addCommand(getCommand()).addCommand(watchCommand());
+  return addCommands(group, getCommand(), watchCommand());
 }

@@ -6,6 +6,7 @@ import type { Column } from '../output.js';
 import { tableTarget } from '../wait.js';
 import { resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
@@ -160,11 +161,5 @@ export function snapshotsCommand(): Command {
     mode: 'async',
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(restore)
-    .addCommand(remove);
+  return addCommands(group, create, list, get, update, restore, remove);
 }

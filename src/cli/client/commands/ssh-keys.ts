@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { resourceCommands } from './resource-commands.js';
-import { example } from './shared.js';
+import { addCommands, example } from './shared.js';
 import { readPublicKeyFile } from './ssh-key-files.js';
 
 const COLUMNS: Column[] = [
@@ -64,5 +64,5 @@ export function sshKeysCommand(): Command {
     example: 'nimbus ssh-keys delete laptop',
     mode: { now: 'SSH key' },
   });
-  return group.addCommand(add).addCommand(list).addCommand(get).addCommand(remove);
+  return addCommands(group, add, list, get, remove);
 }

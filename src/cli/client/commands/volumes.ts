@@ -5,7 +5,16 @@ import type { Column } from '../output.js';
 import { tableTarget } from '../wait.js';
 import { backupChange, parseBackupSchedule } from './instances.js';
 import { resourceCommands } from './resource-commands.js';
-import { collect, defined, example, integer, parseTags, type Region, resolveId } from './shared.js';
+import {
+  addCommands,
+  collect,
+  defined,
+  example,
+  integer,
+  parseTags,
+  type Region,
+  resolveId,
+} from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (v) => v.id },
@@ -160,13 +169,5 @@ export function volumesCommand(): Command {
     mode: 'async',
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(attach)
-    .addCommand(detach)
-    .addCommand(resize)
-    .addCommand(remove);
+  return addCommands(group, create, list, get, update, attach, detach, resize, remove);
 }

@@ -6,7 +6,7 @@ import { type Column, printMessage } from '../output.js';
 import { withSession } from '../session.js';
 import { tableTarget } from '../wait.js';
 import { listCommand, resourceCommands } from './resource-commands.js';
-import { collect, defined, example, printItem, type Region } from './shared.js';
+import { addCommands, collect, defined, example, printItem, type Region } from './shared.js';
 import {
   readPrivateKeyFile,
   wireguardPublicKey,
@@ -132,7 +132,7 @@ function peersCommand(): Command {
       else printItem(session, { ...data, config: text });
     }),
   );
-  return group.addCommand(add).addCommand(list).addCommand(remove).addCommand(config);
+  return addCommands(group, add, list, remove, config);
 }
 
 export function vpnCommand(): Command {
@@ -200,11 +200,5 @@ export function vpnCommand(): Command {
     mode: 'async',
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(peersCommand());
+  return addCommands(group, create, list, get, update, remove, peersCommand());
 }

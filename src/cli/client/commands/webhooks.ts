@@ -4,7 +4,7 @@ import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
 import { listCommand, resourceCommands } from './resource-commands.js';
-import { collect, defined, example, printItem } from './shared.js';
+import { addCommands, collect, defined, example, printItem } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (w) => w.id },
@@ -173,14 +173,5 @@ export function webhooksCommand(): Command {
       ).data,
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(test)
-    .addCommand(deliveries)
-    .addCommand(redeliver)
-    .addCommand(rotate);
+  return addCommands(group, create, list, get, update, remove, test, deliveries, redeliver, rotate);
 }
