@@ -195,7 +195,6 @@ export function alertsCommand(): Command {
 
   const policies = resourceCommands({
     path: '/v1/alerts',
-    item: '/v1/alerts/{id}',
     id: { help: 'policy id', prefix: 'alr_' },
     columns: COLUMNS,
   });

@@ -101,7 +101,6 @@ export function firewallCommand(): Command {
 
   const rules = resourceCommands({
     path: '/v1/firewall/rules',
-    item: '/v1/firewall/rules/{id}',
     id: { help: 'rule id', prefix: 'fwr_' },
     columns: COLUMNS,
   });

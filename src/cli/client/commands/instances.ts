@@ -87,7 +87,6 @@ interface CreateFlags {
 
 const instances = resourceCommands({
   path: '/v1/instances',
-  item: '/v1/instances/{id}',
   id: { argument: '<instance>', named: INSTANCE },
   columns: INSTANCE_COLUMNS,
 });

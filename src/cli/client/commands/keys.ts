@@ -20,7 +20,6 @@ export function keysCommand(): Command {
 
   const keys = resourceCommands({
     path: '/v1/account/api-keys',
-    item: '/v1/account/api-keys/{id}',
     // Every command's help shows the id's prefix, delete included: a key's value has a prefix too
     // (PREFIX), and that is not the id.
     id: { help: 'key id (key_…)' },

@@ -257,17 +257,22 @@ export interface ActionCommandSpec<F, A> {
   wait?: { until: string; target?: (answer: A) => string };
 }
 
+/** The paths of collections whose resources each have a path of their own, `<collection>/{id}`. */
+type Collection = { [P in PathsWith<'get'>]: P extends `${infer C}/{id}` ? C : never }[PathsWith<'get'>];
+type ItemPath<C extends Collection> = `${C}/{id}` & PathsWith<'get'>;
+
 /**
  * The commands of a group whose resources sit at `path` (the list, and where they are created) and
  * `path/{id}`: each builder above with the paths, the columns and the resource's argument filled in, so
  * the group names them once.
  */
-export function resourceCommands<C extends ListPath, I extends PathsWith<'get'>>(resource: {
+export function resourceCommands<C extends ListPath & Collection>(resource: {
   path: C;
-  item: I;
   id: ResourceId;
   columns: Column[];
 }) {
+  type I = ItemPath<C>;
+  const item = `${resource.path}/{id}` as I;
   const named = 'named' in resource.id ? resource.id.named : undefined;
   const argument: Argument =
     'named' in resource.id ? [resource.id.argument, 'id or name'] : ['<id>', resource.id.help];
@@ -283,11 +288,11 @@ export function resourceCommands<C extends ListPath, I extends PathsWith<'get'>>
     list: (spec: Omit<ListCommandSpec, 'path' | 'columns'>) =>
       listCommand({ ...spec, columns: resource.columns, path: resource.path }),
     get: (spec: Omit<GetCommandSpec, 'path' | 'argument' | 'named'>) =>
-      getCommand({ ...spec, argument: shown, path: resource.item, named }),
+      getCommand({ ...spec, argument: shown, path: item, named }),
     update: <F>(spec: Omit<UpdateCommandSpec<I & PathsWith<'patch'>, F>, 'path' | 'argument' | 'named'>) =>
-      updateCommand({ ...spec, argument, path: resource.item as I & PathsWith<'patch'>, named }),
+      updateCommand({ ...spec, argument, path: item as I & PathsWith<'patch'>, named }),
     delete: (spec: Omit<DeleteCommandSpec, 'path' | 'argument' | 'named'>) =>
-      deleteCommand({ ...spec, argument, path: resource.item as I & PathsWith<'delete'>, named }),
+      deleteCommand({ ...spec, argument, path: item as I & PathsWith<'delete'>, named }),
     action: <F, A>(spec: ActionCommandSpec<F, A>) => actionCommand(spec, argument, named),
   };
 }

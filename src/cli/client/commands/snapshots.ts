@@ -48,7 +48,6 @@ export function snapshotsCommand(): Command {
 
   const snapshots = resourceCommands({
     path: '/v1/snapshots',
-    item: '/v1/snapshots/{id}',
     id: { help: 'snapshot id', prefix: 'snap_' },
     columns: COLUMNS,
   });

@@ -23,7 +23,6 @@ export function sshKeysCommand(): Command {
 
   const keys = resourceCommands({
     path: '/v1/ssh-keys',
-    item: '/v1/ssh-keys/{id}',
     id: { argument: '<key>', named: SSH_KEY },
     columns: COLUMNS,
   });

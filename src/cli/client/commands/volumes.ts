@@ -43,7 +43,6 @@ export function volumesCommand(): Command {
 
   const volumes = resourceCommands({
     path: '/v1/volumes',
-    item: '/v1/volumes/{id}',
     id: { argument: '<volume>', named: VOLUME },
     columns: COLUMNS,
   });

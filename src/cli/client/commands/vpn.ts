@@ -143,7 +143,6 @@ export function vpnCommand(): Command {
 
   const vpns = resourceCommands({
     path: '/v1/vpn',
-    item: '/v1/vpn/{id}',
     id: { help: 'VPN id', prefix: 'vpn_' },
     columns: COLUMNS,
   });

@@ -38,7 +38,6 @@ export function webhooksCommand(): Command {
 
   const webhooks = resourceCommands({
     path: '/v1/webhooks',
-    item: '/v1/webhooks/{id}',
     id: { help: 'webhook id', prefix: 'whk_' },
     columns: COLUMNS,
   });
