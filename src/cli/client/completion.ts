@@ -27,11 +27,13 @@ function visibleOptions(command: Command, root: Command): readonly Option[] {
   return [...command.options, ...(command === root ? [] : root.options)].filter((option) => !option.hidden);
 }
 
+/** `--output` and `-o`, or whichever of the two the option has. */
+function flagsOf(option: Option): string[] {
+  return [option.long, option.short].filter((w): w is string => !!w);
+}
+
 function optionWords(command: Command, root: Command): string[] {
-  const words = visibleOptions(command, root).flatMap((option) =>
-    [option.long, option.short].filter((w): w is string => !!w),
-  );
-  return [...words, '--help'];
+  return [...visibleOptions(command, root).flatMap(flagsOf), '--help'];
 }
 
 /** Options that take a value: `--region us-east-1`, so the value is not mistaken for a command. */
@@ -58,37 +60,72 @@ function argumentChoices(command: Command): { index: number; choices: readonly s
   );
 }
 
-export function bashScript(root: Command): string {
-  const nodes = walk(root);
+/**
+ * How bash and zsh share their scripts: the same `case` tables, each setting what the script offers its
+ * own way (bash: a string of words; zsh: an array of entries).
+ */
+type Offer = (words: readonly string[]) => string;
+
+/** `'instances create'|…) <offer> ;;` for each command in `nodes`, offering what `wordsOf` gives. */
+function commandCases(nodes: Node[], indent: string, wordsOf: (command: Command) => string[], offer: Offer) {
+  return nodes.map(({ path, command }) => `${indent}${quote(key(path))}) ${offer(wordsOf(command))} ;;`);
+}
+
+/** The commands that have subcommands: a word that is not an option offers those alone. */
+const withSubcommands = (nodes: Node[]) => nodes.filter(({ command }) => command.commands.length > 0);
+
+/** `'instances list|--status'|…) <offer> ;;`: an option's choices after the option. */
+function choiceCases(root: Command, nodes: Node[], offer: Offer): string[] {
+  return nodes.flatMap(({ path, command }) =>
+    visibleOptions(command, root)
+      .filter((option) => option.argChoices)
+      .map((option) => {
+        const cases = flagsOf(option)
+          .map((flag) => quote(`${key(path)}|${flag}`))
+          .join('|');
+        return `    ${cases}) ${offer(option.argChoices!)} ;;`;
+      }),
+  );
+}
+
+/** `'completion|0') <offer> ;;`: the choices of the n-th positional argument. */
+function positionalCases(nodes: Node[], offer: Offer): string[] {
+  return nodes.flatMap(({ path, command }) =>
+    argumentChoices(command).map(
+      ({ index, choices }) => `      ${quote(`${key(path)}|${index}`)}) ${offer(choices)} ;;`,
+    ),
+  );
+}
+
+/**
+ * The body of the loop over the words typed so far: a value option skips its value, another option is
+ * passed over, a word that extends the command path (kept in `variable`) extends it, any other is a
+ * positional argument (counted in `args`).
+ */
+function readWord(root: Command, nodes: Node[], variable: string): string {
   const paths = nodes
     .filter(({ path }) => path.length > 0)
     .map(({ path }) => quote(key(path)))
     .join('|');
-  const candidates = nodes.map(({ path, command }) => {
-    const words = [...command.commands.map((child) => child.name()), ...optionWords(command, root)];
-    return `    ${quote(key(path))}) words=${quote(words.join(' '))} ;;`;
-  });
-  // A word that is not an option offers the subcommands alone where there are some.
-  const subcommands = nodes
-    .filter(({ command }) => command.commands.length > 0)
-    .map(
-      ({ path, command }) =>
-        `      ${quote(key(path))}) words=${quote(command.commands.map((child) => child.name()).join(' '))} ;;`,
-    );
-  const choices = nodes.flatMap(({ path, command }) =>
-    visibleOptions(command, root)
-      .filter((option) => option.argChoices)
-      .map((option) => {
-        const flags = [option.long, option.short].filter((w): w is string => !!w);
-        const cases = flags.map((flag) => quote(`${key(path)}|${flag}`)).join('|');
-        return `    ${cases}) words=${quote(option.argChoices!.join(' '))} ;;`;
-      }),
-  );
-  const positional = nodes.flatMap(({ path, command }) =>
-    argumentChoices(command).map(
-      ({ index, choices: words }) =>
-        `      ${quote(`${key(path)}|${index}`)}) words=${quote(words.join(' '))} ;;`,
-    ),
+  return `    case "$word" in
+      ${valueOptions(root, nodes).join('|')}) ((i++)); continue ;;
+      -*) continue ;;
+    esac
+    case "\${${variable}:+$${variable} }$word" in
+      ${paths}) ${variable}="\${${variable}:+$${variable} }$word" ;;
+      *) ((args++)) ;;
+    esac`;
+}
+
+export function bashScript(root: Command): string {
+  const nodes = walk(root);
+  const offer: Offer = (words) => `words=${quote(words.join(' '))}`;
+  const names = (command: Command) => command.commands.map((child) => child.name());
+  const candidates = commandCases(
+    nodes,
+    '    ',
+    (command) => [...names(command), ...optionWords(command, root)],
+    offer,
   );
   return `# nimbus completion for bash: source <(nimbus completion bash), or save it in
 # /etc/bash_completion.d/nimbus
@@ -96,24 +133,17 @@ _nimbus() {
   local cur=\${COMP_WORDS[COMP_CWORD]} prev=\${COMP_WORDS[COMP_CWORD-1]} path="" word words="" i args=0
   for ((i = 1; i < COMP_CWORD; i++)); do
     word=\${COMP_WORDS[i]}
-    case "$word" in
-      ${valueOptions(root, nodes).join('|')}) ((i++)); continue ;;
-      -*) continue ;;
-    esac
-    case "\${path:+$path }$word" in
-      ${paths}) path="\${path:+$path }$word" ;;
-      *) ((args++)) ;;
-    esac
+${readWord(root, nodes, 'path')}
   done
   case "$path|$prev" in
-${choices.join('\n')}
+${choiceCases(root, nodes, offer).join('\n')}
   esac
   if [[ -z "$words" && "$cur" != -* ]]; then
     case "$path|$args" in
-${positional.join('\n')}
+${positionalCases(nodes, offer).join('\n')}
     esac
     case "$path" in
-${subcommands.join('\n')}
+${commandCases(withSubcommands(nodes), '      ', names, offer).join('\n')}
     esac
   fi
   if [[ -z "$words" ]]; then
@@ -132,43 +162,17 @@ complete -o default -F _nimbus nimbus
 
 export function zshScript(root: Command): string {
   const nodes = walk(root);
+  const offer: Offer = (entries) => `entries=(${entries.map(quote).join(' ')})`;
   // _describe splits "word:description" at the first colon not escaped; words have none.
-  const described = (word: string, description: string) =>
-    quote(`${word.replace(/:/g, '\\:')}:${description}`);
+  const described = (word: string, description: string) => `${word.replace(/:/g, '\\:')}:${description}`;
   const subcommandEntries = (command: Command) =>
     command.commands.map((child) => described(child.name(), child.description()));
-  const cases = nodes.map(({ path, command }) => {
-    const entries = [
-      ...subcommandEntries(command),
-      ...visibleOptions(command, root).flatMap((option) =>
-        [option.long, option.short]
-          .filter((w): w is string => !!w)
-          .map((word) => described(word, option.description)),
-      ),
-    ];
-    return `    ${quote(key(path))}) entries=(${entries.join(' ')}) ;;`;
-  });
-  const subcommands = nodes
-    .filter(({ command }) => command.commands.length > 0)
-    .map(
-      ({ path, command }) =>
-        `      ${quote(key(path))}) entries=(${subcommandEntries(command).join(' ')}) ;;`,
-    );
-  const choices = nodes.flatMap(({ path, command }) =>
-    visibleOptions(command, root)
-      .filter((option) => option.argChoices)
-      .map((option) => {
-        const flags = [option.long, option.short].filter((w): w is string => !!w);
-        const cases = flags.map((flag) => quote(`${key(path)}|${flag}`)).join('|');
-        return `    ${cases}) entries=(${option.argChoices!.map(quote).join(' ')}) ;;`;
-      }),
-  );
-  const positional = nodes.flatMap(({ path, command }) =>
-    argumentChoices(command).map(
-      ({ index, choices: words }) =>
-        `      ${quote(`${key(path)}|${index}`)}) entries=(${words.map(quote).join(' ')}) ;;`,
+  const entries = (command: Command) => [
+    ...subcommandEntries(command),
+    ...visibleOptions(command, root).flatMap((option) =>
+      flagsOf(option).map((word) => described(word, option.description)),
     ),
-  );
+  ];
   // Not "path": in zsh that name is the array tied to PATH.
   return `#compdef nimbus
 # nimbus completion for zsh: nimbus completion zsh > ~/.zfunc/_nimbus (a directory in $fpath),
@@ -178,20 +182,10 @@ _nimbus() {
   local -a entries
   for ((i = 2; i < CURRENT; i++)); do
     word=\${words[i]}
-    case "$word" in
-      ${valueOptions(root, nodes).join('|')}) ((i++)); continue ;;
-      -*) continue ;;
-    esac
-    case "\${cmdpath:+$cmdpath }$word" in
-      ${nodes
-        .filter(({ path }) => path.length > 0)
-        .map(({ path }) => quote(key(path)))
-        .join('|')}) cmdpath="\${cmdpath:+$cmdpath }$word" ;;
-      *) ((args++)) ;;
-    esac
+${readWord(root, nodes, 'cmdpath')}
   done
   case "$cmdpath|$prev" in
-${choices.join('\n')}
+${choiceCases(root, nodes, offer).join('\n')}
   esac
   if (( \${#entries} == 0 )); then
     case "$prev" in
@@ -199,18 +193,18 @@ ${choices.join('\n')}
     esac
     if [[ "\${words[CURRENT]}" != -* ]]; then
       case "$cmdpath|$args" in
-${positional.join('\n')}
+${positionalCases(nodes, offer).join('\n')}
       esac
       if (( \${#entries} == 0 )); then
         case "$cmdpath" in
-${subcommands.join('\n')}
+${commandCases(withSubcommands(nodes), '      ', subcommandEntries, offer).join('\n')}
         esac
       fi
     fi
   fi
   if (( \${#entries} == 0 )); then
     case "$cmdpath" in
-${cases.join('\n')}
+${commandCases(nodes, '    ', entries, offer).join('\n')}
     esac
   fi
   _describe 'nimbus' entries
@@ -226,6 +220,16 @@ export function fishScript(root: Command): string {
     'complete -c nimbus -f',
   ];
   const fishQuote = (text: string) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  /** `complete` for one option: its flags, then its choices, or `valueFlags` when it takes any value. */
+  const optionLine = (head: string, option: Option, valueFlags: string) => {
+    const parts = [head];
+    if (option.long) parts.push(`-l ${option.long.replace(/^--/, '')}`);
+    if (option.short) parts.push(`-s ${option.short.replace(/^-/, '')}`);
+    if (option.argChoices) parts.push(`-x -a ${fishQuote(option.argChoices.join(' '))}`);
+    else if (option.required || option.optional) parts.push(valueFlags);
+    parts.push(`-d ${fishQuote(option.description)}`);
+    return parts.join(' ');
+  };
   // A condition that holds when exactly `path` has been typed: each word seen, and no child of it yet.
   const condition = (path: string[], command: Command) => {
     const seen = path.map((word) => `__fish_seen_subcommand_from ${word}`);
@@ -246,24 +250,10 @@ export function fishScript(root: Command): string {
     }
     if (path.length === 0) continue;
     for (const option of command.options.filter((candidate) => !candidate.hidden)) {
-      const parts = [`complete -c nimbus -n ${condition(path, command)}`];
-      if (option.long) parts.push(`-l ${option.long.replace(/^--/, '')}`);
-      if (option.short) parts.push(`-s ${option.short.replace(/^-/, '')}`);
-      if (option.argChoices) parts.push(`-x -a ${fishQuote(option.argChoices.join(' '))}`);
-      else if (option.required || option.optional) parts.push('-r -F');
-      parts.push(`-d ${fishQuote(option.description)}`);
-      lines.push(parts.join(' '));
+      lines.push(optionLine(`complete -c nimbus -n ${condition(path, command)}`, option, '-r -F'));
     }
   }
-  for (const option of root.options) {
-    const parts = ['complete -c nimbus'];
-    if (option.long) parts.push(`-l ${option.long.replace(/^--/, '')}`);
-    if (option.short) parts.push(`-s ${option.short.replace(/^-/, '')}`);
-    if (option.argChoices) parts.push(`-x -a ${fishQuote(option.argChoices.join(' '))}`);
-    else if (option.required || option.optional) parts.push('-r');
-    parts.push(`-d ${fishQuote(option.description)}`);
-    lines.push(parts.join(' '));
-  }
+  for (const option of root.options) lines.push(optionLine('complete -c nimbus', option, '-r'));
   return `${lines.join('\n')}\n`;
 }
 

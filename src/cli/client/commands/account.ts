@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { type Column, printList } from '../output.js';
 import { withSession } from '../session.js';
 import { updateCommand } from './resource-commands.js';
-import { defined, example, printItem } from './shared.js';
+import { addCommands, defined, example, printItem } from './shared.js';
 
 const QUOTA_COLUMNS: Column[] = [
   { header: 'QUOTA', value: (q) => q.name },
@@ -59,5 +59,5 @@ export function accountCommand(): Command {
     ),
   );
 
-  return group.addCommand(get).addCommand(update).addCommand(quota).addCommand(rateLimit);
+  return addCommands(group, get, update, quota, rateLimit);
 }

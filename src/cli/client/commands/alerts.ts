@@ -3,11 +3,13 @@
  * and the channels they notify), their incidents, and test notifications.
  */
 import { Command, Option } from 'commander';
+// What a policy may say, from the server's own rules (a pure module; the client ships with the server).
+import { ALERT_METRICS, ALERT_STATES, ALERT_WINDOWS } from '../../../resources/alerts/rules.js';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
-import { collect, defined, example, parseTags } from './shared.js';
+import { listCommand, resourceCommands } from './resource-commands.js';
+import { addCommands, collect, defined, example, parseTags } from './shared.js';
 
 type Json = Record<string, unknown>;
 
@@ -28,18 +30,6 @@ interface NotificationFields {
   status: string;
   attempts: number;
 }
-
-const METRICS = [
-  'cpu_percent',
-  'memory_percent',
-  'disk_read_bps',
-  'disk_write_bps',
-  'net_rx_bps',
-  'net_tx_bps',
-  'gpu_percent',
-];
-const WINDOWS = ['1m', '5m', '10m', '30m', '1h'];
-const STATES = ['error', 'stuck'];
 
 /** The condition in words: `cpu_percent above 80 over 5m`, `error`, `stuck 10m`. */
 function condition(item: Json): string {
@@ -131,15 +121,17 @@ interface ChannelFlags {
 /** Options every command that writes a policy takes. */
 function policyOptions(command: Command): Command {
   return command
-    .addOption(new Option('--metric <metric>', 'metric threshold: the metric averaged').choices(METRICS))
+    .addOption(
+      new Option('--metric <metric>', 'metric threshold: the metric averaged').choices(ALERT_METRICS),
+    )
     .option('--above <value>', 'fire when the average is above this (percent, or bytes/s for rates)')
     .option('--below <value>', 'fire when the average is below this')
     .addOption(
       new Option('--window <window>', 'averaged over this long; for --state stuck: how long').choices(
-        WINDOWS,
+        ALERT_WINDOWS,
       ),
     )
-    .addOption(new Option('--state <state>', 'instance state instead of a metric').choices(STATES))
+    .addOption(new Option('--state <state>', 'instance state instead of a metric').choices(ALERT_STATES))
     .option('--instance <id>', 'watch this instance (repeatable)', collect)
     .option('--tag <key=value>', 'watch instances with this tag (repeatable: all of them)', collect)
     .option(
@@ -201,7 +193,13 @@ export function alertsCommand(): Command {
     'nimbus alerts incidents --status firing',
   );
 
-  const create = createCommand({
+  const policies = resourceCommands({
+    path: '/v1/alerts',
+    id: { help: 'policy id', prefix: 'alr_' },
+    columns: COLUMNS,
+  });
+
+  const create = policies.create({
     description: 'create a policy',
     argument: ['<name>', 'what to call it'],
     options: (command) => policyOptions(command).option('--disabled', 'create it switched off'),
@@ -210,7 +208,6 @@ export function alertsCommand(): Command {
       'nimbus alerts create "Broken boots" --state error --chat https://hooks.example.com/nimbus',
       'nimbus alerts create "Stuck" --state stuck --window 10m --webhook whk_0123',
     ],
-    path: '/v1/alerts',
     body: (
       flags: ConditionFlags & TargetFlags & ChannelFlags & { description?: string; disabled?: boolean },
       _session,
@@ -228,24 +225,17 @@ export function alertsCommand(): Command {
       }) as never,
   });
 
-  const list = listCommand({
+  const list = policies.list({
     description: 'list policies',
     sorts: ['created_at', 'name'],
     examples: ['nimbus alerts list -o wide'],
-    columns: COLUMNS,
-    path: '/v1/alerts',
   });
-
-  const get = getCommand({
+  const get = policies.get({
     description: 'show one policy',
-    argument: ['<id>', 'policy id (alr_…)'],
     examples: ['nimbus alerts get alr_0123 -o yaml'],
-    path: '/v1/alerts/{id}',
   });
-
-  const update = updateCommand({
+  const update = policies.update({
     description: 'change a policy; a channel option replaces that kind of channel, the others stay',
-    argument: ['<id>', 'policy id'],
     options: (command) =>
       policyOptions(command)
         .option('--name <name>', 'new name')
@@ -256,7 +246,6 @@ export function alertsCommand(): Command {
       'nimbus alerts update alr_0123 --email oncall@example.com --email lead@example.com',
       'nimbus alerts update alr_0123 --disable',
     ],
-    path: '/v1/alerts/{id}',
     body: async (
       flags: ConditionFlags &
         TargetFlags &
@@ -288,17 +277,15 @@ export function alertsCommand(): Command {
     },
   });
 
-  const remove = deleteCommand({
+  const remove = policies.delete({
     description: 'delete a policy with its incidents',
-    argument: ['<id>', 'policy id'],
     example: 'nimbus alerts delete alr_0123',
-    path: '/v1/alerts/{id}',
     mode: { now: 'alert policy' },
   });
 
   const test = new Command('test')
     .description('send a test notification to every channel of a policy now')
-    .argument('<id>', 'policy id');
+    .argument(...policies.argument);
   example(test, 'nimbus alerts test alr_0123');
   test.action(
     withSession(async (session, [id]) => {
@@ -323,12 +310,5 @@ export function alertsCommand(): Command {
       id ? { path: '/v1/alerts/{id}/incidents', params: { id } } : { path: '/v1/alerts/incidents' },
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(test)
-    .addCommand(incidents);
+  return addCommands(group, create, list, get, update, remove, test, incidents);
 }

@@ -11,7 +11,7 @@ import { type Column, printList, printMessage, printOne } from '../output.js';
 import { type Session, withSession } from '../session.js';
 import { parseTime } from './metrics.js';
 import { listCommand } from './resource-commands.js';
-import { defined, example, type InstanceType, integer, type Region } from './shared.js';
+import { addCommands, defined, example, type InstanceType, integer, type Region } from './shared.js';
 
 const GROUPS = ['resource', 'resource_type', 'instance_type', 'day'] as const;
 type Group = (typeof GROUPS)[number];
@@ -171,7 +171,7 @@ function invoicesCommand(): Command {
       await downloadInvoice(session, id!, flags.format, flags.out);
     }),
   );
-  return group.addCommand(list).addCommand(get).addCommand(download);
+  return addCommands(group, list, get, download);
 }
 
 async function downloadInvoice(
@@ -268,5 +268,5 @@ export function billingCommand(): Command {
     'nimbus billing invoices list',
     'nimbus billing estimate --type compute-2x --count 3 --region us-east-1',
   );
-  return group.addCommand(usageCommand()).addCommand(invoicesCommand()).addCommand(estimateCommand());
+  return addCommands(group, usageCommand(), invoicesCommand(), estimateCommand());
 }

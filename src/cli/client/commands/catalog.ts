@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import type { Column } from '../output.js';
 import { listCommand } from './resource-commands.js';
-import { example } from './shared.js';
+import { addCommands, example } from './shared.js';
 
 const TYPE_COLUMNS: Column[] = [
   { header: 'NAME', value: (t) => t.name },
@@ -71,5 +71,5 @@ export function catalogCommand(): Command {
     path: '/v1/images',
   });
 
-  return group.addCommand(types).addCommand(regions).addCommand(images);
+  return addCommands(group, types, regions, images);
 }

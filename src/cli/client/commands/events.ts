@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { type Column, printList } from '../output.js';
 import { withSession } from '../session.js';
 import { getCommand, listCommand } from './resource-commands.js';
-import { example } from './shared.js';
+import { addCommands, example } from './shared.js';
 
 /** Who did it, in a few words: `key_… from 203.0.113.4`, `operator`, `system`. */
 function actorText(actor: unknown): string {
@@ -62,5 +62,5 @@ export function eventsCommand(): Command {
       printList((await session.nimbus.get('/v1/events/types')).data, TYPE_COLUMNS, session.out);
     }),
   );
-  return group.addCommand(list).addCommand(get).addCommand(types);
+  return addCommands(group, list, get, types);
 }

@@ -3,8 +3,9 @@ import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
@@ -98,7 +99,13 @@ export function firewallCommand(): Command {
     'nimbus firewall list',
   );
 
-  const create = createCommand({
+  const rules = resourceCommands({
+    path: '/v1/firewall/rules',
+    id: { help: 'rule id', prefix: 'fwr_' },
+    columns: COLUMNS,
+  });
+
+  const create = rules.create({
     description: 'create a rule',
     argument: ['<name>', 'rule name'],
     options: (command) =>
@@ -110,7 +117,6 @@ export function firewallCommand(): Command {
       'nimbus firewall create allow-https --direction inbound --action allow --protocol tcp --port 443 --source 0.0.0.0/0 --region us-east-1',
       'nimbus firewall create office-ssh --direction inbound --action allow --protocol tcp --port 22 --source 198.51.100.0/24 --region us-east-1 --target-tag role=web',
     ],
-    path: '/v1/firewall/rules',
     body: (flags: RuleFlags & { region: string; disabled?: boolean }, _session, [name]) => {
       const rule = ruleBody({ ...flags, ...(flags.disabled ? { enabled: false } : {}) });
       return {
@@ -124,7 +130,7 @@ export function firewallCommand(): Command {
     },
   });
 
-  const list = listCommand({
+  const list = rules.list({
     description: 'list rules',
     filters: {
       direction: ['--direction <direction>', 'only this direction', DIRECTIONS],
@@ -137,26 +143,15 @@ export function firewallCommand(): Command {
       'nimbus firewall list --sort priority --order asc',
       'nimbus firewall list --instance ins_0123 -o json',
     ],
-    columns: COLUMNS,
-    path: '/v1/firewall/rules',
   });
-
-  const get = getCommand({
-    description: 'show one rule',
-    argument: ['<id>', 'rule id (fwr_…)'],
-    examples: ['nimbus firewall get fwr_0123'],
-    path: '/v1/firewall/rules/{id}',
-  });
-
-  const update = updateCommand({
+  const get = rules.get({ description: 'show one rule', examples: ['nimbus firewall get fwr_0123'] });
+  const update = rules.update({
     description: 'change a rule',
-    argument: ['<id>', 'rule id'],
     options: (command) =>
       ruleOptions(command.option('--name <name>', 'new name'), false)
         .option('--enable', 'switch it on')
         .option('--disable', 'switch it off'),
     examples: ['nimbus firewall update fwr_0123 --port 8443', 'nimbus firewall update fwr_0123 --disable'],
-    path: '/v1/firewall/rules/{id}',
     body: (flags: RuleFlags & { name?: string; enable?: boolean; disable?: boolean }) => {
       if (flags.enable && flags.disable) throw new UsageError('--enable or --disable, not both');
       const enabled = flags.enable ? true : flags.disable ? false : undefined;
@@ -167,11 +162,9 @@ export function firewallCommand(): Command {
     },
   });
 
-  const remove = deleteCommand({
+  const remove = rules.delete({
     description: 'delete a rule',
-    argument: ['<id>', 'rule id'],
     example: 'nimbus firewall delete fwr_0123',
-    path: '/v1/firewall/rules/{id}',
     mode: { now: 'firewall rule' },
   });
 
@@ -211,11 +204,5 @@ export function firewallCommand(): Command {
     ),
   );
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(check);
+  return addCommands(group, create, list, get, update, remove, check);
 }

@@ -5,19 +5,18 @@ import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
-import { type Session, withSession } from '../session.js';
-import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
-import { createCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import type { Session } from '../session.js';
+import { tableTarget } from '../wait.js';
+import { getCommand, resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
-  finishAction,
   type Image,
   type InstanceType,
   parseTags,
   type Region,
-  resolveId,
 } from './shared.js';
 import { expandHome, isKeyFile, sshKeyIdForFile } from './ssh-key-files.js';
 
@@ -86,8 +85,14 @@ interface CreateFlags {
   backup?: string;
 }
 
+const instances = resourceCommands({
+  path: '/v1/instances',
+  id: { argument: '<instance>', named: INSTANCE },
+  columns: INSTANCE_COLUMNS,
+});
+
 const create = () =>
-  createCommand({
+  instances.create({
     description: 'create an instance (answered at once as starting; --wait follows it to running)',
     argument: ['<name>', 'instance name'],
     options: (command) =>
@@ -108,7 +113,6 @@ const create = () =>
       'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
       'nimbus instances create db-1 --type memory-4x --region eu-central-1 --image debian-12 --tag env=prod --backup daily:7 -o json',
     ],
-    path: '/v1/instances',
     body: async (flags: CreateFlags, session, [name]) => ({
       name: name!,
       instance_type: flags.type as InstanceType,
@@ -129,7 +133,7 @@ const create = () =>
   });
 
 const list = () =>
-  listCommand({
+  instances.list({
     description: 'list instances (newest first)',
     filters: {
       status: ['--status <status>', 'only this status', [...STATE_TABLES.instance.statuses]],
@@ -143,17 +147,12 @@ const list = () =>
       'nimbus instances list --status running --all -o json',
       'nimbus instances list -o wide --tag env:prod',
     ],
-    columns: INSTANCE_COLUMNS,
-    path: '/v1/instances',
   });
 
 const get = () =>
-  getCommand({
+  instances.get({
     description: 'show one instance, every field',
-    argument: ['<instance>', 'id or name'],
     examples: ['nimbus instances get web-1', 'nimbus instances get ins_0123 -o json'],
-    path: '/v1/instances/{id}',
-    named: INSTANCE,
   });
 
 interface UpdateFlags {
@@ -165,9 +164,8 @@ interface UpdateFlags {
 }
 
 const update = () =>
-  updateCommand({
+  instances.update({
     description: 'change name, tags (replacing them all), monitoring, backup schedule or firewall preset',
-    argument: ['<instance>', 'id or name'],
     options: (command) =>
       command
         .option('--name <name>', 'new name')
@@ -185,8 +183,6 @@ const update = () =>
       'nimbus instances update web-1 --name web-01 --tag env=prod --tag team=web',
       'nimbus instances update web-1 --no-backup',
     ],
-    path: '/v1/instances/{id}',
-    named: INSTANCE,
     body: (flags: UpdateFlags) =>
       defined({
         name: flags.name,
@@ -197,51 +193,76 @@ const update = () =>
       }),
   });
 
-/** start, stop, restart, resize and delete: one POST (or DELETE), then optionally --wait. */
-function actionCommand(
-  name: 'start' | 'stop' | 'restart' | 'resize' | 'delete',
-  description: string,
-  target: string,
-  examples: string[],
-  configure: (command: Command) => void = () => {},
-): Command {
-  const command = new Command(name).description(description).argument('<instance>', 'id or name');
-  configure(command);
-  for (const option of waitOptions(target)) command.addOption(option);
-  example(command, ...examples);
-  return command.action(
-    withSession<WaitFlags & { force?: boolean; type?: string }>(async (session, [reference], flags) => {
-      const id = await resolveId(session, reference!, INSTANCE);
-      const path = { params: { path: { id } } };
-      const nimbus = session.nimbus;
-      const { data } =
-        name === 'start'
-          ? await nimbus.post('/v1/instances/{id}/start', path)
-          : name === 'stop'
-            ? await nimbus.post('/v1/instances/{id}/stop', {
-                ...path,
-                body: flags.force ? { force: true } : {},
-              })
-            : name === 'restart'
-              ? await nimbus.post('/v1/instances/{id}/restart', path)
-              : name === 'resize'
-                ? await nimbus.post('/v1/instances/{id}/resize', {
-                    ...path,
-                    body: { instance_type: flags.type as InstanceType },
-                  })
-                : await nimbus.delete('/v1/instances/{id}', path);
-      // A stopped instance is resized in place and stays stopped; a running one comes back running.
-      const goal = name === 'resize' && data.status === 'stopped' ? 'stopped' : target;
-      await finishAction(session, data, goal, flags);
-    }),
-  );
-}
+const start = () =>
+  instances.action({
+    name: 'start',
+    description: 'start a stopped instance',
+    examples: ['nimbus instances start web-1 --wait'],
+    send: async (session, id) =>
+      (await session.nimbus.post('/v1/instances/{id}/start', { params: { path: { id } } })).data,
+    wait: { until: tableTarget('instance', 'start') },
+  });
+
+const stop = () =>
+  instances.action({
+    name: 'stop',
+    description: 'stop an instance (--force: power off at once, the way out of a stuck one)',
+    options: (command) => command.option('--force', 'power off at once, without a graceful shutdown'),
+    examples: ['nimbus instances stop web-1 --wait', 'nimbus instances stop web-1 --force'],
+    send: async (session, id, flags: { force?: boolean }) =>
+      (
+        await session.nimbus.post('/v1/instances/{id}/stop', {
+          params: { path: { id } },
+          body: flags.force ? { force: true } : {},
+        })
+      ).data,
+    wait: { until: tableTarget('instance', 'stop') },
+  });
+
+const restart = () =>
+  instances.action({
+    name: 'restart',
+    description: 'restart an instance',
+    examples: ['nimbus instances restart web-1 --wait --timeout 120'],
+    send: async (session, id) =>
+      (await session.nimbus.post('/v1/instances/{id}/restart', { params: { path: { id } } })).data,
+    wait: { until: tableTarget('instance', 'restart') },
+  });
+
+const resize = () =>
+  instances.action({
+    name: 'resize',
+    description: 'change the instance type (a running instance restarts)',
+    options: (command) => command.requiredOption('--type <instance-type>', 'the new instance type'),
+    examples: ['nimbus instances resize web-1 --type compute-4x --wait'],
+    send: async (session, id, flags: { type: string }) =>
+      (
+        await session.nimbus.post('/v1/instances/{id}/resize', {
+          params: { path: { id } },
+          body: { instance_type: flags.type as InstanceType },
+        })
+      ).data,
+    // The table gives a resize no target: the instance goes back to where it was, so a stopped one is
+    // resized in place and stays stopped, a running one comes back running.
+    wait: { until: 'running', target: (instance) => (instance.status === 'stopped' ? 'stopped' : 'running') },
+  });
+
+/** An action, not the groups' delete (deleteCommand): an instance's delete has no `rm` alias. */
+const remove = () =>
+  instances.action({
+    name: 'delete',
+    description: 'delete an instance and its root disk',
+    examples: ['nimbus instances delete web-1 --wait'],
+    send: async (session, id) =>
+      (await session.nimbus.delete('/v1/instances/{id}', { params: { path: { id } } })).data,
+    wait: { until: tableTarget('instance', 'delete') },
+  });
 
 const network = () =>
   getCommand({
     name: 'network',
     description: "show an instance's addresses, DNS names and effective firewall rules",
-    argument: ['<instance>', 'id or name'],
+    argument: instances.argument,
     examples: ['nimbus instances network web-1 -o yaml'],
     path: '/v1/instances/{id}/network',
     named: INSTANCE,
@@ -250,44 +271,17 @@ const network = () =>
 export function instancesCommand(): Command {
   const group = new Command('instances').alias('instance').description('compute instances');
   example(group, 'nimbus instances list', 'nimbus instances create --help');
-  return group
-    .addCommand(create())
-    .addCommand(list())
-    .addCommand(get())
-    .addCommand(update())
-    .addCommand(
-      actionCommand('start', 'start a stopped instance', tableTarget('instance', 'start'), [
-        'nimbus instances start web-1 --wait',
-      ]),
-    )
-    .addCommand(
-      actionCommand(
-        'stop',
-        'stop an instance (--force: power off at once, the way out of a stuck one)',
-        tableTarget('instance', 'stop'),
-        ['nimbus instances stop web-1 --wait', 'nimbus instances stop web-1 --force'],
-        (command) => command.option('--force', 'power off at once, without a graceful shutdown'),
-      ),
-    )
-    .addCommand(
-      actionCommand('restart', 'restart an instance', tableTarget('instance', 'restart'), [
-        'nimbus instances restart web-1 --wait --timeout 120',
-      ]),
-    )
-    .addCommand(
-      actionCommand(
-        'resize',
-        'change the instance type (a running instance restarts)',
-        // The table gives a resize no target: the instance goes back to where it was (goal, above).
-        'running',
-        ['nimbus instances resize web-1 --type compute-4x --wait'],
-        (command) => command.requiredOption('--type <instance-type>', 'the new instance type'),
-      ),
-    )
-    .addCommand(
-      actionCommand('delete', 'delete an instance and its root disk', tableTarget('instance', 'delete'), [
-        'nimbus instances delete web-1 --wait',
-      ]),
-    )
-    .addCommand(network());
+  return addCommands(
+    group,
+    create(),
+    list(),
+    get(),
+    update(),
+    start(),
+    stop(),
+    restart(),
+    resize(),
+    remove(),
+    network(),
+  );
 }

@@ -1,8 +1,8 @@
 /** `nimbus keys …`: the account's API keys (the value is shown once, when the key is created). */
 import { Command } from 'commander';
 import type { Column } from '../output.js';
-import { createCommand, deleteCommand, getCommand, listCommand } from './resource-commands.js';
-import { collect, defined, example, type Permission } from './shared.js';
+import { resourceCommands } from './resource-commands.js';
+import { addCommands, collect, defined, example, type Permission } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (k) => k.id },
@@ -18,7 +18,15 @@ export function keysCommand(): Command {
   const group = new Command('keys').alias('api-keys').description('API keys of the account');
   example(group, 'nimbus keys list', 'nimbus keys create ci --permission instances:write');
 
-  const create = createCommand({
+  const keys = resourceCommands({
+    path: '/v1/account/api-keys',
+    // Every command's help shows the id's prefix, delete included: a key's value has a prefix too
+    // (PREFIX), and that is not the id.
+    id: { help: 'key id (key_…)' },
+    columns: COLUMNS,
+  });
+
+  const create = keys.create({
     description: 'create an API key; its value is shown this once',
     argument: ['<name>', 'a name saying what the key is for'],
     options: (command) =>
@@ -33,7 +41,6 @@ export function keysCommand(): Command {
       'nimbus keys create read-only --permission account:read --permission billing:read',
       'nimbus keys create ci -o json | jq -r .key',
     ],
-    path: '/v1/account/api-keys',
     body: (flags: { permission?: string[]; expires?: string }, _session, [name]) => ({
       name: name!,
       ...defined({ permissions: flags.permission as Permission[] | undefined, expires_at: flags.expires }),
@@ -41,27 +48,16 @@ export function keysCommand(): Command {
     notice: 'Store the key now: it is not shown again.',
   });
 
-  const list = listCommand({
+  const list = keys.list({
     description: 'list API keys (never their values)',
     sorts: ['created_at', 'name', 'last_used_at'],
     examples: ['nimbus keys list -o wide'],
-    columns: COLUMNS,
-    path: '/v1/account/api-keys',
   });
-
-  const get = getCommand({
-    description: 'show one API key',
-    argument: ['<id>', 'key id (key_…)'],
-    examples: ['nimbus keys get key_0123'],
-    path: '/v1/account/api-keys/{id}',
-  });
-
-  const remove = deleteCommand({
+  const get = keys.get({ description: 'show one API key', examples: ['nimbus keys get key_0123'] });
+  const remove = keys.delete({
     description: 'revoke an API key at once',
-    argument: ['<id>', 'key id (key_…)'],
     example: 'nimbus keys delete key_0123',
-    path: '/v1/account/api-keys/{id}',
     mode: { now: 'API key' },
   });
-  return group.addCommand(create).addCommand(list).addCommand(get).addCommand(remove);
+  return addCommands(group, create, list, get, remove);
 }

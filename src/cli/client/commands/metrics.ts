@@ -19,24 +19,21 @@ import {
 import { Command, InvalidArgumentError, Option } from 'commander';
 import WebSocket, { type ClientOptions } from 'ws';
 import YAML from 'yaml';
+import { METRIC_NAMES as SERVER_METRIC_NAMES } from '../../../resources/metrics/catalog.js';
 import { note } from '../context.js';
 import { UsageError } from '../exit-codes.js';
 import { type Column, printList, printOne } from '../output.js';
 import { type Session, withSession } from '../session.js';
-import { defined, example, integer, resolveId } from './shared.js';
+import { addCommands, defined, example, integer, resolveId } from './shared.js';
 
 const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
 
-export const METRIC_NAMES: readonly StreamMetricName[] = [
-  'cpu_percent',
-  'memory_used_bytes',
-  'memory_total_bytes',
-  'disk_read_bps',
-  'disk_write_bps',
-  'net_rx_bps',
-  'net_tx_bps',
-  'gpu_percent',
-];
+/**
+ * The metrics in the server's catalogue order. The SDK has their names only as a type; the client ships
+ * with the server, and the catalogue module has nothing to load at run time, so it is read where the
+ * server defines it. Typed as the stream's names, so the two cannot drift apart unnoticed.
+ */
+const METRIC_NAMES: readonly StreamMetricName[] = SERVER_METRIC_NAMES;
 
 /** `cpu_percent,net_rx_bps` (or the option repeated) as a list; the server judges the names. */
 function metricList(value: string, previous: string[] | undefined): string[] {
@@ -466,5 +463,5 @@ async function watch(session: Session, id: string, flags: WatchFlags): Promise<v
 export function metricsCommand(): Command {
   const group = new Command('metrics').description("instances' metric history and live values");
   example(group, 'nimbus metrics get web-1 --start 6h --step 300', 'nimbus metrics watch web-1');
-  return group.addCommand(getCommand()).addCommand(watchCommand());
+  return addCommands(group, getCommand(), watchCommand());
 }

@@ -234,3 +234,86 @@ export function deleteCommand(spec: DeleteCommandSpec): Command {
     }),
   );
 }
+
+/**
+ * How a group's commands name one of its resources: by id, where `get`'s help also shows the id's
+ * prefix (`policy id (alr_…)`) so one look tells what an id looks like; or by id or name.
+ */
+export type ResourceId = { help: string; prefix?: string } | { argument: string; named: NamedKind };
+
+/** One action on a resource: a request for it, then the answer, or with --wait the resource once there. */
+export interface ActionCommandSpec<F, A> {
+  name: string;
+  description: string;
+  /** The group's own options, before --wait and --timeout. */
+  options?: AddOptions;
+  examples: string[];
+  /** Sends the action for the resource `id`, and gives the API's answer. */
+  send(session: Session, id: string, flags: F): Promise<A>;
+  /**
+   * For an action answered 202 with the resource on its way: --wait follows it to `until` (the help's
+   * words), or to what `target` makes of the answer.
+   */
+  wait?: { until: string; target?: (answer: A) => string };
+}
+
+/** The paths of collections whose resources each have a path of their own, `<collection>/{id}`. */
+type Collection = { [P in PathsWith<'get'>]: P extends `${infer C}/{id}` ? C : never }[PathsWith<'get'>];
+type ItemPath<C extends Collection> = `${C}/{id}` & PathsWith<'get'>;
+
+/**
+ * The commands of a group whose resources sit at `path` (the list, and where they are created) and
+ * `path/{id}`: each builder above with the paths, the columns and the resource's argument filled in, so
+ * the group names them once.
+ */
+export function resourceCommands<C extends ListPath & Collection>(resource: {
+  path: C;
+  id: ResourceId;
+  columns: Column[];
+}) {
+  type I = ItemPath<C>;
+  const item = `${resource.path}/{id}` as I;
+  const named = 'named' in resource.id ? resource.id.named : undefined;
+  const argument: Argument =
+    'named' in resource.id ? [resource.id.argument, 'id or name'] : ['<id>', resource.id.help];
+  const shown: Argument =
+    'prefix' in resource.id && resource.id.prefix
+      ? ['<id>', `${resource.id.help} (${resource.id.prefix}…)`]
+      : argument;
+  return {
+    /** The argument naming one resource, for the group's own commands. */
+    argument,
+    create: <F>(spec: Omit<CreateCommandSpec<C & PathsWith<'post'>, F>, 'path'>) =>
+      createCommand({ ...spec, path: resource.path as C & PathsWith<'post'> }),
+    list: (spec: Omit<ListCommandSpec, 'path' | 'columns'>) =>
+      listCommand({ ...spec, columns: resource.columns, path: resource.path }),
+    get: (spec: Omit<GetCommandSpec, 'path' | 'argument' | 'named'>) =>
+      getCommand({ ...spec, argument: shown, path: item, named }),
+    update: <F>(spec: Omit<UpdateCommandSpec<I & PathsWith<'patch'>, F>, 'path' | 'argument' | 'named'>) =>
+      updateCommand({ ...spec, argument, path: item as I & PathsWith<'patch'>, named }),
+    delete: (spec: Omit<DeleteCommandSpec, 'path' | 'argument' | 'named'>) =>
+      deleteCommand({ ...spec, argument, path: item as I & PathsWith<'delete'>, named }),
+    action: <F, A>(spec: ActionCommandSpec<F, A>) => actionCommand(spec, argument, named),
+  };
+}
+
+/** `<group> <action> <id>`: see ActionCommandSpec. */
+function actionCommand<F, A>(spec: ActionCommandSpec<F, A>, argument: Argument, named?: NamedKind): Command {
+  const command = new Command(spec.name).description(spec.description).argument(...argument);
+  spec.options?.(command);
+  const wait = spec.wait;
+  if (wait) for (const option of waitOptions(wait.until)) command.addOption(option);
+  example(command, ...spec.examples);
+  return command.action(
+    withSession<F & WaitFlags>(async (session, [reference], flags) => {
+      const answer = await spec.send(session, await idOf(session, reference!, named), flags);
+      if (!wait) {
+        printItem(session, answer);
+        return;
+      }
+      // An action that takes --wait is answered with the resource in its transitional status.
+      const resource = answer as A & { id: string; status: string };
+      await finishAction(session, resource, wait.target?.(answer) ?? wait.until, flags);
+    }),
+  );
+}

@@ -170,3 +170,9 @@ export async function finishAction(
 
 /** A resource kind whose commands take a name as well as an id (resolveId). */
 export type NamedKind = Parameters<typeof resolveId>[2];
+
+/** Adds `commands` to `group`, in the order --help lists them. */
+export function addCommands(group: Command, ...commands: Command[]): Command {
+  for (const command of commands) group.addCommand(command);
+  return group;
+}

@@ -3,17 +3,16 @@ import { STATE_TABLES } from '@nimbus/sdk';
 import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
-import { withSession } from '../session.js';
 import { tableTarget } from '../wait.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
   type InstanceType,
   integer,
   parseTags,
-  printItem,
   type Region,
   resolveId,
 } from './shared.js';
@@ -32,11 +31,28 @@ const COLUMNS: Column[] = [
 const VOLUME = { prefix: 'vol_', path: '/v1/volumes', noun: 'volume' } as const;
 const INSTANCE = { prefix: 'ins_', path: '/v1/instances', noun: 'instance' } as const;
 
+interface RestoreFlags {
+  name?: string;
+  size?: number;
+  region?: string;
+  tag?: string[];
+  targetVolume?: string;
+  instance?: string;
+  newInstance?: string;
+  type?: string;
+}
+
 export function snapshotsCommand(): Command {
   const group = new Command('snapshots').alias('snapshot').description('snapshots of volumes and instances');
   example(group, 'nimbus snapshots create nightly --instance web-1 --wait', 'nimbus snapshots list');
 
-  const create = createCommand({
+  const snapshots = resourceCommands({
+    path: '/v1/snapshots',
+    id: { help: 'snapshot id', prefix: 'snap_' },
+    columns: COLUMNS,
+  });
+
+  const create = snapshots.create({
     description: "snapshot a volume, or an instance's root disk",
     argument: ['<name>', 'snapshot name'],
     options: (command) =>
@@ -48,7 +64,6 @@ export function snapshotsCommand(): Command {
       'nimbus snapshots create before-upgrade --instance web-1 --wait',
       'nimbus snapshots create data-1-monday --volume data-1',
     ],
-    path: '/v1/snapshots',
     body: async (flags: { volume?: string; instance?: string; tag?: string[] }, session, [name]) => {
       if ((flags.volume === undefined) === (flags.instance === undefined)) {
         throw new UsageError('Name the source with --volume or --instance (one of them)');
@@ -66,7 +81,7 @@ export function snapshotsCommand(): Command {
     wait: { until: tableTarget('snapshot', 'create') },
   });
 
-  const list = listCommand({
+  const list = snapshots.list({
     description: 'list snapshots',
     filters: {
       status: ['--status <status>', 'only this status', [...STATE_TABLES.snapshot.statuses]],
@@ -80,63 +95,45 @@ export function snapshotsCommand(): Command {
       'nimbus snapshots list --instance ins_0123',
       'nimbus snapshots list --kind scheduled --all -o json',
     ],
-    columns: COLUMNS,
-    path: '/v1/snapshots',
   });
-
-  const get = getCommand({
+  const get = snapshots.get({
     description: 'show one snapshot',
-    argument: ['<id>', 'snapshot id (snap_…)'],
     examples: ['nimbus snapshots get snap_0123'],
-    path: '/v1/snapshots/{id}',
   });
-
-  const update = updateCommand({
+  const update = snapshots.update({
     description: 'rename or retag a snapshot',
-    argument: ['<id>', 'snapshot id'],
     options: (command) =>
       command
         .option('--name <name>', 'new name')
         .option('--tag <key=value>', 'the tags it should have (repeatable)', collect),
     examples: ['nimbus snapshots update snap_0123 --name keep-forever'],
-    path: '/v1/snapshots/{id}',
     body: (flags: { name?: string; tag?: string[] }) =>
       defined({ name: flags.name, tags: parseTags(flags.tag) }),
     nothing: 'Nothing to update: give --name or --tag',
   });
 
-  const restore = new Command('restore')
-    .description(
+  const restore = snapshots.action({
+    name: 'restore',
+    description:
       'restore: a volume snapshot into a new volume (or over a detached one), an instance snapshot onto its stopped instance or into a new instance; with no option, a new volume named after a volume snapshot, or an instance snapshot onto its own stopped instance',
-    )
-    .argument('<id>', 'snapshot id')
-    .option('--name <name>', 'name of the new volume (default: the snapshot’s)')
-    .option('--size <gb>', 'size of the new volume (at least the snapshot’s)', integer)
-    .option('--region <region>', 'region of the new volume')
-    .option('--tag <key=value>', 'tags of the new volume (repeatable)', collect)
-    .option('--target-volume <id>', 'overwrite this detached volume instead')
-    .option('--instance <id>', 'restore onto this stopped instance (instance snapshots)')
-    .option(
-      '--new-instance <name>',
-      'boot a new instance of this name from it (instance snapshots; with --type)',
-    )
-    .option('--type <instance-type>', 'with --new-instance: its type');
-  example(
-    restore,
-    'nimbus snapshots restore snap_0123 --name data-restored',
-    'nimbus snapshots restore snap_0456 --new-instance web-2 --type compute-2x',
-  );
-  restore.action(
-    withSession<{
-      name?: string;
-      size?: number;
-      region?: string;
-      tag?: string[];
-      targetVolume?: string;
-      instance?: string;
-      newInstance?: string;
-      type?: string;
-    }>(async (session, [id], flags) => {
+    options: (command) =>
+      command
+        .option('--name <name>', 'name of the new volume (default: the snapshot’s)')
+        .option('--size <gb>', 'size of the new volume (at least the snapshot’s)', integer)
+        .option('--region <region>', 'region of the new volume')
+        .option('--tag <key=value>', 'tags of the new volume (repeatable)', collect)
+        .option('--target-volume <id>', 'overwrite this detached volume instead')
+        .option('--instance <id>', 'restore onto this stopped instance (instance snapshots)')
+        .option(
+          '--new-instance <name>',
+          'boot a new instance of this name from it (instance snapshots; with --type)',
+        )
+        .option('--type <instance-type>', 'with --new-instance: its type'),
+    examples: [
+      'nimbus snapshots restore snap_0123 --name data-restored',
+      'nimbus snapshots restore snap_0456 --new-instance web-2 --type compute-2x',
+    ],
+    send: async (session, id, flags: RestoreFlags) => {
       if ((flags.newInstance === undefined) !== (flags.type === undefined)) {
         throw new UsageError('--new-instance and --type go together');
       }
@@ -152,27 +149,16 @@ export function snapshotsCommand(): Command {
             ? undefined
             : { name: flags.newInstance, instance_type: flags.type as InstanceType },
       });
-      const { data } = await session.nimbus.post('/v1/snapshots/{id}/restore', {
-        params: { path: { id: id! } },
-        body,
-      });
-      printItem(session, data);
-    }),
-  );
+      return (await session.nimbus.post('/v1/snapshots/{id}/restore', { params: { path: { id } }, body }))
+        .data;
+    },
+  });
 
-  const remove = deleteCommand({
+  const remove = snapshots.delete({
     description: 'delete a snapshot',
-    argument: ['<id>', 'snapshot id'],
     example: 'nimbus snapshots delete snap_0123 --wait',
-    path: '/v1/snapshots/{id}',
     mode: 'async',
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(restore)
-    .addCommand(remove);
+  return addCommands(group, create, list, get, update, restore, remove);
 }

@@ -2,8 +2,8 @@
 import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
-import { createCommand, deleteCommand, getCommand, listCommand } from './resource-commands.js';
-import { example } from './shared.js';
+import { resourceCommands } from './resource-commands.js';
+import { addCommands, example } from './shared.js';
 import { readPublicKeyFile } from './ssh-key-files.js';
 
 const COLUMNS: Column[] = [
@@ -21,7 +21,13 @@ export function sshKeysCommand(): Command {
     .description('SSH public keys for logging in to instances');
   example(group, 'nimbus ssh-keys add --file ~/.ssh/id_ed25519.pub', 'nimbus ssh-keys list');
 
-  const add = createCommand({
+  const keys = resourceCommands({
+    path: '/v1/ssh-keys',
+    id: { argument: '<key>', named: SSH_KEY },
+    columns: COLUMNS,
+  });
+
+  const add = keys.create({
     name: 'add',
     description: 'add a public key (OpenSSH ed25519, rsa or ecdsa)',
     options: (command) =>
@@ -33,7 +39,6 @@ export function sshKeysCommand(): Command {
       'nimbus ssh-keys add --file ~/.ssh/id_ed25519.pub',
       'nimbus ssh-keys add --name ci --public-key "$(cat ci.pub)"',
     ],
-    path: '/v1/ssh-keys',
     body: (flags: { file?: string; publicKey?: string; name?: string }) => {
       if ((flags.file === undefined) === (flags.publicKey === undefined)) {
         throw new UsageError('Give the key with --file or --public-key (one of them)');
@@ -46,30 +51,17 @@ export function sshKeysCommand(): Command {
     },
   });
 
-  const list = listCommand({
+  const list = keys.list({
     description: 'list SSH keys',
     filters: { name: ['--name <name>', 'only this name'] },
     sorts: ['created_at', 'name'],
     examples: ['nimbus ssh-keys list', 'nimbus ssh-keys list -o json --all'],
-    columns: COLUMNS,
-    path: '/v1/ssh-keys',
   });
-
-  const get = getCommand({
-    description: 'show one SSH key',
-    argument: ['<key>', 'id or name'],
-    examples: ['nimbus ssh-keys get laptop'],
-    path: '/v1/ssh-keys/{id}',
-    named: SSH_KEY,
-  });
-
-  const remove = deleteCommand({
+  const get = keys.get({ description: 'show one SSH key', examples: ['nimbus ssh-keys get laptop'] });
+  const remove = keys.delete({
     description: 'delete an SSH key',
-    argument: ['<key>', 'id or name'],
     example: 'nimbus ssh-keys delete laptop',
-    path: '/v1/ssh-keys/{id}',
     mode: { now: 'SSH key' },
-    named: SSH_KEY,
   });
-  return group.addCommand(add).addCommand(list).addCommand(get).addCommand(remove);
+  return addCommands(group, add, list, get, remove);
 }

@@ -2,15 +2,14 @@
 import { STATE_TABLES } from '@nimbus/sdk';
 import { Command, Option } from 'commander';
 import type { Column } from '../output.js';
-import { withSession } from '../session.js';
-import { tableTarget, type WaitFlags, waitOptions } from '../wait.js';
+import { tableTarget } from '../wait.js';
 import { backupChange, parseBackupSchedule } from './instances.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
+import { resourceCommands } from './resource-commands.js';
 import {
+  addCommands,
   collect,
   defined,
   example,
-  finishAction,
   integer,
   parseTags,
   type Region,
@@ -42,7 +41,13 @@ export function volumesCommand(): Command {
     'nimbus volumes list',
   );
 
-  const create = createCommand({
+  const volumes = resourceCommands({
+    path: '/v1/volumes',
+    id: { argument: '<volume>', named: VOLUME },
+    columns: COLUMNS,
+  });
+
+  const create = volumes.create({
     description: 'create a volume (optionally formatted and attached as soon as it exists)',
     argument: ['<name>', 'volume name'],
     options: (command) =>
@@ -56,7 +61,6 @@ export function volumesCommand(): Command {
     examples: [
       'nimbus volumes create data-1 --size 100 --region us-east-1 --filesystem ext4 --instance web-1 --wait',
     ],
-    path: '/v1/volumes',
     body: async (
       flags: {
         size: number;
@@ -86,7 +90,7 @@ export function volumesCommand(): Command {
     },
   });
 
-  const list = listCommand({
+  const list = volumes.list({
     description: 'list volumes',
     filters: {
       status: ['--status <status>', 'only this status', STATUSES],
@@ -98,21 +102,10 @@ export function volumesCommand(): Command {
     },
     sorts: ['created_at', 'name', 'size_gb'],
     examples: ['nimbus volumes list --kind data', 'nimbus volumes list --instance ins_0123 -o json'],
-    columns: COLUMNS,
-    path: '/v1/volumes',
   });
-
-  const get = getCommand({
-    description: 'show one volume',
-    argument: ['<volume>', 'id or name'],
-    examples: ['nimbus volumes get data-1'],
-    path: '/v1/volumes/{id}',
-    named: VOLUME,
-  });
-
-  const update = updateCommand({
+  const get = volumes.get({ description: 'show one volume', examples: ['nimbus volumes get data-1'] });
+  const update = volumes.update({
     description: 'change name, tags (replacing them) or backup schedule',
-    argument: ['<volume>', 'id or name'],
     options: (command) =>
       command
         .option('--name <name>', 'new name')
@@ -120,8 +113,6 @@ export function volumesCommand(): Command {
         .option('--backup <frequency:retention>', 'backup schedule, e.g. weekly:4')
         .option('--no-backup', 'remove the backup schedule'),
     examples: ['nimbus volumes update data-1 --backup weekly:4'],
-    path: '/v1/volumes/{id}',
-    named: VOLUME,
     body: (flags: { name?: string; tag?: string[]; backup?: string | false }) =>
       defined({
         name: flags.name,
@@ -130,70 +121,52 @@ export function volumesCommand(): Command {
       }),
   });
 
-  const attach = new Command('attach')
-    .description('attach to an instance in the same region')
-    .argument('<volume>', 'id or name')
-    .requiredOption('--instance <instance>', 'instance id or name');
-  for (const option of waitOptions(tableTarget('volume', 'attach'))) attach.addOption(option);
-  example(attach, 'nimbus volumes attach data-1 --instance web-1 --wait');
-  attach.action(
-    withSession<WaitFlags & { instance: string }>(async (session, [reference], flags) => {
-      const id = await resolveId(session, reference!, VOLUME);
+  const attach = volumes.action({
+    name: 'attach',
+    description: 'attach to an instance in the same region',
+    options: (command) => command.requiredOption('--instance <instance>', 'instance id or name'),
+    examples: ['nimbus volumes attach data-1 --instance web-1 --wait'],
+    send: async (session, id, flags: { instance: string }) => {
       const instanceId = await resolveId(session, flags.instance, INSTANCE);
-      const { data } = await session.nimbus.post('/v1/volumes/{id}/attach', {
-        params: { path: { id } },
-        body: { instance_id: instanceId },
-      });
-      await finishAction(session, data, tableTarget('volume', 'attach'), flags);
-    }),
-  );
-
-  const detach = new Command('detach')
-    .description('detach from its instance')
-    .argument('<volume>', 'id or name');
-  for (const option of waitOptions(tableTarget('volume', 'detach'))) detach.addOption(option);
-  example(detach, 'nimbus volumes detach data-1 --wait');
-  detach.action(
-    withSession<WaitFlags>(async (session, [reference], flags) => {
-      const id = await resolveId(session, reference!, VOLUME);
-      const { data } = await session.nimbus.post('/v1/volumes/{id}/detach', { params: { path: { id } } });
-      await finishAction(session, data, tableTarget('volume', 'detach'), flags);
-    }),
-  );
-
-  const resize = new Command('resize')
-    .description('grow a volume (sizes only grow, up to 16384 GB)')
-    .argument('<volume>', 'id or name')
-    .requiredOption('--size <gb>', 'new size in GB', integer);
-  for (const option of waitOptions('done resizing')) resize.addOption(option);
-  example(resize, 'nimbus volumes resize data-1 --size 200 --wait');
-  resize.action(
-    withSession<WaitFlags & { size: number }>(async (session, [reference], flags) => {
-      const id = await resolveId(session, reference!, VOLUME);
-      const { data } = await session.nimbus.post('/v1/volumes/{id}/resize', {
-        params: { path: { id } },
-        body: { size_gb: flags.size },
-      });
-      await finishAction(session, data, data.instance_id ? 'in-use' : 'available', flags);
-    }),
-  );
-
-  const remove = deleteCommand({
-    description: 'delete a detached volume',
-    argument: ['<volume>', 'id or name'],
-    example: 'nimbus volumes delete data-1 --wait',
-    path: '/v1/volumes/{id}',
-    mode: 'async',
-    named: VOLUME,
+      return (
+        await session.nimbus.post('/v1/volumes/{id}/attach', {
+          params: { path: { id } },
+          body: { instance_id: instanceId },
+        })
+      ).data;
+    },
+    wait: { until: tableTarget('volume', 'attach') },
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(attach)
-    .addCommand(detach)
-    .addCommand(resize)
-    .addCommand(remove);
+  const detach = volumes.action({
+    name: 'detach',
+    description: 'detach from its instance',
+    examples: ['nimbus volumes detach data-1 --wait'],
+    send: async (session, id) =>
+      (await session.nimbus.post('/v1/volumes/{id}/detach', { params: { path: { id } } })).data,
+    wait: { until: tableTarget('volume', 'detach') },
+  });
+
+  const resize = volumes.action({
+    name: 'resize',
+    description: 'grow a volume (sizes only grow, up to 16384 GB)',
+    options: (command) => command.requiredOption('--size <gb>', 'new size in GB', integer),
+    examples: ['nimbus volumes resize data-1 --size 200 --wait'],
+    send: async (session, id, flags: { size: number }) =>
+      (
+        await session.nimbus.post('/v1/volumes/{id}/resize', {
+          params: { path: { id } },
+          body: { size_gb: flags.size },
+        })
+      ).data,
+    wait: { until: 'done resizing', target: (volume) => (volume.instance_id ? 'in-use' : 'available') },
+  });
+
+  const remove = volumes.delete({
+    description: 'delete a detached volume',
+    example: 'nimbus volumes delete data-1 --wait',
+    mode: 'async',
+  });
+
+  return addCommands(group, create, list, get, update, attach, detach, resize, remove);
 }

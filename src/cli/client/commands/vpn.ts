@@ -5,8 +5,8 @@ import { UsageError } from '../exit-codes.js';
 import { type Column, printMessage } from '../output.js';
 import { withSession } from '../session.js';
 import { tableTarget } from '../wait.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
-import { collect, defined, example, printItem, type Region } from './shared.js';
+import { listCommand, resourceCommands } from './resource-commands.js';
+import { addCommands, collect, defined, example, printItem, type Region } from './shared.js';
 import {
   readPrivateKeyFile,
   wireguardPublicKey,
@@ -132,7 +132,7 @@ function peersCommand(): Command {
       else printItem(session, { ...data, config: text });
     }),
   );
-  return group.addCommand(add).addCommand(list).addCommand(remove).addCommand(config);
+  return addCommands(group, add, list, remove, config);
 }
 
 export function vpnCommand(): Command {
@@ -141,7 +141,13 @@ export function vpnCommand(): Command {
     .description('WireGuard VPN gateways into the private network');
   example(group, 'nimbus vpn create office --region us-east-1 --wait', 'nimbus vpn peers add --help');
 
-  const create = createCommand({
+  const vpns = resourceCommands({
+    path: '/v1/vpn',
+    id: { help: 'VPN id', prefix: 'vpn_' },
+    columns: COLUMNS,
+  });
+
+  const create = vpns.create({
     description: 'create a VPN gateway',
     argument: ['<name>', 'VPN name'],
     options: (command) =>
@@ -157,7 +163,6 @@ export function vpnCommand(): Command {
           collect,
         ),
     examples: ['nimbus vpn create office --region us-east-1 --wait'],
-    path: '/v1/vpn',
     body: (flags: { region: string; tunnelCidr?: string; allowedCidr?: string[] }, _session, [name]) => ({
       name: name!,
       region: flags.region as Region,
@@ -166,7 +171,7 @@ export function vpnCommand(): Command {
     wait: { until: tableTarget('vpn', 'create') },
   });
 
-  const list = listCommand({
+  const list = vpns.list({
     description: 'list VPNs',
     filters: {
       status: ['--status <status>', 'only this status', [...STATE_TABLES.vpn.statuses]],
@@ -174,44 +179,25 @@ export function vpnCommand(): Command {
     },
     sorts: ['created_at', 'name'],
     examples: ['nimbus vpn list'],
-    columns: COLUMNS,
-    path: '/v1/vpn',
   });
-
-  const get = getCommand({
-    description: 'show one VPN',
-    argument: ['<id>', 'VPN id (vpn_…)'],
-    examples: ['nimbus vpn get vpn_0123'],
-    path: '/v1/vpn/{id}',
-  });
-
-  const update = updateCommand({
+  const get = vpns.get({ description: 'show one VPN', examples: ['nimbus vpn get vpn_0123'] });
+  const update = vpns.update({
     description: 'rename, or change the networks peers may reach',
-    argument: ['<id>', 'VPN id'],
     options: (command) =>
       command
         .option('--name <name>', 'new name')
         .option('--allowed-cidr <cidr>', 'the networks peers may reach (repeatable; replaces them)', collect),
     examples: ['nimbus vpn update vpn_0123 --allowed-cidr 10.0.0.0/16'],
-    path: '/v1/vpn/{id}',
     body: (flags: { name?: string; allowedCidr?: string[] }) =>
       defined({ name: flags.name, allowed_cidrs: flags.allowedCidr }),
     nothing: 'Nothing to update: give --name or --allowed-cidr',
   });
 
-  const remove = deleteCommand({
+  const remove = vpns.delete({
     description: 'delete a VPN and its peers',
-    argument: ['<id>', 'VPN id'],
     example: 'nimbus vpn delete vpn_0123 --wait',
-    path: '/v1/vpn/{id}',
     mode: 'async',
   });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(peersCommand());
+  return addCommands(group, create, list, get, update, remove, peersCommand());
 }

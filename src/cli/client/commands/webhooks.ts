@@ -3,8 +3,8 @@ import { Command } from 'commander';
 import { UsageError } from '../exit-codes.js';
 import type { Column } from '../output.js';
 import { withSession } from '../session.js';
-import { createCommand, deleteCommand, getCommand, listCommand, updateCommand } from './resource-commands.js';
-import { collect, defined, example, printItem } from './shared.js';
+import { listCommand, resourceCommands } from './resource-commands.js';
+import { addCommands, collect, defined, example, printItem } from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (w) => w.id },
@@ -36,7 +36,13 @@ export function webhooksCommand(): Command {
     'nimbus webhooks list',
   );
 
-  const create = createCommand({
+  const webhooks = resourceCommands({
+    path: '/v1/webhooks',
+    id: { help: 'webhook id', prefix: 'whk_' },
+    columns: COLUMNS,
+  });
+
+  const create = webhooks.create({
     description: 'subscribe a URL to events (the secret is shown once)',
     options: (command) =>
       command
@@ -50,7 +56,6 @@ export function webhooksCommand(): Command {
         .option('--description <text>', 'what it is for')
         .option('--disabled', 'create it switched off'),
     examples: ['nimbus webhooks create --url https://hooks.example.com/nimbus --event "*"'],
-    path: '/v1/webhooks',
     body: (flags: {
       url: string;
       event: string[];
@@ -70,24 +75,17 @@ export function webhooksCommand(): Command {
     notice: 'Store the secret now: it is not shown again.',
   });
 
-  const list = listCommand({
+  const list = webhooks.list({
     description: 'list subscriptions',
     sorts: ['created_at'],
     examples: ['nimbus webhooks list -o wide'],
-    columns: COLUMNS,
-    path: '/v1/webhooks',
   });
-
-  const get = getCommand({
+  const get = webhooks.get({
     description: 'show one subscription',
-    argument: ['<id>', 'webhook id (whk_…)'],
     examples: ['nimbus webhooks get whk_0123'],
-    path: '/v1/webhooks/{id}',
   });
-
-  const update = updateCommand({
+  const update = webhooks.update({
     description: 'change URL, events, description, or switch on/off',
-    argument: ['<id>', 'webhook id'],
     options: (command) =>
       command
         .option('--url <url>', 'new URL')
@@ -99,7 +97,6 @@ export function webhooksCommand(): Command {
       'nimbus webhooks update whk_0123 --enable',
       'nimbus webhooks update whk_0123 --event instance.created',
     ],
-    path: '/v1/webhooks/{id}',
     body: (flags: {
       url?: string;
       event?: string[];
@@ -117,31 +114,24 @@ export function webhooksCommand(): Command {
     },
   });
 
-  const remove = deleteCommand({
+  const remove = webhooks.delete({
     description: 'delete a subscription',
-    argument: ['<id>', 'webhook id'],
     example: 'nimbus webhooks delete whk_0123',
-    path: '/v1/webhooks/{id}',
     mode: { now: 'webhook' },
   });
 
-  const test = new Command('test')
-    .description('send a webhook.test delivery now')
-    .argument('<id>', 'webhook id');
-  example(test, 'nimbus webhooks test whk_0123');
-  test.action(
-    withSession(async (session, [id]) => {
-      printItem(
-        session,
-        (await session.nimbus.post('/v1/webhooks/{id}/test', { params: { path: { id: id! } } })).data,
-      );
-    }),
-  );
+  const test = webhooks.action({
+    name: 'test',
+    description: 'send a webhook.test delivery now',
+    examples: ['nimbus webhooks test whk_0123'],
+    send: async (session, id) =>
+      (await session.nimbus.post('/v1/webhooks/{id}/test', { params: { path: { id } } })).data,
+  });
 
   const deliveries = listCommand({
     name: 'deliveries',
     description: 'deliveries of a subscription, newest first',
-    argument: ['<id>', 'webhook id'],
+    argument: webhooks.argument,
     filters: {
       status: ['--status <status>', 'only this status', ['pending', 'succeeded', 'failed']],
       event_type: ['--event <type>', 'only this event type'],
@@ -154,7 +144,7 @@ export function webhooksCommand(): Command {
 
   const redeliver = new Command('redeliver')
     .description('send a delivery again')
-    .argument('<id>', 'webhook id')
+    .argument(...webhooks.argument)
     .argument('<delivery>', 'delivery id (dlv_…)');
   example(redeliver, 'nimbus webhooks redeliver whk_0123 dlv_0456');
   redeliver.action(
@@ -166,31 +156,21 @@ export function webhooksCommand(): Command {
     }),
   );
 
-  const rotate = new Command('rotate-secret')
-    .description(
+  const rotate = webhooks.action({
+    name: 'rotate-secret',
+    description:
       'replace the signing secret (the old one keeps signing for a while, so receivers can switch)',
-    )
-    .argument('<id>', 'webhook id')
-    .option('--secret <secret>', 'the new secret (default: generated and shown once)');
-  example(rotate, 'nimbus webhooks rotate-secret whk_0123 -o json');
-  rotate.action(
-    withSession<{ secret?: string }>(async (session, [id], flags) => {
-      const { data } = await session.nimbus.post('/v1/webhooks/{id}/rotate-secret', {
-        params: { path: { id: id! } },
-        body: defined({ secret: flags.secret }),
-      });
-      printItem(session, data);
-    }),
-  );
+    options: (command) =>
+      command.option('--secret <secret>', 'the new secret (default: generated and shown once)'),
+    examples: ['nimbus webhooks rotate-secret whk_0123 -o json'],
+    send: async (session, id, flags: { secret?: string }) =>
+      (
+        await session.nimbus.post('/v1/webhooks/{id}/rotate-secret', {
+          params: { path: { id } },
+          body: defined({ secret: flags.secret }),
+        })
+      ).data,
+  });
 
-  return group
-    .addCommand(create)
-    .addCommand(list)
-    .addCommand(get)
-    .addCommand(update)
-    .addCommand(remove)
-    .addCommand(test)
-    .addCommand(deliveries)
-    .addCommand(redeliver)
-    .addCommand(rotate);
+  return addCommands(group, create, list, get, update, remove, test, deliveries, redeliver, rotate);
 }
