@@ -198,26 +198,19 @@ socket.on('end', () => { process.stdout.write(answer); process.exit(0); });
 socket.on('error', () => process.exit(1));
 `;
 
+/** The command line running `script` (an ES module) with `args` under Node inside `namespace`. */
+function nodeIn(namespace: string, script: string, args: readonly string[]): string[] {
+  return ['netns', 'exec', namespace, process.execPath, '--input-type=module', '-e', script, ...args];
+}
+
 /**
  * A TCP listener inside `namespace` answering each connection with `<name> <the caller's address>` and
  * closing it; resolves once it listens. `stop` ends it (afterAll calls it, also when a test failed).
  */
 export async function serveTcp(namespace: string, port: number, name: string): Promise<{ stop: () => void }> {
-  const server = spawn(
-    'ip',
-    [
-      'netns',
-      'exec',
-      namespace,
-      process.execPath,
-      '--input-type=module',
-      '-e',
-      TCP_SERVER,
-      name,
-      String(port),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const server = spawn('ip', nodeIn(namespace, TCP_SERVER, [name, String(port)]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('exit', (code) => reject(new Error(`the TCP listener in ${namespace} exited (${code})`)));
     server.stdout!.once('data', () => resolve());
@@ -229,17 +222,7 @@ export async function serveTcp(namespace: string, port: number, name: string): P
 /** What a TCP connection from `namespace` to host:port is answered with; null when none within a second. */
 export function askTcp(namespace: string, host: string, port: number): string | null {
   try {
-    return sh('ip', [
-      'netns',
-      'exec',
-      namespace,
-      process.execPath,
-      '--input-type=module',
-      '-e',
-      TCP_CLIENT,
-      host,
-      String(port),
-    ]).trim();
+    return sh('ip', nodeIn(namespace, TCP_CLIENT, [host, String(port)])).trim();
   } catch {
     return null;
   }
