@@ -14,9 +14,10 @@
  * switch's `ports` column would hold other VPCs' ports, which a scoped apply neither reads nor may
  * rewrite. OVN carries any number of localnet switches on one physical network.
  *
- * The NATs are centralised on the gateway chassis (no logical_port/external_mac): on the userspace
- * datapath that is what carried TCP in and pings out (test/ovn-public-ip.test.ts), and it keeps an
- * instance's public traffic on one chassis once there are several.
+ * The NATs are centralised on the gateway chassis (no logical_port/external_mac). The userspace
+ * datapath does not need them: test/ovn-public-ip.test.ts passes either way on one chassis. Distributed
+ * NAT (each instance's chassis answering for its public IP with an external_mac of its own) is a choice
+ * for when there are several chassis, each with the uplink mapped.
  */
 import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.js';
 import { run } from '../qemu/tools.js';
