@@ -94,6 +94,14 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     guests = new GuestNamespaces(ovn.endpoints);
     internet = new InternetNamespace(`${GATEWAY}/24`);
     await plugUplink(ovn.endpoints, internet.uplink);
+    // Plugging again (a restarted server) changes nothing.
+    const { bridge } = await plugUplink(ovn.endpoints, internet.uplink);
+    const vsctl = (...args: string[]) =>
+      sh('ovs-vsctl', [`--db=${ovn.endpoints.ovsDb}`, ...args], ovn.endpoints.env).trim();
+    expect(vsctl('list-ports', bridge)).toBe(internet.uplink);
+    expect(vsctl('get', 'Open_vSwitch', '.', 'external_ids:ovn-bridge-mappings')).toBe(
+      `"nimbus-public:${bridge}"`,
+    );
     for (const [name, port] of [
       ['one', one],
       ['two', two],
@@ -141,6 +149,9 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     );
     // An instance without a public IP has no way out.
     expect(askTcp(g.two!.namespace, GATEWAY, PORT)).toBeNull();
+    // All of it went between the suite's namespaces: the host has no way onto the link.
+    expect(sh('ip', ['-4', 'route', 'show', 'root', POOL]).trim()).toBe('');
+    expect(sh('ip', ['-4', 'addr', 'show', 'dev', internet.uplink]).includes('inet ')).toBe(false);
   });
 
   it("shares the link with another account's VPC, each public IP answering as its own VPC's instance", async () => {

@@ -184,7 +184,8 @@ export class InternetNamespace {
 const TCP_SERVER = `
 import net from 'node:net';
 const [name, port] = process.argv.slice(1);
-net.createServer((socket) => socket.end(name + ' ' + socket.remoteAddress + '\\n'))
+// A probe reset mid-answer (a NAT moving under it) must not end the listener.
+net.createServer((socket) => socket.on('error', () => {}).end(name + ' ' + socket.remoteAddress + '\\n'))
   .listen(Number(port), '0.0.0.0', () => console.log('listening'));
 `;
 const TCP_CLIENT = `
