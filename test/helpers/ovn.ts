@@ -4,7 +4,7 @@
  * logical port by external_ids:iface-id, the other end `eth0` inside a namespace of the suite's own.
  * Every namespace, veth and OVS port made here is removed by `remove`, which a suite calls in afterAll.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { missingOvnPrograms, type OvnEndpoints } from '../../src/drivers/ovn/daemons.js';
 import { describeMissing } from '../../src/drivers/qemu/tools.js';
 
@@ -140,4 +140,91 @@ export function processesNaming(marker: string): number[] {
     if (match && !match[2]!.startsWith('Z') && match[3]!.includes(marker)) found.push(Number(match[1]));
   }
   return found;
+}
+
+/**
+ * The "internet" side of a public uplink: a namespace whose eth0 holds `address` (the upstream router's,
+ * a.b.c.d/n), the other end of its veth pair, `uplink`, left in the root namespace without an address
+ * for Nimbus to plug into its provider bridge. Transmit checksum offload is off on the namespace's end
+ * (Nimbus turns it off on the uplink); `remove` takes the namespace and the pair away.
+ */
+export class InternetNamespace {
+  readonly namespace: string;
+  readonly uplink: string;
+
+  constructor(address: string) {
+    const tag = (process.pid % 100_000).toString(36);
+    this.namespace = `novn-${tag}-inet`;
+    this.uplink = `nu${tag}up`.slice(0, 15);
+    try {
+      sh('ip', ['netns', 'add', this.namespace]);
+      sh('ip', ['link', 'add', this.uplink, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.namespace]);
+      const inside = (...args: string[]) => sh('ip', ['netns', 'exec', this.namespace, ...args]);
+      inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
+      inside('ethtool', '-K', 'eth0', 'tx', 'off');
+      // The root namespace's IPv6 chatter on the uplink would reach the provider bridge.
+      sh('sysctl', ['-q', '-w', `net.ipv6.conf.${this.uplink}.disable_ipv6=1`]);
+      inside('ip', 'addr', 'add', address, 'dev', 'eth0');
+      inside('ip', 'link', 'set', 'lo', 'up');
+      inside('ip', 'link', 'set', 'eth0', 'up');
+    } catch (error) {
+      // The suite never gets hold of a half-made side, so its afterAll could not remove it.
+      this.remove();
+      throw error;
+    }
+  }
+
+  /** Safe to call twice. */
+  remove(): void {
+    if (succeeds('ip', ['link', 'show', this.uplink])) succeeds('ip', ['link', 'del', this.uplink]);
+    succeeds('ip', ['netns', 'del', this.namespace]);
+  }
+}
+
+const TCP_SERVER = `
+import net from 'node:net';
+const [name, port] = process.argv.slice(1);
+// A probe reset mid-answer (a NAT moving under it) must not end the listener.
+net.createServer((socket) => socket.on('error', () => {}).end(name + ' ' + socket.remoteAddress + '\\n'))
+  .listen(Number(port), '0.0.0.0', () => console.log('listening'));
+`;
+const TCP_CLIENT = `
+import net from 'node:net';
+const [host, port] = process.argv.slice(1);
+const socket = net.connect({ host, port: Number(port) });
+let answer = '';
+socket.setTimeout(1000, () => process.exit(2));
+socket.on('data', (chunk) => { answer += chunk; });
+socket.on('end', () => { process.stdout.write(answer); process.exit(0); });
+socket.on('error', () => process.exit(1));
+`;
+
+/** The command line running `script` (an ES module) with `args` under Node inside `namespace`. */
+function nodeIn(namespace: string, script: string, args: readonly string[]): string[] {
+  return ['netns', 'exec', namespace, process.execPath, '--input-type=module', '-e', script, ...args];
+}
+
+/**
+ * A TCP listener inside `namespace` answering each connection with `<name> <the caller's address>` and
+ * closing it; resolves once it listens. `stop` ends it (afterAll calls it, also when a test failed).
+ */
+export async function serveTcp(namespace: string, port: number, name: string): Promise<{ stop: () => void }> {
+  const server = spawn('ip', nodeIn(namespace, TCP_SERVER, [name, String(port)]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('exit', (code) => reject(new Error(`the TCP listener in ${namespace} exited (${code})`)));
+    server.stdout!.once('data', () => resolve());
+  });
+  server.removeAllListeners('exit');
+  return { stop: () => server.kill('SIGKILL') };
+}
+
+/** What a TCP connection from `namespace` to host:port is answered with; null when none within a second. */
+export function askTcp(namespace: string, host: string, port: number): string | null {
+  try {
+    return sh('ip', nodeIn(namespace, TCP_CLIENT, [host, String(port)])).trim();
+  } catch {
+    return null;
+  }
 }

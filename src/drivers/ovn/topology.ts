@@ -23,6 +23,7 @@ import {
   setElements,
   uuidOf,
 } from './northbound.js';
+import { PUBLIC_COLUMNS, type PublicTable, publicRows, type VpcPublicSide } from './uplink.js';
 
 export interface VpcPort {
   /** The instance id: also the logical port's name, which the VM's interface names as its iface-id. */
@@ -40,6 +41,8 @@ export interface DesiredVpc {
   /** The router's side of the private block: the instances' gateway, DHCP server and resolver. */
   router: { mac: string; ip: string };
   ports: readonly VpcPort[];
+  /** Its side on the public link (uplink.ts): a gateway port, a default route and one NAT per public IP. */
+  public?: VpcPublicSide;
 }
 
 export type Table =
@@ -47,7 +50,8 @@ export type Table =
   | 'Logical_Switch_Port'
   | 'Logical_Router'
   | 'Logical_Router_Port'
-  | 'DHCP_Options';
+  | 'DHCP_Options'
+  | PublicTable;
 
 /** A cell: a string, a set of strings, a string map, or a set of references to other rows by key. */
 export type Cell =
@@ -68,14 +72,24 @@ export const COLUMNS: Record<Table, Record<string, 'string' | 'strings' | 'map' 
     dhcpv4_options: 'refs',
     external_ids: 'map',
   },
-  Logical_Router: { name: 'string', ports: 'refs', external_ids: 'map' },
-  Logical_Router_Port: { name: 'string', mac: 'string', networks: 'strings', external_ids: 'map' },
+  Logical_Router: { name: 'string', ports: 'refs', nat: 'refs', static_routes: 'refs', external_ids: 'map' },
+  Logical_Router_Port: {
+    name: 'string',
+    mac: 'string',
+    networks: 'strings',
+    gateway_chassis: 'refs',
+    external_ids: 'map',
+  },
   DHCP_Options: { cidr: 'string', options: 'map', external_ids: 'map' },
+  ...PUBLIC_COLUMNS,
 };
 
 /** Tables in the order a transaction lists them (referenced rows before the rows that reference them). */
 export const TABLES: readonly Table[] = [
   'DHCP_Options',
+  'Gateway_Chassis',
+  'NAT',
+  'Logical_Router_Static_Route',
   'Logical_Router_Port',
   'Logical_Switch_Port',
   'Logical_Router',
@@ -120,6 +134,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     ...more,
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
+  const publicSide = publicRows(key, vpc.public, ids);
   return [
     {
       table: 'DHCP_Options',
@@ -149,8 +164,14 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     {
       table: 'Logical_Router',
       key: names.router,
-      columns: { name: names.router, ports: { refs: [names.routerPort] }, external_ids: ids(names.router) },
+      columns: {
+        name: names.router,
+        ports: { refs: [names.routerPort, ...publicSide.router.ports] },
+        ...publicSide.router.columns,
+        external_ids: ids(names.router),
+      },
     },
+    ...publicSide.rows,
     {
       table: 'Logical_Switch_Port',
       key: names.switchRouterPort,

@@ -1,0 +1,298 @@
+/**
+ * The public side of OVN networks (docs/operations.md, "OVN"): NIMBUS_PUBLIC_UPLINK, a host interface
+ * (a NIC, or one end of a veth pair), is plugged into a provider bridge of its own, which this chassis
+ * maps to the physical network `nimbus-public` (ovn-bridge-mappings). The region's public pool lives on
+ * that link with the upstream router at NIMBUS_PUBLIC_GATEWAY (default: the pool's first address, which
+ * Nimbus never assigns).
+ *
+ * A VPC with a public side gets, beside its private rows (topology.ts): a switch on the link (its
+ * `localnet` port is how OVN reaches the provider bridge), the router's gateway port on it with an
+ * address of the pool, bound to the gateway chassis, a default route via the upstream router, and per
+ * public IP a one-to-one NAT (`dnat_and_snat`) of the instance's private IP.
+ *
+ * The switch on the link is one per VPC, not one per region: applies are scoped to one VPC, and a shared
+ * switch's `ports` column would hold other VPCs' ports, which a scoped apply neither reads nor may
+ * rewrite. OVN carries any number of localnet switches on one physical network.
+ *
+ * The NATs are centralised on the gateway chassis (no logical_port/external_mac). The userspace
+ * datapath does not need them: test/ovn-public-ip.test.ts passes either way on one chassis. Distributed
+ * NAT (each instance's chassis answering for its public IP with an external_mac of its own) is a choice
+ * for when there are several chassis, each with the uplink mapped.
+ */
+import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.js';
+import { run } from '../qemu/tools.js';
+import type { OvnEndpoints } from './daemons.js';
+import type { Cell, Row } from './topology.js';
+
+/** The physical network name the provider bridge is mapped to on every chassis. */
+export const PUBLIC_PHYSNET = 'nimbus-public';
+
+/** The tables only the public side writes (topology.ts reads and diffs them with the rest). */
+export type PublicTable = 'NAT' | 'Logical_Router_Static_Route' | 'Gateway_Chassis';
+
+/**
+ * Their columns. Gateway_Chassis' priority is left at its default (0): one gateway chassis per port,
+ * so there is nothing to rank.
+ */
+export const PUBLIC_COLUMNS: Record<PublicTable, Record<string, 'string' | 'strings' | 'map' | 'refs'>> = {
+  NAT: { type: 'string', external_ip: 'string', logical_ip: 'string', external_ids: 'map' },
+  Logical_Router_Static_Route: { ip_prefix: 'string', nexthop: 'string', external_ids: 'map' },
+  Gateway_Chassis: { name: 'string', chassis_name: 'string', external_ids: 'map' },
+};
+
+export interface PublicNat {
+  instanceId: string;
+  /** The instance's public IP, on the link. */
+  publicIp: string;
+  /** Its private IP, in the VPC's block. */
+  privateIp: string;
+}
+
+export interface VpcPublicSide {
+  /** The region's public pool (NIMBUS_PUBLIC_IP_POOLS), e.g. 203.0.113.0/24: the link's network. */
+  pool: string;
+  /** The upstream router on the link (NIMBUS_PUBLIC_GATEWAY; defaultPublicGateway(pool) when unset). */
+  gateway: string;
+  /** The router's port on the link: an address of the pool held for this VPC, and a MAC. */
+  router: { mac: string; ip: string };
+  /** The chassis that answers for the VPC's public addresses (the one whose OVS holds the uplink). */
+  chassis: string;
+  nats: readonly PublicNat[];
+}
+
+/** The pool's first address, which the address plan never assigns: the upstream router's by default. */
+export function defaultPublicGateway(pool: string): string {
+  const block = parseCidrBlock(pool);
+  if (block.family !== 4) throw new Error(`the public pool ${pool} is not IPv4`);
+  return formatIp({ family: 4, value: block.network + 1n });
+}
+
+/** The row keys of a VPC's public side (unique among all of Nimbus's rows, as topology.ts needs). */
+export function publicNames(vpcKey: string) {
+  return {
+    switch: `${vpcKey}-public`,
+    localnetPort: `${vpcKey}-public-localnet`,
+    switchRouterPort: `${vpcKey}-public-rsp`,
+    routerPort: `${vpcKey}-public-lrp`,
+    gatewayChassis: `${vpcKey}-public-gw`,
+    defaultRoute: `${vpcKey}-public-route`,
+    nat: (publicIp: string) => `${vpcKey}-nat-${publicIp}`,
+  };
+}
+
+/** What the public side adds to the VPC's router row: its gateway port, NATs and default route. */
+export interface RouterAdditions {
+  ports: string[];
+  columns: { nat: Cell; static_routes: Cell };
+}
+
+/**
+ * The rows of a VPC's public side, and what its router row refers to. Without a public side the router
+ * still carries empty `nat` and `static_routes`, so a side taken away is taken out of OVN.
+ * `ids(key, more)` gives a row's nimbus external_ids (topology.ts's, so the diff owns these rows).
+ */
+export function publicRows(
+  vpcKey: string,
+  side: VpcPublicSide | undefined,
+  ids: (rowKey: string, more?: Record<string, string>) => Record<string, string>,
+): { rows: Row[]; router: RouterAdditions } {
+  if (side === undefined) {
+    return { rows: [], router: { ports: [], columns: { nat: { refs: [] }, static_routes: { refs: [] } } } };
+  }
+  const names = publicNames(vpcKey);
+  const pool = parseCidrBlock(side.pool);
+  for (const [what, address] of [
+    ['the router address', side.router.ip],
+    ['the gateway', side.gateway],
+    ...side.nats.map((nat) => [`the public IP of ${nat.instanceId}`, nat.publicIp]),
+  ] as const) {
+    const parsed = parseIp(address);
+    if (
+      parsed === null ||
+      parsed.family !== 4 ||
+      (parsed.value & ~((1n << BigInt(32 - pool.prefix)) - 1n)) !== pool.network
+    ) {
+      throw new Error(`OVN public side of ${vpcKey}: ${what} ${address} is not in the pool ${side.pool}`);
+    }
+  }
+  const nats = [...side.nats].sort((a, b) => compare(a.publicIp, b.publicIp));
+  const rows: Row[] = [
+    {
+      table: 'Gateway_Chassis',
+      key: names.gatewayChassis,
+      columns: {
+        name: names.gatewayChassis,
+        chassis_name: side.chassis,
+        external_ids: ids(names.gatewayChassis),
+      },
+    },
+    {
+      table: 'Logical_Router_Port',
+      key: names.routerPort,
+      columns: {
+        name: names.routerPort,
+        mac: side.router.mac,
+        networks: [`${side.router.ip}/${pool.prefix}`],
+        gateway_chassis: { refs: [names.gatewayChassis] },
+        external_ids: ids(names.routerPort),
+      },
+    },
+    {
+      table: 'Logical_Router_Static_Route',
+      key: names.defaultRoute,
+      columns: { ip_prefix: '0.0.0.0/0', nexthop: side.gateway, external_ids: ids(names.defaultRoute) },
+    },
+    ...nats.map(
+      (nat): Row => ({
+        table: 'NAT',
+        key: names.nat(nat.publicIp),
+        columns: {
+          type: 'dnat_and_snat',
+          external_ip: nat.publicIp,
+          logical_ip: nat.privateIp,
+          external_ids: ids(names.nat(nat.publicIp), { 'nimbus:instance': nat.instanceId }),
+        },
+      }),
+    ),
+    {
+      table: 'Logical_Switch_Port',
+      key: names.localnetPort,
+      columns: {
+        name: names.localnetPort,
+        type: 'localnet',
+        addresses: ['unknown'],
+        port_security: [],
+        options: { network_name: PUBLIC_PHYSNET },
+        dhcpv4_options: { refs: [] },
+        external_ids: ids(names.localnetPort),
+      },
+    },
+    {
+      table: 'Logical_Switch_Port',
+      key: names.switchRouterPort,
+      columns: {
+        name: names.switchRouterPort,
+        type: 'router',
+        addresses: ['router'],
+        port_security: [],
+        options: { 'router-port': names.routerPort },
+        dhcpv4_options: { refs: [] },
+        external_ids: ids(names.switchRouterPort),
+      },
+    },
+    {
+      table: 'Logical_Switch',
+      key: names.switch,
+      columns: {
+        name: names.switch,
+        ports: { refs: [names.localnetPort, names.switchRouterPort] },
+        external_ids: ids(names.switch),
+      },
+    },
+  ];
+  return {
+    rows,
+    router: {
+      ports: [names.routerPort],
+      columns: {
+        nat: { refs: nats.map((nat) => names.nat(nat.publicIp)) },
+        static_routes: { refs: [names.defaultRoute] },
+      },
+    },
+  };
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The provider bridge's name: derived from the integration bridge's, so it is as much the data
+ * directory's own (two embedded OVNs on one host never share one) and fits IFNAMSIZ (15).
+ */
+export function providerBridgeName(integrationBridge: string): string {
+  return `${integrationBridge.slice(0, 12)}-ex`;
+}
+
+/** `ovn-bridge-mappings` with `physnet` mapped to `bridge`, other networks' mappings kept. */
+export function withBridgeMapping(mappings: string, physnet: string, bridge: string | null): string {
+  const kept = mappings
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '' && entry.split(':')[0] !== physnet);
+  return [...kept, ...(bridge === null ? [] : [`${physnet}:${bridge}`])].join(',');
+}
+
+async function bridgeMappings(ovn: OvnEndpoints): Promise<string> {
+  const out = await vsctl(ovn, [
+    '--if-exists',
+    'get',
+    'Open_vSwitch',
+    '.',
+    'external_ids:ovn-bridge-mappings',
+  ]);
+  const text = out.trim();
+  return text.startsWith('"') ? (JSON.parse(text) as string) : text;
+}
+
+function vsctl(ovn: OvnEndpoints, args: readonly string[]): Promise<string> {
+  return run('ovs-vsctl', [`--db=${ovn.ovsDb}`, ...args], { env: ovn.env, timeoutMs: 30_000 });
+}
+
+function mappingArgs(mappings: string): string[] {
+  return mappings === ''
+    ? ['remove', 'Open_vSwitch', '.', 'external_ids', 'ovn-bridge-mappings']
+    : ['set', 'Open_vSwitch', '.', `external_ids:ovn-bridge-mappings=${JSON.stringify(mappings)}`];
+}
+
+/**
+ * Plugs `uplink` (NIMBUS_PUBLIC_UPLINK) into this chassis' provider bridge, made on the userspace
+ * datapath if missing, and maps PUBLIC_PHYSNET to it. Idempotent. The interface keeps no address: the
+ * host itself is not on the public link, only the VPCs' routers are.
+ */
+export async function plugUplink(ovn: OvnEndpoints, uplink: string): Promise<{ bridge: string }> {
+  await run('ip', ['link', 'show', uplink]).catch(() => {
+    throw new Error(`NIMBUS_PUBLIC_UPLINK names ${uplink}, which is not an interface of this host`);
+  });
+  // The userspace datapath's conntrack (the NATs) drops packets whose checksum was left to the hardware.
+  await run('ethtool', ['-K', uplink, 'tx', 'off']);
+  await run('ip', ['link', 'set', uplink, 'up']);
+  const bridge = providerBridgeName(ovn.integrationBridge);
+  const mappings = withBridgeMapping(await bridgeMappings(ovn), PUBLIC_PHYSNET, bridge);
+  await vsctl(ovn, [
+    '--may-exist',
+    'add-br',
+    bridge,
+    '--',
+    'set',
+    'Bridge',
+    bridge,
+    'datapath_type=netdev',
+    '--',
+    '--may-exist',
+    'add-port',
+    bridge,
+    uplink,
+    '--',
+    ...mappingArgs(mappings),
+  ]);
+  return { bridge };
+}
+
+/** Takes the uplink and the provider bridge out of OVS and the mapping off the chassis. */
+export async function unplugUplink(ovn: OvnEndpoints, uplink: string): Promise<void> {
+  const bridge = providerBridgeName(ovn.integrationBridge);
+  const mappings = withBridgeMapping(await bridgeMappings(ovn), PUBLIC_PHYSNET, null);
+  await vsctl(ovn, [
+    '--if-exists',
+    'del-port',
+    bridge,
+    uplink,
+    '--',
+    '--if-exists',
+    'del-br',
+    bridge,
+    '--',
+    ...mappingArgs(mappings),
+  ]);
+}

@@ -1,0 +1,222 @@
+/**
+ * Public IPs that answer (issue 31, item 3) on real OVN: the embedded daemons in a temporary directory,
+ * an "internet" namespace holding the upstream router's address (the pool's first) on one end of a veth
+ * whose other end is the uplink Nimbus plugs into its provider bridge, and a VPC whose instances are
+ * namespaces plugged into the integration bridge. Real packets show: a TCP connection from the internet
+ * side to an instance's public IP reaches that instance's listener; the instance reaches the internet
+ * side as its public IP; a public IP moved to another instance answers as that one within 2 s; and one
+ * taken away stops answering.
+ *
+ * Nothing is routed in the root namespace: the uplink there has no address, and all traffic is between
+ * the suite's own namespaces.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EmbeddedOvn } from '../src/drivers/ovn/daemons.js';
+import { Northbound } from '../src/drivers/ovn/northbound.js';
+import { type ApplyResult, applyTopology, type DesiredVpc, vpcKey } from '../src/drivers/ovn/topology.js';
+import {
+  defaultPublicGateway,
+  plugUplink,
+  providerBridgeName,
+  unplugUplink,
+  type VpcPublicSide,
+} from '../src/drivers/ovn/uplink.js';
+import { waitFor } from './helpers/common.js';
+import {
+  askTcp,
+  CAN_RUN_OVN,
+  type Guest,
+  GuestNamespaces,
+  InternetNamespace,
+  processesNaming,
+  serveTcp,
+  sh,
+  succeeds,
+} from './helpers/ovn.js';
+
+const CHASSIS = 'ovn-public-ip-test';
+const POOL = '203.0.113.0/24';
+const GATEWAY = defaultPublicGateway(POOL);
+const PUBLIC_IP = '203.0.113.10';
+const PORT = 8080;
+const vpc: DesiredVpc = {
+  accountId: 'acct_ovnpublic',
+  region: 'us-east-1',
+  cidr: '10.10.0.0/16',
+  router: { ip: '10.10.0.1', mac: '0a:58:0a:0a:00:01' },
+  ports: [
+    { instanceId: 'ins_ovnpub1', mac: '0a:00:0c:00:00:11', ip: '10.10.0.11', hostname: 'pub-one' },
+    { instanceId: 'ins_ovnpub2', mac: '0a:00:0c:00:00:12', ip: '10.10.0.12', hostname: 'pub-two' },
+  ],
+};
+const [one, two] = vpc.ports as [DesiredVpc['ports'][0], DesiredVpc['ports'][0]];
+const publicSide = (nats: VpcPublicSide['nats']): DesiredVpc => ({
+  ...vpc,
+  public: {
+    pool: POOL,
+    gateway: GATEWAY,
+    router: { ip: '203.0.113.2', mac: '0a:58:cb:00:71:02' },
+    chassis: CHASSIS,
+    nats,
+  },
+});
+
+/** Another account on the same link: the same private block, and its instance holds one's private IP. */
+const other: DesiredVpc = {
+  accountId: 'acct_ovnpublicb',
+  region: 'us-east-1',
+  cidr: '10.10.0.0/16',
+  router: { ip: '10.10.0.1', mac: '0a:58:0a:0a:00:02' },
+  ports: [{ instanceId: 'ins_ovnpubb1', mac: '0a:00:0d:00:00:11', ip: one.ip, hostname: 'other-one' }],
+};
+const OTHER_PUBLIC_IP = '203.0.113.20';
+
+// ovn-controller's first binding of ports on a loaded machine takes most of the time (seen: 30 s).
+describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90_000 }, () => {
+  let dir: string;
+  let ovn: EmbeddedOvn;
+  let nb: Northbound;
+  let guests: GuestNamespaces;
+  let internet: InternetNamespace;
+  const listeners: { stop: () => void }[] = [];
+  const g: Record<string, Guest> = {};
+  /** One VPC's apply, as its reconcile job does it: the other VPC's rows are left alone. */
+  const apply = (desired: DesiredVpc): Promise<ApplyResult> =>
+    applyTopology(nb, [desired], [vpcKey(desired)]);
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-public-'));
+    ovn = await EmbeddedOvn.start({ dir: path.join(dir, 'ovn'), chassis: CHASSIS });
+    nb = new Northbound(ovn.endpoints.nbUrl);
+    guests = new GuestNamespaces(ovn.endpoints);
+    internet = new InternetNamespace(`${GATEWAY}/24`);
+    await plugUplink(ovn.endpoints, internet.uplink);
+    // Plugging again (a restarted server) changes nothing.
+    const { bridge } = await plugUplink(ovn.endpoints, internet.uplink);
+    const vsctl = (...args: string[]) =>
+      sh('ovs-vsctl', [`--db=${ovn.endpoints.ovsDb}`, ...args], ovn.endpoints.env).trim();
+    expect(vsctl('list-ports', bridge)).toBe(internet.uplink);
+    expect(vsctl('get', 'Open_vSwitch', '.', 'external_ids:ovn-bridge-mappings')).toBe(
+      `"nimbus-public:${bridge}"`,
+    );
+    for (const [name, port] of [
+      ['one', one],
+      ['two', two],
+    ] as const) {
+      g[name] = guests.plug(port.instanceId, port.mac, `${port.ip}/16`);
+      sh('ip', ['netns', 'exec', g[name]!.namespace, 'ip', 'route', 'add', 'default', 'via', vpc.router.ip]);
+      listeners.push(await serveTcp(g[name]!.namespace, PORT, port.hostname));
+    }
+    listeners.push(await serveTcp(internet.namespace, PORT, 'internet'));
+  });
+
+  afterAll(async () => {
+    for (const listener of listeners) listener.stop();
+    guests?.remove();
+    if (ovn && internet) await unplugUplink(ovn.endpoints, internet.uplink).catch(() => {});
+    internet?.remove();
+    nb?.close();
+    await ovn?.close();
+    if (ovn)
+      expect(succeeds('ip', ['link', 'show', providerBridgeName(ovn.endpoints.integrationBridge)])).toBe(
+        false,
+      );
+    if (dir) {
+      expect(processesNaming(dir)).toEqual([]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("carries a connection from the internet side to the instance's public IP, and the instance out as it", async () => {
+    await apply(publicSide([{ instanceId: one.instanceId, publicIp: PUBLIC_IP, privateIp: one.ip }]));
+    // ovn-controller binds the ports and the gateway port on the chassis shortly after the apply.
+    const answer = await waitFor(
+      'an answer on the public IP',
+      () => askTcp(internet.namespace, PUBLIC_IP, PORT) ?? undefined,
+      {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      },
+    );
+    // The listener sees the caller's own address: the NAT is of the destination only on the way in.
+    expect(answer).toBe(`pub-one ${GATEWAY}`);
+    expect(askTcp(g.one!.namespace, GATEWAY, PORT)).toBe(`internet ${PUBLIC_IP}`);
+    expect(succeeds('ip', ['netns', 'exec', g.one!.namespace, 'ping', '-c', '1', '-W', '1', GATEWAY])).toBe(
+      true,
+    );
+    // An instance without a public IP has no way out.
+    expect(askTcp(g.two!.namespace, GATEWAY, PORT)).toBeNull();
+    // All of it went between the suite's namespaces: the host has no way onto the link.
+    expect(sh('ip', ['-4', 'route', 'show', 'root', POOL]).trim()).toBe('');
+    expect(sh('ip', ['-4', 'addr', 'show', 'dev', internet.uplink]).includes('inet ')).toBe(false);
+  });
+
+  it("shares the link with another account's VPC, each public IP answering as its own VPC's instance", async () => {
+    const [port] = other.ports as [DesiredVpc['ports'][0]];
+    g.other = guests.plug(port.instanceId, port.mac, `${port.ip}/16`);
+    sh('ip', ['netns', 'exec', g.other.namespace, 'ip', 'route', 'add', 'default', 'via', other.router.ip]);
+    listeners.push(await serveTcp(g.other.namespace, PORT, port.hostname));
+    const otherPublic: DesiredVpc = {
+      ...other,
+      public: {
+        pool: POOL,
+        gateway: GATEWAY,
+        router: { ip: '203.0.113.3', mac: '0a:58:cb:00:71:03' },
+        chassis: CHASSIS,
+        nats: [{ instanceId: port.instanceId, publicIp: OTHER_PUBLIC_IP, privateIp: port.ip }],
+      },
+    };
+    await apply(otherPublic);
+    await waitFor(
+      "an answer on the other account's public IP",
+      () => askTcp(internet.namespace, OTHER_PUBLIC_IP, PORT) ?? undefined,
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    expect(askTcp(internet.namespace, OTHER_PUBLIC_IP, PORT)).toBe(`other-one ${GATEWAY}`);
+    expect(askTcp(internet.namespace, PUBLIC_IP, PORT)).toBe(`pub-one ${GATEWAY}`);
+    expect(askTcp(g.other.namespace, GATEWAY, PORT)).toBe(`internet ${OTHER_PUBLIC_IP}`);
+    // Its last apply takes the whole VPC, public side and all, out; the first account's IP still answers.
+    await apply({ ...other, ports: [] });
+    expect(await applyTopology(nb, [], [vpcKey(other)])).toMatchObject({ inserted: 0, updated: 0 });
+    await waitFor(
+      "the other account's public IP silent",
+      () => (askTcp(internet.namespace, OTHER_PUBLIC_IP, PORT) === null ? true : undefined),
+      { timeoutMs: 5000, intervalMs: 50 },
+    );
+    expect(askTcp(internet.namespace, PUBLIC_IP, PORT)).toBe(`pub-one ${GATEWAY}`);
+  });
+
+  it('answers as the other instance within 2 s of moving the public IP to it', async () => {
+    const started = Date.now();
+    await apply(publicSide([{ instanceId: two.instanceId, publicIp: PUBLIC_IP, privateIp: two.ip }]));
+    await waitFor(
+      'the public IP answering as pub-two',
+      () => (askTcp(internet.namespace, PUBLIC_IP, PORT) === `pub-two ${GATEWAY}` ? true : undefined),
+      { timeoutMs: 2000, intervalMs: 50 },
+    );
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(askTcp(g.two!.namespace, GATEWAY, PORT)).toBe(`internet ${PUBLIC_IP}`);
+    expect(askTcp(g.one!.namespace, GATEWAY, PORT)).toBeNull();
+  });
+
+  it('stops answering on a public IP taken away, and applying again changes nothing', async () => {
+    await apply(publicSide([]));
+    await waitFor(
+      'the public IP silent',
+      () => (askTcp(internet.namespace, PUBLIC_IP, PORT) === null ? true : undefined),
+      { timeoutMs: 2000, intervalMs: 50 },
+    );
+    expect(askTcp(g.two!.namespace, GATEWAY, PORT)).toBeNull();
+    expect(await apply(publicSide([]))).toEqual({ inserted: 0, updated: 0, deleted: 0 });
+  });
+
+  it('takes the whole public side out of OVN when the VPC has none', async () => {
+    const result = await apply(vpc);
+    // The router's row loses its gateway port and route; six public rows go (its NATs went before).
+    expect(result).toEqual({ inserted: 0, updated: 1, deleted: 6 });
+    expect(await apply(vpc)).toEqual({ inserted: 0, updated: 0, deleted: 0 });
+  });
+});
