@@ -84,8 +84,12 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
   const listeners: { stop: () => void }[] = [];
   const g: Record<string, Guest> = {};
   /** One VPC's apply, as its reconcile job does it: the other VPC's rows are left alone. */
-  const apply = (desired: DesiredVpc): Promise<ApplyResult> =>
-    applyTopology(nb, [desired], [vpcKey(desired)]);
+  const apply = async (desired: DesiredVpc): Promise<ApplyResult> => {
+    const result = await applyTopology(nb, [desired], [vpcKey(desired)]);
+    // Probes start once the chassis has the change in its flows, not merely in the database.
+    await nb.syncHypervisors();
+    return result;
+  };
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-public-'));

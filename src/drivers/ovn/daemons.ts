@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isOurProcess, readPidFile, waitForExit } from '../qemu/process.js';
+import { OvsdbConnection } from './northbound.js';
 import { missingPrograms, type ProgramNeed, run } from '../qemu/tools.js';
 
 /** Every program the embedded OVN runs, with the Debian package that installs it. */
@@ -89,6 +90,8 @@ export function integrationBridgeName(dir: string): string {
 export class EmbeddedOvn {
   readonly endpoints: OvnEndpoints;
   private readonly dir: string;
+  /** This host's chassis name in the southbound database. */
+  readonly chassis: string;
   private readonly daemons: Daemon[];
   private readonly onRestart: EmbeddedOvnOptions['onRestart'];
   private readonly superviseMs: number;
@@ -103,6 +106,7 @@ export class EmbeddedOvn {
     const ovn = new EmbeddedOvn(options);
     try {
       await ovn.startAll();
+      await ovn.waitForChassis();
     } catch (error) {
       await ovn.close();
       throw error;
@@ -131,6 +135,7 @@ export class EmbeddedOvn {
       env,
     };
     const chassis = options.chassis ?? os.hostname();
+    this.chassis = chassis;
     const tool = (program: string, args: readonly string[]) => run(program, args, { env, timeoutMs: 30_000 });
     const vsctl = (...args: string[]) => tool('ovs-vsctl', [`--db=${this.endpoints.ovsDb}`, ...args]);
     /** --detach returns once the daemon is ready; the rest of each command line is the same for all. */
@@ -212,6 +217,33 @@ export class EmbeddedOvn {
   private pidOf(daemon: Daemon): number | null {
     const pid = readPidFile(daemon.pidFile);
     return pid !== null && isOurProcess(pid, this.dir) ? pid : null;
+  }
+
+  /**
+   * Waits until ovn-controller has registered this chassis in the southbound database: before that, a
+   * router port bound to it (a VPC's gateway) would be applied to no host, and its first packets lost.
+   */
+  private async waitForChassis(timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const connection = await OvsdbConnection.connect(this.endpoints.sbUrl).catch(() => null);
+      try {
+        const [found] = connection
+          ? await connection
+              .transact('OVN_Southbound', [
+                { op: 'select', table: 'Chassis', where: [['name', '==', this.chassis]], columns: ['name'] },
+              ])
+              .catch(() => [])
+          : [];
+        if ((found?.rows?.length ?? 0) > 0) return;
+      } finally {
+        connection?.close();
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`ovn-controller did not register chassis ${this.chassis} within ${timeoutMs} ms`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   private async startAll(): Promise<void> {

@@ -226,6 +226,30 @@ export class Northbound {
     return result?.rows ?? [];
   }
 
+  /**
+   * Resolves once every chassis has put into its flows all that was committed before the call (what
+   * `ovn-nbctl --wait=hv sync` waits for): bumps NB_Global's `nb_cfg`, which ovn-northd passes on and
+   * each ovn-controller acknowledges after installing its flows, then polls `hv_cfg` until it catches up.
+   * A change "reaches the data path" at this point, not at its commit.
+   */
+  async syncHypervisors(timeoutMs = 30_000): Promise<void> {
+    const [, selected] = await this.transact([
+      { op: 'mutate', table: 'NB_Global', where: [], mutations: [['nb_cfg', '+=', 1]] },
+      { op: 'select', table: 'NB_Global', where: [], columns: ['nb_cfg'] },
+    ]);
+    const target = Number(selected?.rows?.[0]?.nb_cfg);
+    if (!Number.isFinite(target)) throw new OvsdbError('the northbound database has no NB_Global row yet');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const [global] = await this.select('NB_Global', [], ['hv_cfg']);
+      if (Number(global?.hv_cfg) >= target) return;
+      if (Date.now() > deadline) {
+        throw new OvsdbError(`the chassis did not install nb_cfg ${target} within ${timeoutMs} ms`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
   close(): void {
     void this.connection?.then((c) => c.close()).catch(() => {});
     this.connection = null;
