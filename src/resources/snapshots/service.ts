@@ -33,10 +33,10 @@ import type { InstanceService, NewInstance } from '../instances/service.js';
 import { findAccountInstance, findInstance, lockAccountInstance } from '../instances/store.js';
 import type { DueSchedule } from '../volumes/backup-schedule-store.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
-import type { Volume } from '../volumes/record.js';
-import { type VolumeView, volumeView } from '../volumes/service.js';
+import { newVolume, type Volume } from '../volumes/record.js';
 import { VOLUME_STATES } from '../volumes/states.js';
 import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } from '../volumes/store.js';
+import { type VolumeView, volumeView } from '../volumes/view.js';
 import { SNAPSHOT_KIND } from './kind.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from './record.js';
 import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
@@ -627,27 +627,21 @@ export class SnapshotService {
       ],
       build: (): Volume => {
         const now = this.clock.now();
-        return {
-          id: newId('volume', now),
-          account_id: accountId,
-          name: input.name ?? snapshot.name,
-          region: snapshot.region,
-          size_gb: sizeGb,
-          status: VOLUME_KIND.table.create.status,
-          kind: 'data',
-          instance_id: null,
-          device_name: null,
-          attached_at: null,
-          filesystem: null,
-          tags: input.tags ?? {},
-          pending_action: null,
-          backup_schedule: null,
-          restore_snapshot_id: snapshot.id,
-          restore_started_at: startedAt,
-          version: 1,
-          created_at: now.toISOString(),
-          updated_at: now.toISOString(),
-        };
+        return newVolume(
+          {
+            id: newId('volume', now),
+            account_id: accountId,
+            name: input.name ?? snapshot.name,
+            region: snapshot.region,
+            size_gb: sizeGb,
+            status: VOLUME_KIND.table.create.status,
+            kind: 'data',
+            tags: input.tags ?? {},
+            restore_snapshot_id: snapshot.id,
+            restore_started_at: startedAt,
+          },
+          now.toISOString(),
+        );
       },
     });
   }
