@@ -39,8 +39,9 @@ import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } f
 import { type VolumeView, volumeView } from '../volumes/view.js';
 import { SNAPSHOT_KIND } from './kind.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from './record.js';
-import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
+import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES } from './states.js';
 import * as snapshots from './store.js';
+import { type SnapshotView, snapshotView } from './view.js';
 
 export interface NewSnapshot {
   name: string;
@@ -76,44 +77,12 @@ export interface RestoreRequest {
     | undefined;
 }
 
-export interface SnapshotView {
-  id: string;
-  name: string;
-  source_volume_id: string;
-  source_instance_id: string | null;
-  size_gb: number;
-  region: string;
-  status: SnapshotStatus;
-  kind: SnapshotKind;
-  error: string | null;
-  tags: Record<string, string>;
-  created_at: string;
-  completed_at: string | null;
-}
-
 export interface RestoreView {
   snapshot: SnapshotView;
   /** The volume being written: new, overwritten, or the instance's root volume. */
   volume: VolumeView;
   /** The instance whose root disk is restored (a new one, for `instance`); null for a data volume. */
   instance_id: string | null;
-}
-
-export function snapshotView(snapshot: Snapshot): SnapshotView {
-  return {
-    id: snapshot.id,
-    name: snapshot.name,
-    source_volume_id: snapshot.source_volume_id,
-    source_instance_id: snapshot.source_instance_id,
-    size_gb: snapshot.size_gb,
-    region: snapshot.region,
-    status: snapshot.status,
-    kind: snapshot.kind,
-    error: snapshot.error,
-    tags: snapshot.tags,
-    created_at: snapshot.created_at,
-    completed_at: snapshot.completed_at,
-  };
 }
 
 /** A volume or an instance's root volume, as a snapshot is taken of it. */
