@@ -76,13 +76,17 @@ export type ColumnsMatch<Rec, Row> = [Exclude<keyof Rec, keyof Row>] extends [ne
     : { columnsWithoutAField: Exclude<keyof Row, keyof Rec> }
   : { fieldsWithoutAColumn: Exclude<keyof Rec, keyof Row> };
 
-export interface RecordTable<Rec, Row> {
+/** How the rows of a table are the records of a schema, both ways. */
+export interface RecordRows<Rec, Row> {
   readonly table: string;
   /** Every column, in the record's order. */
   readonly columns: readonly (keyof Row & string)[];
   decode(row: Row): Rec;
   /** The columns `changes` sets (undefined fields are left out, as Kysely's `set()` leaves them). */
   encode(changes: Partial<Rec>): Partial<Row>;
+}
+
+export interface RecordTable<Rec, Row> extends RecordRows<Rec, Row> {
   insert(db: Executor, record: Rec): Promise<void>;
   find(db: Executor, id: string): Promise<Rec | undefined>;
   /** The account's record, or undefined: another account's id reads as missing. */
@@ -102,6 +106,31 @@ export interface RecordTable<Rec, Row> {
 type AnyDb = Kysely<any>;
 type Values = Record<string, unknown>;
 
+/** The rows of `table` as records `record`, for a table whose writes are not versioned (a VPN's peers). */
+export function recordRows<N extends keyof Database, S extends TObject>(
+  spec: { table: N; record: S; codecs: Codecs<Static<S>, RowOf<N>> } & ColumnsMatch<Static<S>, RowOf<N>>,
+): RecordRows<Static<S>, RowOf<N>> {
+  type Rec = Static<S>;
+  type Row = RowOf<N>;
+  const coded = Object.entries(spec.codecs as Record<string, ColumnCodec<unknown, unknown>>);
+  return {
+    table: spec.table,
+    columns: Object.keys(spec.record.properties) as (keyof Row & string)[],
+    decode(row: Row): Rec {
+      const record: Values = { ...row };
+      for (const [field, codec] of coded) record[field] = codec.decode(record[field]);
+      return record as Rec;
+    },
+    encode(changes: Partial<Rec>): Partial<Row> {
+      const row: Values = { ...changes };
+      for (const [field, codec] of coded) {
+        if (row[field] !== undefined) row[field] = codec.encode(row[field]);
+      }
+      return row as Partial<Row>;
+    },
+  };
+}
+
 /**
  * The store of records `record` in table `table`. Every statement is compiled once per engine
  * (platform/store/compiled-query.ts): inserts and reads by id sit on the write path of every create and
@@ -110,24 +139,9 @@ type Values = Record<string, unknown>;
 export function recordTable<N extends RecordTableName, S extends TObject>(
   spec: { table: N; record: S; codecs: Codecs<Static<S>, RowOf<N>> } & ColumnsMatch<Static<S>, RowOf<N>>,
 ): RecordTable<Static<S>, RowOf<N>> {
-  type Rec = Static<S>;
   type Row = RowOf<N>;
-  const table: string = spec.table;
-  const columns = Object.keys(spec.record.properties) as (keyof Row & string)[];
-  const coded = Object.entries(spec.codecs as Record<string, ColumnCodec<unknown, unknown>>);
-
-  const decode = (row: Row): Rec => {
-    const record: Values = { ...row };
-    for (const [field, codec] of coded) record[field] = codec.decode(record[field]);
-    return record as Rec;
-  };
-  const encode = (changes: Partial<Rec>): Partial<Row> => {
-    const row: Values = { ...changes };
-    for (const [field, codec] of coded) {
-      if (row[field] !== undefined) row[field] = codec.encode(row[field]);
-    }
-    return row as Partial<Row>;
-  };
+  const rows = recordRows<N, S>(spec);
+  const { table, columns, decode, encode } = rows;
 
   const inserted = compiledOnce<Database, Values, never>((db, p) =>
     (db as AnyDb).insertInto(table).values(Object.fromEntries(columns.map((column) => [column, p[column]]))),
@@ -161,10 +175,7 @@ export function recordTable<N extends RecordTableName, S extends TObject>(
   );
 
   return {
-    table,
-    columns,
-    decode,
-    encode,
+    ...rows,
     async insert(db, record) {
       const row = encode(record) as Values;
       // A field the record leaves out is null, as Kysely's insert of the record left it (the SQL is fixed).
