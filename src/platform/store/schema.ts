@@ -93,6 +93,7 @@ export interface SshKeysTable {
   created_at: string;
 }
 
+/** The rows of resources/instances/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
 export interface InstancesTable {
   id: string;
   account_id: string;
@@ -165,6 +166,7 @@ export interface RegionGpuUsageTable {
   gpus: number;
 }
 
+/** The rows of resources/volumes/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
 export interface VolumesTable {
   id: string;
   account_id: string;
@@ -196,6 +198,7 @@ export interface VolumesTable {
   restore_started_at: string | null;
 }
 
+/** The rows of resources/snapshots/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
 export interface SnapshotsTable {
   id: string;
   account_id: string;
@@ -297,6 +300,7 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
+/** The rows of resources/vpns/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
 export interface VpnsTable {
   id: string;
   account_id: string;
@@ -409,16 +413,11 @@ export type AccountUpdate = Updateable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
 export type SshKeyRow = Selectable<SshKeysTable>;
-export type InstanceRow = Selectable<InstancesTable>;
-export type NewInstanceRow = Insertable<InstancesTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
-export type VpnRow = Selectable<VpnsTable>;
 export type VpnPeerRow = Selectable<VpnPeersTable>;
 export type FirewallRuleRow = Selectable<FirewallRulesTable>;
-export type VolumeRow = Selectable<VolumesTable>;
-export type SnapshotRow = Selectable<SnapshotsTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 
 /** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */

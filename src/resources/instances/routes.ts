@@ -2,85 +2,20 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import { ListQuery, ResourceName, StringEnum, Tags, Timestamp } from '../../platform/http/schemas.js';
+import { ListQuery, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
 import { IMAGES, INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { BackupSchedule } from '../volumes/routes.js';
 import { FIREWALL_PRESETS, INSTANCE_SORTS, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceService } from './service.js';
 import { INSTANCE_STATUSES } from './states.js';
+import { InstanceView, SshEndpointView } from './view.js';
 
 const InstanceTypeName = StringEnum(INSTANCE_TYPES.map((t) => t.name));
 
 /** Where to SSH in; shared with the network view. */
-export const SshEndpoint = Type.Object(
-  {
-    host: Type.String({ description: 'Host to connect to' }),
-    port: Type.Integer({ description: 'TCP port of its SSH server' }),
-    user: Type.String({ description: 'Always "lambda"' }),
-  },
-  {
-    title: 'SshEndpoint',
-    description:
-      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM',
-  },
-);
+export const SshEndpoint = SshEndpointView;
 
-const Instance = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    status: StringEnum(INSTANCE_STATUSES),
-    instance_type: Type.String(),
-    region: Type.String(),
-    image: Type.String(),
-    ssh_keys: Type.Array(Type.String(), { description: 'Ids of the SSH keys installed for the login user' }),
-    public_ip: Type.String({ description: 'Static public IPv4 address' }),
-    private_ip: Type.String({ description: "IPv4 address on the account's private network in the region" }),
-    hostname: Type.String(),
-    internal_hostname: Type.String(),
-    login_user: Type.String({ description: 'Always "lambda"' }),
-    ssh: SshEndpoint,
-    tags: Type.Record(Type.String(), Type.String()),
-    user_data: Type.Optional(
-      Type.Union([Type.String(), Type.Null()], { description: 'Not included in lists' }),
-    ),
-    encryption_key_id: Type.Union([Type.String(), Type.Null()]),
-    firewall_preset: Type.String(),
-    monitoring: Type.Boolean(),
-    backup_schedule: Type.Union([
-      Type.Object({ frequency: Type.String(), retention: Type.Integer() }),
-      Type.Null(),
-    ]),
-    vcpus: Type.Integer(),
-    memory_gb: Type.Integer(),
-    storage_gb: Type.Integer(),
-    gpu: Type.Union([
-      Type.Object({ count: Type.Integer(), model: Type.String(), memory_gb: Type.Integer() }),
-      Type.Null(),
-    ]),
-    price_per_hour: Type.Number({ description: 'USD per hour while running' }),
-    root_volume_id: Type.String(),
-    volumes: Type.Optional(
-      Type.Array(
-        Type.Object({
-          id: Type.String(),
-          name: Type.String(),
-          device_name: Type.Union([Type.String(), Type.Null()]),
-          size_gb: Type.Integer(),
-          kind: Type.String({ description: '`root` or `data`' }),
-          status: Type.String(),
-        }),
-        {
-          description:
-            'Only on GET /v1/instances/{id}: the volumes on the instance with their devices, root (`/dev/vda`) first',
-        },
-      ),
-    ),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Instance', title: 'Instance' },
-);
+const Instance = InstanceView;
 
 export const NewInstance = Type.Object(
   {

@@ -33,8 +33,9 @@ import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
-import type { AttachedVolumeView, VolumeService } from '../volumes/service.js';
+import type { VolumeService } from '../volumes/service.js';
 import { findVolume, insertVolume } from '../volumes/store.js';
+import type { AttachedVolumeView } from '../volumes/view.js';
 import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
@@ -192,19 +193,10 @@ export class InstanceService {
           region: input.region,
           sizeGb: type.storage_gb,
           at,
+          restoreSnapshotId: restore?.snapshotId,
         });
         // The root disk is part of the instance (it takes no quota and pays on the instance's meter).
-        await insertVolume(
-          ctx.trx,
-          restore
-            ? {
-                ...root,
-                status: 'restoring',
-                restore_snapshot_id: restore.snapshotId,
-                restore_started_at: at,
-              }
-            : root,
-        );
+        await insertVolume(ctx.trx, root);
         if (restore) await this.lifecycle.reconcileWithin(ctx, VOLUME_KIND, rootVolumeId);
         return {
           id,

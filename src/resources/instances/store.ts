@@ -6,16 +6,21 @@
  * caller's transaction; they are called by the lifecycle core, which moves the counts and the account's
  * quota usage with each (resources/instances/kind.ts declares them).
  *
- * Callers see `Instance` records (resources/instances/record.ts); the JSON text and 0/1 integers the columns hold
- * stay in this module (`fromRow`, `toColumns`).
+ * Callers see `Instance` records (resources/instances/record.ts), whose fields are the columns
+ * (platform/store/record-table.ts); the JSON text and 0/1 integers the columns hold stay in this module.
  */
 import { type ExpressionBuilder, sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import type { KindCounts } from '../../platform/lifecycle/lifecycle.js';
-import { columnsShape, compiledOnce, compiledPerShape } from '../../platform/store/compiled-query.js';
-import { isPostgres } from '../../platform/store/dialect.js';
+import { compiledPerShape } from '../../platform/store/compiled-query.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Database, Executor, InstanceRow, InstancesTable } from '../../platform/store/schema.js';
+import {
+  booleanInteger,
+  jsonText,
+  nullableJsonText,
+  recordTable,
+} from '../../platform/store/record-table.js';
+import type { Database, Executor } from '../../platform/store/schema.js';
 import {
   type AddressScope,
   privateScopeKey,
@@ -24,35 +29,21 @@ import {
 } from '../addresses/address-store.js';
 import type { Cidr } from '../addresses/addresses.js';
 import type { BackupSchedule } from '../volumes/backup-schedule.js';
-import type { Instance, InstanceChanges } from './record.js';
-import type { InstanceOperation, InstanceStatus } from './states.js';
+import { type Instance, type InstanceChanges, InstanceRecord } from './record.js';
 
 export type { InstanceChanges } from './record.js';
 
-function fromRow(row: InstanceRow): Instance {
-  return {
-    ...row,
-    status: row.status as InstanceStatus,
-    operation: row.operation as InstanceOperation | null,
-    ssh_key_ids: JSON.parse(row.ssh_key_ids) as string[],
-    tags: JSON.parse(row.tags) as Record<string, string>,
-    monitoring: row.monitoring === 1,
-    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
-  };
-}
-
-function toColumns(changes: InstanceChanges): Partial<InstancesTable> {
-  const { ssh_key_ids, tags, monitoring, backup_schedule, ...plain } = changes;
-  return {
-    ...plain,
-    ...(ssh_key_ids !== undefined ? { ssh_key_ids: JSON.stringify(ssh_key_ids) } : {}),
-    ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}),
-    ...(monitoring !== undefined ? { monitoring: monitoring ? 1 : 0 } : {}),
-    ...(backup_schedule !== undefined
-      ? { backup_schedule: backup_schedule ? JSON.stringify(backup_schedule) : null }
-      : {}),
-  };
-}
+/** The instances table; SSH key ids, tags and backup schedules are JSON text, monitoring 0/1. */
+const table = recordTable({
+  table: 'instances',
+  record: InstanceRecord,
+  codecs: {
+    ssh_key_ids: jsonText<string[]>(),
+    tags: jsonText<Instance['tags']>(),
+    monitoring: booleanInteger,
+    backup_schedule: nullableJsonText<BackupSchedule>(),
+  },
+});
 
 export type InstanceSort = 'created_at' | 'name' | 'status' | 'instance_type';
 
@@ -142,47 +133,8 @@ async function writeTags(
     .execute();
 }
 
-/** Every column of `instances` (the type makes the list whole: a column added to the table must be here). */
-const INSTANCE_COLUMNS = Object.keys({
-  id: true,
-  account_id: true,
-  name: true,
-  status: true,
-  operation: true,
-  operation_at: true,
-  instance_type: true,
-  region: true,
-  image: true,
-  ssh_key_ids: true,
-  public_ip: true,
-  private_ip: true,
-  tags: true,
-  user_data: true,
-  encryption_key_id: true,
-  firewall_preset: true,
-  monitoring: true,
-  backup_schedule: true,
-  root_volume_id: true,
-  version: true,
-  created_at: true,
-  updated_at: true,
-} satisfies Record<keyof InstanceRow, true>) as (keyof InstanceRow)[];
-
-const instanceInsert = compiledOnce<Database, InstanceRow, never>((db, p) =>
-  db
-    .insertInto('instances')
-    .values(Object.fromEntries(INSTANCE_COLUMNS.map((column) => [column, p[column]])) as InstanceRow),
-);
-
 export async function insertInstance(db: Executor, instance: Instance): Promise<void> {
-  const row: InstanceRow = {
-    ...instance,
-    ssh_key_ids: JSON.stringify(instance.ssh_key_ids),
-    tags: JSON.stringify(instance.tags),
-    monitoring: instance.monitoring ? 1 : 0,
-    backup_schedule: instance.backup_schedule ? JSON.stringify(instance.backup_schedule) : null,
-  };
-  await instanceInsert.run(db, row);
+  await table.insert(db, instance);
   // A new instance has no tag rows to replace: insert only.
   const tags = Object.entries(instance.tags);
   if (tags.length > 0) {
@@ -200,55 +152,13 @@ export async function insertInstance(db: Executor, instance: Instance): Promise<
   }
 }
 
-const byId = compiledOnce<Database, { id: string }, InstanceRow>((db, p) =>
-  db.selectFrom('instances').selectAll().where('id', '=', p.id),
-);
-
-export async function findInstance(db: Executor, id: string): Promise<Instance | undefined> {
-  const row = await byId.executeTakeFirst(db, { id });
-  return row && fromRow(row);
-}
-
-export async function findAccountInstance(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Instance | undefined> {
-  const row = await db
-    .selectFrom('instances')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
-
+export const findInstance = table.find;
+export const findAccountInstance = table.findOwned;
 /**
  * Reads the instance and holds it until the transaction ends, so a request decides on the status it
- * will write over: concurrent requests on one instance take turns and each sees the one before. On
- * PostgreSQL that is a row lock; SQLite already runs one write transaction at a time.
+ * will write over: concurrent requests on one instance take turns and each sees the one before.
  */
-export async function lockAccountInstance(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Instance | undefined> {
-  let query = db.selectFrom('instances').selectAll().where('id', '=', id).where('account_id', '=', accountId);
-  if (isPostgres(db)) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
-  return row && fromRow(row);
-}
-
-/** The UPDATE of `updateInstance`, per set of columns written (`shape`: their names, comma-separated). */
-const guardedUpdate = compiledPerShape<Database, Record<string, unknown>, InstanceRow>(
-  (shape) => (db, p) =>
-    db
-      .updateTable('instances')
-      .set(Object.fromEntries(shape.split(',').map((column) => [column, p[column]])))
-      .where('id', '=', p.guard_id as string)
-      .where('version', '=', p.guard_version as number)
-      .returningAll(),
-);
+export const lockAccountInstance = table.lock;
 
 /**
  * Applies `changes` if the instance is still at the version `current` was read at; returns the new row,
@@ -259,27 +169,15 @@ export async function updateInstance(
   current: Instance,
   changes: InstanceChanges,
 ): Promise<Instance | undefined> {
-  const columns = { ...toColumns(changes), version: current.version + 1 };
-  const row = await guardedUpdate(columnsShape(columns)).executeTakeFirst(db, {
-    ...columns,
-    guard_id: current.id,
-    guard_version: current.version,
-  });
-  if (!row) return undefined;
-  const updated = fromRow(row);
-  if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
+  const updated = await table.update(db, current, changes);
+  if (updated && changes.tags !== undefined) await writeTags(db, updated, changes.tags);
   return updated;
 }
 
 /** Deletes the row (its tags go with it) if it is still at the version read; false otherwise. */
 export async function deleteInstance(db: Executor, current: Instance): Promise<boolean> {
   await db.deleteFrom('instance_tags').where('instance_id', '=', current.id).execute();
-  const deleted = await db
-    .deleteFrom('instances')
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .executeTakeFirst();
-  if (deleted.numDeletedRows === 0n) return false;
+  if (!(await table.delete(db, current))) return false;
   await returnAddress(db, publicScopeKey(current.region), current.public_ip);
   await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);
   return true;
@@ -334,7 +232,7 @@ export async function listInstances(
         ? Promise.resolve([])
         : db.selectFrom('instances').selectAll().where('id', 'in', ids).execute(),
   });
-  return { items: page.items.map(fromRow), pagination: page.pagination };
+  return { items: page.items.map(table.decode), pagination: page.pagination };
 }
 
 /** Instances of the account (every status); the instances quota counts these. */

@@ -2,14 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import {
-  ListQuery,
-  Nullable,
-  ResourceName,
-  StringEnum,
-  Tags,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { ListQuery, Nullable, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
 import { requirePermission } from '../../platform/principal.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import { NewInstance } from '../instances/routes.js';
@@ -18,32 +11,11 @@ import { Volume } from '../volumes/routes.js';
 import { SNAPSHOT_KINDS, SNAPSHOT_SORTS } from './record.js';
 import type { SnapshotService } from './service.js';
 import { SNAPSHOT_STATUSES } from './states.js';
+import { SnapshotView } from './view.js';
 
 const ResourceId = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
 
-export const Snapshot = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    source_volume_id: Type.String({
-      description: 'The volume it was taken of (kept after that volume is deleted)',
-    }),
-    source_instance_id: Nullable(
-      Type.String({ description: 'Set when the source is the root volume of this instance' }),
-    ),
-    size_gb: Type.Integer({ description: 'The size of the source when it was taken' }),
-    region: Type.String(),
-    status: StringEnum(SNAPSHOT_STATUSES),
-    kind: StringEnum(SNAPSHOT_KINDS, {
-      description: '`manual`: asked for; `scheduled`: made by a backup schedule (retention deletes old ones)',
-    }),
-    error: Nullable(Type.String({ description: 'Why it failed (status `failed`)' })),
-    tags: Type.Record(Type.String(), Type.String()),
-    created_at: Timestamp,
-    completed_at: Nullable({ ...Timestamp, description: 'When it became available or failed' }),
-  },
-  { $id: 'Snapshot', title: 'Snapshot' },
-);
+export const Snapshot = SnapshotView;
 
 const NewSnapshot = Type.Object(
   {

@@ -33,14 +33,15 @@ import type { InstanceService, NewInstance } from '../instances/service.js';
 import { findAccountInstance, findInstance, lockAccountInstance } from '../instances/store.js';
 import type { DueSchedule } from '../volumes/backup-schedule-store.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
-import type { Volume } from '../volumes/record.js';
-import { type VolumeView, volumeView } from '../volumes/service.js';
+import { newVolume, type Volume } from '../volumes/record.js';
 import { VOLUME_STATES } from '../volumes/states.js';
 import { countRestoresFrom, findAccountVolume, findVolume, lockAccountVolume } from '../volumes/store.js';
+import { type VolumeView, volumeView } from '../volumes/view.js';
 import { SNAPSHOT_KIND } from './kind.js';
 import { type Snapshot, type SnapshotKind, type SnapshotSort, scheduledName } from './record.js';
-import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES, type SnapshotStatus } from './states.js';
+import { SNAPSHOT_SOURCE_STATUSES, SNAPSHOT_STATES } from './states.js';
 import * as snapshots from './store.js';
+import { type SnapshotView, snapshotView } from './view.js';
 
 export interface NewSnapshot {
   name: string;
@@ -76,44 +77,12 @@ export interface RestoreRequest {
     | undefined;
 }
 
-export interface SnapshotView {
-  id: string;
-  name: string;
-  source_volume_id: string;
-  source_instance_id: string | null;
-  size_gb: number;
-  region: string;
-  status: SnapshotStatus;
-  kind: SnapshotKind;
-  error: string | null;
-  tags: Record<string, string>;
-  created_at: string;
-  completed_at: string | null;
-}
-
 export interface RestoreView {
   snapshot: SnapshotView;
   /** The volume being written: new, overwritten, or the instance's root volume. */
   volume: VolumeView;
   /** The instance whose root disk is restored (a new one, for `instance`); null for a data volume. */
   instance_id: string | null;
-}
-
-export function snapshotView(snapshot: Snapshot): SnapshotView {
-  return {
-    id: snapshot.id,
-    name: snapshot.name,
-    source_volume_id: snapshot.source_volume_id,
-    source_instance_id: snapshot.source_instance_id,
-    size_gb: snapshot.size_gb,
-    region: snapshot.region,
-    status: snapshot.status,
-    kind: snapshot.kind,
-    error: snapshot.error,
-    tags: snapshot.tags,
-    created_at: snapshot.created_at,
-    completed_at: snapshot.completed_at,
-  };
 }
 
 /** A volume or an instance's root volume, as a snapshot is taken of it. */
@@ -627,27 +596,21 @@ export class SnapshotService {
       ],
       build: (): Volume => {
         const now = this.clock.now();
-        return {
-          id: newId('volume', now),
-          account_id: accountId,
-          name: input.name ?? snapshot.name,
-          region: snapshot.region,
-          size_gb: sizeGb,
-          status: VOLUME_KIND.table.create.status,
-          kind: 'data',
-          instance_id: null,
-          device_name: null,
-          attached_at: null,
-          filesystem: null,
-          tags: input.tags ?? {},
-          pending_action: null,
-          backup_schedule: null,
-          restore_snapshot_id: snapshot.id,
-          restore_started_at: startedAt,
-          version: 1,
-          created_at: now.toISOString(),
-          updated_at: now.toISOString(),
-        };
+        return newVolume(
+          {
+            id: newId('volume', now),
+            account_id: accountId,
+            name: input.name ?? snapshot.name,
+            region: snapshot.region,
+            size_gb: sizeGb,
+            status: VOLUME_KIND.table.create.status,
+            kind: 'data',
+            tags: input.tags ?? {},
+            restore_snapshot_id: snapshot.id,
+            restore_started_at: startedAt,
+          },
+          now.toISOString(),
+        );
       },
     });
   }

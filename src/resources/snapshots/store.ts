@@ -1,91 +1,33 @@
 /**
  * Snapshots. Every write goes through `updateSnapshot`, guarded by the version the caller read. Callers
- * see `Snapshot` records (resources/snapshots/record.ts); the JSON text of the tags column stays in this module.
+ * see `Snapshot` records (resources/snapshots/record.ts); the columns are the record's fields
+ * (platform/store/record-table.ts), the JSON text of the tags column stays in this module.
  * The account's quota usage moves with each write the lifecycle core makes (resources/snapshots/kind.ts `usage`).
  */
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Executor, SnapshotRow, SnapshotsTable } from '../../platform/store/schema.js';
-import type { Snapshot, SnapshotChanges, SnapshotKind, SnapshotSort } from './record.js';
-import type { SnapshotStatus } from './states.js';
+import { jsonText, recordTable } from '../../platform/store/record-table.js';
+import type { Executor } from '../../platform/store/schema.js';
+import { type Snapshot, type SnapshotChanges, SnapshotRecord, type SnapshotSort } from './record.js';
 
-function fromRow(row: SnapshotRow): Snapshot {
-  return {
-    ...row,
-    status: row.status as SnapshotStatus,
-    kind: row.kind as SnapshotKind,
-    tags: JSON.parse(row.tags) as Record<string, string>,
-  };
-}
+/** The snapshots table; tags are JSON text. */
+const table = recordTable({
+  table: 'snapshots',
+  record: SnapshotRecord,
+  codecs: { tags: jsonText<Snapshot['tags']>() },
+});
 
-function toColumns(changes: SnapshotChanges): Partial<SnapshotsTable> {
-  const { tags, ...plain } = changes;
-  return { ...plain, ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}) };
-}
-
-export async function insertSnapshot(db: Executor, snapshot: Snapshot): Promise<void> {
-  await db
-    .insertInto('snapshots')
-    .values({ ...snapshot, tags: JSON.stringify(snapshot.tags) })
-    .execute();
-}
-
-export async function findSnapshot(db: Executor, id: string): Promise<Snapshot | undefined> {
-  const row = await db.selectFrom('snapshots').selectAll().where('id', '=', id).executeTakeFirst();
-  return row && fromRow(row);
-}
-
-export async function findAccountSnapshot(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Snapshot | undefined> {
-  const row = await db
-    .selectFrom('snapshots')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
-
-/** Reads the account's snapshot and holds it until the transaction ends (FOR UPDATE on PostgreSQL). */
-export async function lockAccountSnapshot(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Snapshot | undefined> {
-  let query = db.selectFrom('snapshots').selectAll().where('id', '=', id).where('account_id', '=', accountId);
-  if (isPostgres(db)) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
-  return row && fromRow(row);
-}
-
+export const insertSnapshot = table.insert;
+export const findSnapshot = table.find;
+export const findAccountSnapshot = table.findOwned;
+export const lockAccountSnapshot = table.lock;
 /** Applies `changes` if the snapshot is still at the version read; undefined when another writer won. */
-export async function updateSnapshot(
+export const updateSnapshot: (
   db: Executor,
   current: Snapshot,
   changes: SnapshotChanges,
-): Promise<Snapshot | undefined> {
-  const row = await db
-    .updateTable('snapshots')
-    .set({ ...toColumns(changes), version: current.version + 1 })
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .returningAll()
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
-
-export async function deleteSnapshot(db: Executor, current: Snapshot): Promise<boolean> {
-  const deleted = await db
-    .deleteFrom('snapshots')
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .executeTakeFirst();
-  return deleted.numDeletedRows > 0n;
-}
+) => Promise<Snapshot | undefined> = table.update;
+export const deleteSnapshot = table.delete;
 
 /** The scheduled snapshots of a source (every status), newest first; retention reads these. */
 export async function scheduledSnapshotsOf(db: Executor, sourceVolumeId: string): Promise<Snapshot[]> {
@@ -97,7 +39,7 @@ export async function scheduledSnapshotsOf(db: Executor, sourceVolumeId: string)
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
     .execute();
-  return rows.map(fromRow);
+  return rows.map(table.decode);
 }
 
 export interface SnapshotFilters {
@@ -130,7 +72,7 @@ export async function listSnapshots(
         ? Promise.resolve([])
         : db.selectFrom('snapshots').selectAll().where('id', 'in', ids).execute(),
   });
-  return { items: page.items.map(fromRow), pagination: page.pagination };
+  return { items: page.items.map(table.decode), pagination: page.pagination };
 }
 
 /** Snapshots of the account (every status); the snapshots quota counts these. */

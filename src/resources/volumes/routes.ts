@@ -2,14 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import {
-  ListQuery,
-  Nullable,
-  ResourceName,
-  StringEnum,
-  Tags,
-  Timestamp,
-} from '../../platform/http/schemas.js';
+import { ListQuery, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import { BACKUP_FREQUENCIES, BACKUP_RETENTION } from './backup-schedule.js';
 import {
@@ -21,6 +14,7 @@ import {
 } from './record.js';
 import type { VolumeService } from './service.js';
 import { VOLUME_STATUSES } from './states.js';
+import { VolumeView } from './view.js';
 
 const SizeGb = Type.Integer({
   minimum: VOLUME_SIZE_GB.min,
@@ -40,36 +34,7 @@ export const BackupSchedule = Type.Union([
   Type.Null(),
 ]);
 
-export const Volume = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    size_gb: Type.Integer(),
-    region: Type.String(),
-    status: StringEnum(VOLUME_STATUSES),
-    kind: StringEnum(VOLUME_KINDS, {
-      description: '`root`: the disk of an instance; `data`: a volume of its own',
-    }),
-    instance_id: Nullable(Type.String({ description: 'The instance it is attached (or attaching) to' })),
-    attached_at: Nullable(Timestamp),
-    device_name: Nullable(
-      Type.String({
-        description: 'Its device on the instance (`/dev/vda` root, `/dev/vdb`… data), stable while attached',
-      }),
-    ),
-    filesystem: Nullable(StringEnum(FILESYSTEMS)),
-    tags: Type.Record(Type.String(), Type.String()),
-    backup_schedule: Nullable(
-      Type.Object(
-        { frequency: Type.String(), retention: Type.Integer() },
-        { description: 'Scheduled snapshots (data volumes; a root volume follows its instance)' },
-      ),
-    ),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Volume', title: 'Volume' },
-);
+export const Volume = VolumeView;
 
 const NewVolume = Type.Object(
   {

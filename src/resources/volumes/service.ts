@@ -28,12 +28,14 @@ import {
   type Filesystem,
   lowestFreeDevice,
   MAX_DATA_VOLUMES_PER_INSTANCE,
+  newVolume,
   type Volume,
   type VolumeChanges,
   type VolumeSort,
 } from './record.js';
 import type { VolumeAction, VolumeStatus } from './states.js';
 import * as volumes from './store.js';
+import { type AttachedVolumeView, attachedVolumeView, type VolumeView, volumeView } from './view.js';
 
 export interface NewVolume {
   name: string;
@@ -62,53 +64,7 @@ export interface VolumeListQuery extends PageRequest<VolumeSort> {
   tag?: string[] | undefined;
 }
 
-export interface VolumeView {
-  id: string;
-  name: string;
-  size_gb: number;
-  region: string;
-  status: VolumeStatus;
-  kind: Volume['kind'];
-  instance_id: string | null;
-  attached_at: string | null;
-  device_name: string | null;
-  filesystem: Filesystem | null;
-  tags: Record<string, string>;
-  backup_schedule: BackupSchedule | null;
-  created_at: string;
-  updated_at: string;
-}
-
-/** A volume as an instance's answer lists it. */
-export interface AttachedVolumeView {
-  id: string;
-  name: string;
-  device_name: string | null;
-  size_gb: number;
-  kind: Volume['kind'];
-  status: VolumeStatus;
-}
-
 type VolumePlan = ActionPlan<VolumeStatus, VolumeChanges, VolumeEventType>;
-
-export function volumeView(volume: Volume): VolumeView {
-  return {
-    id: volume.id,
-    name: volume.name,
-    size_gb: volume.size_gb,
-    region: volume.region,
-    status: volume.status,
-    kind: volume.kind,
-    instance_id: volume.instance_id,
-    attached_at: volume.attached_at,
-    device_name: volume.device_name,
-    filesystem: volume.filesystem,
-    tags: volume.tags,
-    backup_schedule: volume.backup_schedule,
-    created_at: volume.created_at,
-    updated_at: volume.updated_at,
-  };
-}
 
 export class VolumeService {
   constructor(
@@ -147,27 +103,24 @@ export class VolumeService {
         const id = newId('volume', now);
         const schedule = input.backup_schedule ?? null;
         if (schedule) await this.schedules.put(ctx.trx, { id, accountId, kind: 'volume' }, schedule);
-        return {
-          id,
-          account_id: accountId,
-          name: input.name,
-          region: input.region,
-          size_gb: input.size_gb,
-          status: VOLUME_KIND.table.create.status,
-          kind: 'data' as const,
-          instance_id: placement?.instanceId ?? null,
-          device_name: placement?.deviceName ?? null,
-          attached_at: null,
-          filesystem: input.filesystem ?? null,
-          tags: input.tags ?? {},
-          pending_action: placement ? ('attach' as const) : null,
-          backup_schedule: schedule,
-          restore_snapshot_id: null,
-          restore_started_at: null,
-          version: 1,
-          created_at: at,
-          updated_at: at,
-        };
+        return newVolume(
+          {
+            id,
+            account_id: accountId,
+            name: input.name,
+            region: input.region,
+            size_gb: input.size_gb,
+            status: VOLUME_KIND.table.create.status,
+            kind: 'data',
+            instance_id: placement?.instanceId ?? null,
+            device_name: placement?.deviceName ?? null,
+            filesystem: input.filesystem ?? null,
+            tags: input.tags ?? {},
+            pending_action: placement ? 'attach' : null,
+            backup_schedule: schedule,
+          },
+          at,
+        );
       },
     });
     return volumeView(volume);
@@ -296,14 +249,7 @@ export class VolumeService {
 
   /** The volumes on an instance, root first, for the instance's own answer. */
   async onInstance(db: Executor, instanceId: string): Promise<AttachedVolumeView[]> {
-    return (await volumes.volumesOfInstance(db, instanceId)).map((v) => ({
-      id: v.id,
-      name: v.name,
-      device_name: v.device_name,
-      size_gb: v.size_gb,
-      kind: v.kind,
-      status: v.status,
-    }));
+    return (await volumes.volumesOfInstance(db, instanceId)).map(attachedVolumeView);
   }
 
   /**

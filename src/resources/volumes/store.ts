@@ -1,42 +1,24 @@
 /**
  * Volumes: data volumes and the root volumes of instances, with their tags (mirrored into volume_tags
  * for filtering). Every write that changes a volume goes through `updateVolume`, which guards on the
- * version the caller read. Callers see `Volume` records (resources/volumes/record.ts); the JSON text of the tags
- * column stays in this module. The account's quota usage moves with each write the lifecycle core makes
+ * version the caller read. Callers see `Volume` records (resources/volumes/record.ts); the columns are the
+ * record's fields (platform/store/record-table.ts), the JSON text of tags and schedules stays in this module. The account's quota usage moves with each write the lifecycle core makes
  * (resources/volumes/kind.ts `usage`).
  */
 import type { ExpressionBuilder } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { compiledOnce } from '../../platform/store/compiled-query.js';
-import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Database, Executor, VolumeRow, VolumesTable } from '../../platform/store/schema.js';
+import { jsonText, nullableJsonText, recordTable } from '../../platform/store/record-table.js';
+import type { Database, Executor } from '../../platform/store/schema.js';
 import type { BackupSchedule } from './backup-schedule.js';
-import type { Filesystem, PendingAction, Volume, VolumeChanges, VolumeKind, VolumeSort } from './record.js';
-import type { VolumeStatus } from './states.js';
+import { type Volume, type VolumeChanges, VolumeRecord, type VolumeSort } from './record.js';
 
-function fromRow(row: VolumeRow): Volume {
-  return {
-    ...row,
-    status: row.status as VolumeStatus,
-    kind: row.kind as VolumeKind,
-    filesystem: row.filesystem as Filesystem | null,
-    pending_action: row.pending_action as PendingAction | null,
-    tags: JSON.parse(row.tags) as Record<string, string>,
-    backup_schedule: row.backup_schedule ? (JSON.parse(row.backup_schedule) as BackupSchedule) : null,
-  };
-}
-
-function toColumns(changes: VolumeChanges): Partial<VolumesTable> {
-  const { tags, backup_schedule, ...plain } = changes;
-  return {
-    ...plain,
-    ...(tags !== undefined ? { tags: JSON.stringify(tags) } : {}),
-    ...(backup_schedule !== undefined
-      ? { backup_schedule: backup_schedule ? JSON.stringify(backup_schedule) : null }
-      : {}),
-  };
-}
+/** The volumes table; tags and backup schedules are JSON text. */
+const table = recordTable({
+  table: 'volumes',
+  record: VolumeRecord,
+  codecs: { tags: jsonText<Volume['tags']>(), backup_schedule: nullableJsonText<BackupSchedule>() },
+});
 
 async function writeTags(
   db: Executor,
@@ -54,87 +36,15 @@ async function writeTags(
     .execute();
 }
 
-/** Every column of `volumes` (the type makes the list whole: a column added to the table must be here). */
-const VOLUME_COLUMNS = Object.keys({
-  id: true,
-  account_id: true,
-  name: true,
-  region: true,
-  size_gb: true,
-  status: true,
-  kind: true,
-  instance_id: true,
-  created_at: true,
-  updated_at: true,
-  version: true,
-  tags: true,
-  device_name: true,
-  attached_at: true,
-  filesystem: true,
-  pending_action: true,
-  backup_schedule: true,
-  restore_snapshot_id: true,
-  restore_started_at: true,
-} satisfies Record<keyof VolumeRow, true>) as (keyof VolumeRow)[];
-
-/** Compiled once (platform/store/compiled-query.ts): every create of an instance inserts its root volume. */
-const volumeInsert = compiledOnce<Database, VolumeRow, never>((db, p) =>
-  db
-    .insertInto('volumes')
-    .values(Object.fromEntries(VOLUME_COLUMNS.map((column) => [column, p[column]])) as VolumeRow),
-);
-
 export async function insertVolume(db: Executor, volume: Volume): Promise<void> {
-  const row: Record<string, unknown> = {
-    ...volume,
-    tags: JSON.stringify(volume.tags),
-    backup_schedule: volume.backup_schedule ? JSON.stringify(volume.backup_schedule) : null,
-  };
-  // A column the record leaves out is null, as Kysely's insert of the record left it (the SQL is fixed).
-  for (const column of VOLUME_COLUMNS) row[column] ??= null;
-  await volumeInsert.run(db, row as VolumeRow);
+  await table.insert(db, volume);
   // A new volume has no tag rows to replace.
   if (Object.keys(volume.tags).length > 0) await writeTags(db, volume, volume.tags);
 }
 
-/** Compiled once (platform/store/compiled-query.ts): a boot reads its root volume (is a restore writing it?). */
-const volumeById = compiledOnce<Database, { id: string }, VolumeRow>((db, p) =>
-  db.selectFrom('volumes').selectAll().where('id', '=', p.id),
-);
-
-export async function findVolume(db: Executor, id: string): Promise<Volume | undefined> {
-  const row = await volumeById.executeTakeFirst(db, { id });
-  return row && fromRow(row);
-}
-
-export async function findAccountVolume(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Volume | undefined> {
-  const row = await db
-    .selectFrom('volumes')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
-
-/**
- * Reads the account's volume and holds it until the transaction ends (a row lock on PostgreSQL; SQLite
- * runs one write transaction at a time), so of two requests on one volume the second sees the first.
- */
-export async function lockAccountVolume(
-  db: Executor,
-  accountId: string,
-  id: string,
-): Promise<Volume | undefined> {
-  let query = db.selectFrom('volumes').selectAll().where('id', '=', id).where('account_id', '=', accountId);
-  if (isPostgres(db)) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
-  return row && fromRow(row);
-}
+export const findVolume = table.find;
+export const findAccountVolume = table.findOwned;
+export const lockAccountVolume = table.lock;
 
 /** Applies `changes` if the volume is still at the version read; undefined when another writer won. */
 export async function updateVolume(
@@ -142,28 +52,15 @@ export async function updateVolume(
   current: Volume,
   changes: VolumeChanges,
 ): Promise<Volume | undefined> {
-  const row = await db
-    .updateTable('volumes')
-    .set({ ...toColumns(changes), version: current.version + 1 })
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .returningAll()
-    .executeTakeFirst();
-  if (!row) return undefined;
-  const updated = fromRow(row);
-  if (changes.tags !== undefined) await writeTags(db, updated, changes.tags);
+  const updated = await table.update(db, current, changes);
+  if (updated && changes.tags !== undefined) await writeTags(db, updated, changes.tags);
   return updated;
 }
 
 /** Deletes the volume (its tags go with it) if it is still at the version read; false otherwise. */
 export async function deleteVolume(db: Executor, current: Volume): Promise<boolean> {
   await db.deleteFrom('volume_tags').where('volume_id', '=', current.id).execute();
-  const deleted = await db
-    .deleteFrom('volumes')
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .executeTakeFirst();
-  return deleted.numDeletedRows > 0n;
+  return table.delete(db, current);
 }
 
 export async function deleteRootVolume(db: Executor, instanceId: string): Promise<void> {
@@ -185,7 +82,7 @@ export async function volumesOfInstance(db: Executor, instanceId: string): Promi
     .orderBy('device_name')
     .orderBy('id')
     .execute();
-  return rows.map(fromRow);
+  return rows.map(table.decode);
 }
 
 export interface VolumeFilters {
@@ -230,7 +127,7 @@ export async function listVolumes(
         ? Promise.resolve([])
         : db.selectFrom('volumes').selectAll().where('id', 'in', ids).execute(),
   });
-  return { items: page.items.map(fromRow), pagination: page.pagination };
+  return { items: page.items.map(table.decode), pagination: page.pagination };
 }
 
 /** Data volumes of the account (every status); the volumes quota counts these. */

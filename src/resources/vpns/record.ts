@@ -3,8 +3,11 @@
  * the tunnel network clients get addresses from, the routes they are given, and how a peer's address is
  * chosen. WireGuard keys and configuration text are in wireguard.ts.
  */
+
+import { type Static, Type } from '@sinclair/typebox';
+import { StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import { intToIp, ipToInt, PRIVATE_NETWORKS } from '../addresses/addresses.js';
-import type { VpnStatus } from './states.js';
+import { VPN_STATUSES } from './states.js';
 
 /** The UDP port every gateway listens on (WireGuard's usual one). */
 export const VPN_PORT = 51820;
@@ -23,41 +26,47 @@ export type VpnSort = (typeof VPN_SORTS)[number];
 export const PEER_SORTS = ['created_at', 'name'] as const;
 export type PeerSort = (typeof PEER_SORTS)[number];
 
-/** Timestamps are ISO 8601 UTC strings, as every record of the store carries them. */
-export interface Vpn {
-  id: string;
-  account_id: string;
-  name: string;
-  region: string;
-  status: VpnStatus;
-  /** The gateway's public IPv4, from the region's pool; never an instance's. */
-  endpoint_ip: string;
-  endpoint_port: number;
-  server_public_key: string;
+/**
+ * The VPN record: the one declaration of its fields. The store's columns and decoding
+ * (resources/vpns/store.ts) and the fields the API view copies (resources/vpns/view.ts) follow from it.
+ * Timestamps are ISO 8601 UTC strings, as every record of the store carries them.
+ */
+export const VpnRecord = Type.Object({
+  id: Type.String(),
+  account_id: Type.String(),
+  name: Type.String(),
+  region: Type.String(),
+  status: StringEnum(VPN_STATUSES),
+  // Never an instance's (resources/addresses/public-ip-store.ts).
+  endpoint_ip: Type.String({ description: "The gateway's public IPv4, from the region's pool" }),
+  endpoint_port: Type.Integer({ description: 'UDP port' }),
+  server_public_key: Type.String({ description: "The gateway's WireGuard public key (base64)" }),
   /** The gateway's private key, sealed (platform/secret-box.ts) and bound to the VPN id. */
-  server_private_key_sealed: string;
-  tunnel_cidr: string;
-  allowed_cidrs: string[];
+  server_private_key_sealed: Type.String(),
+  tunnel_cidr: Type.String({ description: 'The network client addresses are taken from' }),
+  allowed_cidrs: Type.Array(Type.String()),
   /** Bumped by every write; writers guard on it so two of them cannot both win. */
-  version: number;
-  created_at: string;
-  updated_at: string;
-}
+  version: Type.Integer(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type Vpn = Static<typeof VpnRecord>;
 
 export type VpnChanges = Partial<Pick<Vpn, 'name' | 'allowed_cidrs' | 'status'>> & { updated_at?: string };
 
-export interface VpnPeer {
-  id: string;
-  vpn_id: string;
-  account_id: string;
-  name: string;
-  public_key: string;
-  /** Its address in the tunnel network, held until the peer is removed. */
-  address: string;
-  /** true when the server made the key pair (the private key was shown once and is not kept). */
-  key_generated: boolean;
-  created_at: string;
-}
+/** A client of a VPN. */
+export const VpnPeerRecord = Type.Object({
+  id: Type.String(),
+  vpn_id: Type.String(),
+  account_id: Type.String(),
+  name: Type.String(),
+  public_key: Type.String({ description: "The client's WireGuard public key" }),
+  address: Type.String({ description: "The client's tunnel address, held until the peer is removed" }),
+  // The private key of a generated pair was shown once and is not kept.
+  key_generated: Type.Boolean({ description: 'true when the server generated the key pair' }),
+  created_at: Timestamp,
+});
+export type VpnPeer = Static<typeof VpnPeerRecord>;
 
 export interface Ipv4Block {
   /** The network address as an unsigned integer. */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import { IdParams, ListQuery, ResourceName, StringEnum, Timestamp } from '../../platform/http/schemas.js';
+import { IdParams, ListQuery, ResourceName, StringEnum } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import {
   DEFAULT_TUNNEL_CIDR,
@@ -14,6 +14,7 @@ import {
 } from './record.js';
 import type { VpnService } from './service.js';
 import { VPN_STATUSES } from './states.js';
+import { VpnPeerView, VpnView } from './view.js';
 import { WIREGUARD_KEY_PATTERN } from './wireguard.js';
 
 const CidrText = Type.String({
@@ -27,42 +28,11 @@ const AllowedCidrs = Type.Array(CidrText, {
     'Blocks routed to clients besides the private network (0.0.0.0/0: everything); none may cut into the tunnel network',
 });
 
-export const Vpn = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    region: Type.String(),
-    status: StringEnum(VPN_STATUSES),
-    endpoint: Type.String({ description: `Where clients connect: \`<public_ip>:${VPN_PORT}\`` }),
-    public_ip: Type.String({ description: "The gateway's public IPv4, from the region's pool" }),
-    port: Type.Integer({ description: 'UDP port' }),
-    server_public_key: Type.String({ description: "The gateway's WireGuard public key (base64)" }),
-    tunnel_cidr: Type.String({ description: 'The network client addresses are taken from' }),
-    gateway_address: Type.String({
-      description: "The gateway's address in the tunnel; clients use it as their DNS resolver",
-    }),
-    allowed_cidrs: Type.Array(Type.String()),
-    routes: Type.Array(Type.String(), {
-      description: "What clients route through the VPN: the region's private network, then allowed_cidrs",
-    }),
-    price_per_hour: Type.Number({ description: 'USD per hour while the VPN exists' }),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Vpn', title: 'Vpn' },
-);
+export const Vpn = VpnView;
 
-const peerFields = {
-  id: Type.String(),
-  vpn_id: Type.String(),
-  name: Type.String(),
-  public_key: Type.String({ description: "The client's WireGuard public key" }),
-  address: Type.String({ description: "The client's tunnel address, held until the peer is removed" }),
-  key_generated: Type.Boolean({ description: 'true when the server generated the key pair' }),
-  created_at: Timestamp,
-};
+const peerFields = VpnPeerView.properties;
 
-export const VpnPeer = Type.Object(peerFields, { $id: 'VpnPeer', title: 'VpnPeer' });
+export const VpnPeer = VpnPeerView;
 
 const CreatedVpnPeer = Type.Object(
   {

@@ -15,7 +15,6 @@
 
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
-import { microsToUsd } from '../../platform/domain/money.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import {
   Conflict,
@@ -46,13 +45,12 @@ import {
   routesOf,
   tunnelProblem,
   VPN_PORT,
-  VPN_PRICE_MICROS_PER_HOUR,
   type Vpn,
   type VpnPeer,
   type VpnSort,
 } from './record.js';
-import type { VpnStatus } from './states.js';
 import * as vpns from './store.js';
+import { type PeerView, peerView, type VpnView, vpnView } from './view.js';
 import { generateKeyPair, isWireGuardKey, renderClientConfig } from './wireguard.js';
 
 export interface NewVpn {
@@ -78,34 +76,6 @@ export interface NewPeer {
   public_key?: string | undefined;
 }
 
-export interface VpnView {
-  id: string;
-  name: string;
-  region: string;
-  status: VpnStatus;
-  endpoint: string;
-  public_ip: string;
-  port: number;
-  server_public_key: string;
-  tunnel_cidr: string;
-  gateway_address: string;
-  allowed_cidrs: string[];
-  routes: string[];
-  price_per_hour: number;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface PeerView {
-  id: string;
-  vpn_id: string;
-  name: string;
-  public_key: string;
-  address: string;
-  key_generated: boolean;
-  created_at: string;
-}
-
 /** The answer to adding a peer: the peer, its wg-quick file and, for a generated key, its private key. */
 export interface CreatedPeerView extends PeerView {
   config: string;
@@ -117,38 +87,6 @@ export interface PeerConfigView {
   vpn_id: string;
   private_key_included: false;
   config: string;
-}
-
-export function vpnView(vpn: Vpn): VpnView {
-  return {
-    id: vpn.id,
-    name: vpn.name,
-    region: vpn.region,
-    status: vpn.status,
-    endpoint: `${vpn.endpoint_ip}:${vpn.endpoint_port}`,
-    public_ip: vpn.endpoint_ip,
-    port: vpn.endpoint_port,
-    server_public_key: vpn.server_public_key,
-    tunnel_cidr: vpn.tunnel_cidr,
-    gateway_address: gatewayAddress(vpn.tunnel_cidr),
-    allowed_cidrs: vpn.allowed_cidrs,
-    routes: routesOf(vpn),
-    price_per_hour: microsToUsd(VPN_PRICE_MICROS_PER_HOUR),
-    created_at: vpn.created_at,
-    updated_at: vpn.updated_at,
-  };
-}
-
-export function peerView(peer: VpnPeer): PeerView {
-  return {
-    id: peer.id,
-    vpn_id: peer.vpn_id,
-    name: peer.name,
-    public_key: peer.public_key,
-    address: peer.address,
-    key_generated: peer.key_generated,
-    created_at: peer.created_at,
-  };
 }
 
 /** A peer's wg-quick file: with its private key (only when just generated) or the placeholder. */

@@ -2,86 +2,49 @@
  * VPNs and their peers. Every write that changes a VPN goes through `updateVpn`, which guards on the
  * version the caller read; peers are written while their VPN is held (resources/vpns/service.ts), and their
  * addresses and keys are unique per VPN in the schema too. Callers see `Vpn` and `VpnPeer` records
- * (resources/vpns/record.ts): JSON text and 0/1 stay in this module.
+ * (resources/vpns/record.ts), whose fields are the columns (platform/store/record-table.ts): JSON text and
+ * 0/1 stay in this module.
  */
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
-import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Executor, VpnPeerRow, VpnRow, VpnsTable } from '../../platform/store/schema.js';
+import { booleanInteger, jsonText, recordRows, recordTable } from '../../platform/store/record-table.js';
+import type { Executor, VpnPeerRow } from '../../platform/store/schema.js';
 import { publicScopeKey, returnAddress } from '../addresses/address-store.js';
-import type { PeerSort, Vpn, VpnChanges, VpnPeer, VpnSort } from './record.js';
-import type { VpnStatus } from './states.js';
+import {
+  type PeerSort,
+  type Vpn,
+  type VpnChanges,
+  type VpnPeer,
+  VpnPeerRecord,
+  VpnRecord,
+  type VpnSort,
+} from './record.js';
 
-function fromRow(row: VpnRow): Vpn {
-  return {
-    ...row,
-    status: row.status as VpnStatus,
-    allowed_cidrs: JSON.parse(row.allowed_cidrs) as string[],
-  };
-}
+/** The vpns table; the extra routes are JSON text. */
+const table = recordTable({
+  table: 'vpns',
+  record: VpnRecord,
+  codecs: { allowed_cidrs: jsonText<string[]>() },
+});
 
-function peerFromRow(row: VpnPeerRow): VpnPeer {
-  return { ...row, key_generated: row.key_generated === 1 };
-}
+/** A VPN's peers; whether the server made the key is 0/1. */
+const peers = recordRows({
+  table: 'vpn_peers',
+  record: VpnPeerRecord,
+  codecs: { key_generated: booleanInteger },
+});
 
-function toColumns(changes: VpnChanges): Partial<VpnsTable> {
-  const { allowed_cidrs, ...plain } = changes;
-  return {
-    ...plain,
-    ...(allowed_cidrs !== undefined ? { allowed_cidrs: JSON.stringify(allowed_cidrs) } : {}),
-  };
-}
-
-export async function insertVpn(db: Executor, vpn: Vpn): Promise<void> {
-  await db
-    .insertInto('vpns')
-    .values({ ...vpn, allowed_cidrs: JSON.stringify(vpn.allowed_cidrs) })
-    .execute();
-}
-
-export async function findVpn(db: Executor, id: string): Promise<Vpn | undefined> {
-  const row = await db.selectFrom('vpns').selectAll().where('id', '=', id).executeTakeFirst();
-  return row && fromRow(row);
-}
-
-export async function findAccountVpn(db: Executor, accountId: string, id: string): Promise<Vpn | undefined> {
-  const row = await db
-    .selectFrom('vpns')
-    .selectAll()
-    .where('id', '=', id)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
-
-/** Reads the account's VPN and holds it until the transaction ends (a row lock on PostgreSQL). */
-export async function lockAccountVpn(db: Executor, accountId: string, id: string): Promise<Vpn | undefined> {
-  let query = db.selectFrom('vpns').selectAll().where('id', '=', id).where('account_id', '=', accountId);
-  if (isPostgres(db)) query = query.forUpdate();
-  const row = await query.executeTakeFirst();
-  return row && fromRow(row);
-}
-
+export const insertVpn = table.insert;
+export const findVpn = table.find;
+export const findAccountVpn = table.findOwned;
+export const lockAccountVpn = table.lock;
 /** Applies `changes` if the VPN is still at the version read; undefined when another writer won. */
-export async function updateVpn(db: Executor, current: Vpn, changes: VpnChanges): Promise<Vpn | undefined> {
-  const row = await db
-    .updateTable('vpns')
-    .set({ ...toColumns(changes), version: current.version + 1 })
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .returningAll()
-    .executeTakeFirst();
-  return row && fromRow(row);
-}
+export const updateVpn: (db: Executor, current: Vpn, changes: VpnChanges) => Promise<Vpn | undefined> =
+  table.update;
 
 /** Deletes the VPN and its peers if it is still at the version read; false otherwise. */
 export async function deleteVpn(db: Executor, current: Vpn): Promise<boolean> {
-  const deleted = await db
-    .deleteFrom('vpns')
-    .where('id', '=', current.id)
-    .where('version', '=', current.version)
-    .executeTakeFirst();
-  if (deleted.numDeletedRows === 0n) return false;
+  if (!(await table.delete(db, current))) return false;
   await db.deleteFrom('vpn_peers').where('vpn_id', '=', current.id).execute();
   await returnAddress(db, publicScopeKey(current.region), current.endpoint_ip);
   return true;
@@ -102,7 +65,7 @@ export async function listVpns(
   if (filters.status !== undefined) query = query.where('status', '=', filters.status);
   if (filters.region !== undefined) query = query.where('region', '=', filters.region);
   const page = await fetchPage(query, request);
-  return { items: page.items.map(fromRow), pagination: page.pagination };
+  return { items: page.items.map(table.decode), pagination: page.pagination };
 }
 
 /** The account's VPNs, every status; the vpns quota counts these. */
@@ -118,7 +81,7 @@ export async function countVpns(db: Executor, accountId: string): Promise<number
 export async function insertPeer(db: Executor, peer: VpnPeer): Promise<void> {
   await db
     .insertInto('vpn_peers')
-    .values({ ...peer, key_generated: peer.key_generated ? 1 : 0 })
+    .values(peers.encode(peer) as VpnPeerRow)
     .execute();
 }
 
@@ -129,7 +92,7 @@ export async function findPeer(db: Executor, vpnId: string, peerId: string): Pro
     .where('vpn_id', '=', vpnId)
     .where('id', '=', peerId)
     .executeTakeFirst();
-  return row && peerFromRow(row);
+  return row && peers.decode(row);
 }
 
 export async function deletePeer(db: Executor, vpnId: string, peerId: string): Promise<boolean> {
@@ -150,7 +113,7 @@ export async function peersOf(db: Executor, vpnId: string): Promise<VpnPeer[]> {
     .orderBy('created_at')
     .orderBy('id')
     .execute();
-  return rows.map(peerFromRow);
+  return rows.map(peers.decode);
 }
 
 export async function listPeers(
@@ -159,7 +122,7 @@ export async function listPeers(
   request: PageRequest<PeerSort>,
 ): Promise<Page<VpnPeer>> {
   const page = await fetchPage(db.selectFrom('vpn_peers').selectAll().where('vpn_id', '=', vpnId), request);
-  return { items: page.items.map(peerFromRow), pagination: page.pagination };
+  return { items: page.items.map(peers.decode), pagination: page.pagination };
 }
 
 /** One VPN's sealed private key, for checking a master key against the store; none: undefined. */
