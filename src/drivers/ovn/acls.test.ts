@@ -22,6 +22,7 @@ import {
   DIRECTIONS,
   decide,
   type FirewallRule,
+  type FirewallTargets,
   formatPorts,
   PACKET_PROTOCOLS,
   type Packet,
@@ -291,7 +292,7 @@ const rule: fc.Arbitrary<FirewallRule> = fc
     priority: fc.integer({ min: 1, max: 20 }),
     enabled: fc.boolean(),
     second: fc.integer({ min: 0, max: 59 }),
-    targets: fc.constantFrom(
+    targets: fc.constantFrom<FirewallTargets>(
       { instance_ids: [], tags: {} },
       { instance_ids: [instancePort], tags: {} },
       { instance_ids: [], tags: { role: 'web' } },
