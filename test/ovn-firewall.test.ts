@@ -18,7 +18,7 @@
  * Nothing is routed in the root namespace: all traffic is between the suite's own namespaces.
  */
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -41,9 +41,11 @@ import {
   selects,
 } from '../src/resources/networking/firewall-rules.js';
 import { waitFor } from './helpers/common.js';
+import { denyEverything, firewallRule } from './helpers/firewall.js';
 import { CAN_RUN_OVN, type Guest, GuestNamespaces, processesNaming, sh } from './helpers/ovn.js';
 
 const PRIVATE = '10.10.0.0/16';
+const ACCOUNT = 'acct_ovnfwtest';
 const TARGET = { instanceId: 'ins_fwtarget', mac: '0a:00:0a:00:00:0a', ip: '10.10.0.10', hostname: 'target' };
 const INSIDE = { instanceId: 'ins_fwinside', mac: '0a:00:0a:00:00:14', ip: '10.10.0.20', hostname: 'inside' };
 const OUTSIDE = {
@@ -247,7 +249,7 @@ describe.runIf(CAN_RUN_OVN)('the firewall on OVN, with real packets', () => {
   const agents: Record<'target' | 'inside' | 'outside', Agent> = {} as never;
   const target: Target = {
     id: TARGET.instanceId,
-    account_id: 'acct_ovnfwtest',
+    account_id: ACCOUNT,
     region: 'us-east-1',
     tags: { role: 'web' },
     firewall_preset: 'ssh-only',
@@ -324,39 +326,25 @@ describe.runIf(CAN_RUN_OVN)('the firewall on OVN, with real packets', () => {
   });
 
   it("keeps ARP and OVN's DHCP working under a firewall that denies everything", async () => {
-    await applyFirewall('none', denyAll());
+    await applyFirewall('none', denyEverything(ACCOUNT));
+    // udhcpc runs the script with the lease in its environment; the script's output is udhcpc's.
     const script = path.join(dir, 'dhcp-script');
-    const lease = path.join(dir, 'lease');
-    writeFileSync(script, `#!/bin/sh\n[ "$1" = bound ] && env > ${lease}\nexit 0\n`);
-    chmodSync(script, 0o755);
-    const env = await waitFor(
+    writeFileSync(script, '#!/bin/sh\n[ "$1" = bound ] && echo "leased $ip"\nexit 0\n', { mode: 0o755 });
+    const udhcpc = ['udhcpc', '-i', 'eth0', '-n', '-q', '-t', '2', '-T', '1', '-s', script];
+    const leased = await waitFor(
       'a DHCP lease for the target',
       () => {
         try {
-          sh('ip', [
-            'netns',
-            'exec',
-            agents.target.guest.namespace,
-            'udhcpc',
-            '-i',
-            'eth0',
-            '-n',
-            '-q',
-            '-t',
-            '2',
-            '-T',
-            '1',
-            '-s',
-            script,
-          ]);
-          return readFileSync(lease, 'utf8');
+          return /leased (\S+)/.exec(
+            sh('ip', ['netns', 'exec', agents.target.guest.namespace, ...udhcpc]),
+          )?.[1];
         } catch {
           return undefined;
         }
       },
       { timeoutMs: 20_000, intervalMs: 200 },
     );
-    expect(env).toContain(`ip=${TARGET.ip}`);
+    expect(leased).toBe(TARGET.ip);
     // IP is denied both ways, yet ARP still resolves both ways: from fresh neighbour tables, each side
     // learns the other's MAC while its packet is dropped.
     const inside = agents.inside.guest.namespace;
@@ -417,12 +405,13 @@ describe.runIf(CAN_RUN_OVN)('the firewall on OVN, with real packets', () => {
 
   it('takes a rule change to the data path: rule change → fate flipped, p50 and p99', async () => {
     const open: FirewallRule[] = [
-      userRule({
+      firewallRule({
         direction: 'inbound',
         action: 'allow',
         protocol: 'tcp',
         ports: '80',
         remote: ['192.0.2.7/32'],
+        accountId: ACCOUNT,
       }),
     ];
     await applyFirewall('none', []);
@@ -475,51 +464,6 @@ describe.runIf(CAN_RUN_OVN)('the firewall on OVN, with real packets', () => {
   }, 600_000);
 });
 
-let ruleCounter = 0;
-function userRule(fields: {
-  direction: FirewallRule['direction'];
-  action: FirewallRule['action'];
-  protocol: FirewallRule['protocol'];
-  ports: string | null;
-  remote: string[];
-  priority?: number;
-  enabled?: boolean;
-  targets?: FirewallRule['targets'];
-}): FirewallRule {
-  ruleCounter += 1;
-  return {
-    id: `fwr_${String(ruleCounter).padStart(26, '0')}`,
-    account_id: 'acct_ovnfwtest',
-    name: `rule ${ruleCounter}`,
-    description: '',
-    direction: fields.direction,
-    action: fields.action,
-    protocol: fields.protocol,
-    ports: fields.protocol === 'tcp' || fields.protocol === 'udp' ? fields.ports : null,
-    sources: fields.direction === 'inbound' ? fields.remote : [],
-    destinations: fields.direction === 'outbound' ? fields.remote : [],
-    priority: fields.priority ?? 1000,
-    targets: fields.targets ?? { instance_ids: [], tags: {} },
-    region: 'us-east-1',
-    enabled: fields.enabled ?? true,
-    created_at: `2026-11-01T00:00:${String(ruleCounter % 60).padStart(2, '0')}.000Z`,
-    updated_at: '2026-11-01T00:00:00.000Z',
-  };
-}
-
-function denyAll(): FirewallRule[] {
-  return (['inbound', 'outbound'] as const).map((direction) =>
-    userRule({
-      direction,
-      action: 'deny',
-      protocol: 'all',
-      ports: null,
-      remote: ['0.0.0.0/0', '::/0'],
-      priority: 1,
-    }),
-  );
-}
-
 /** Blocks around the probes' addresses (and some that hold neither), so rules hit and miss them. */
 const BLOCKS = [
   '10.10.0.20/32',
@@ -552,7 +496,7 @@ const rulesArbitrary = fc.array(
         { instance_ids: [], tags: { role: 'db' } },
       ),
     })
-    .map((fields) => userRule(fields)),
+    .map((fields) => firewallRule({ ...fields, accountId: ACCOUNT })),
   { maxLength: 4 },
 );
 

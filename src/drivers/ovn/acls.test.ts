@@ -8,6 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { denyEverything, firewallRule } from '../../../test/helpers/firewall.js';
 import {
   cidrContains,
   formatCidr,
@@ -278,7 +279,6 @@ function blockAround(address: IpAddress, prefix: number): string {
   return formatCidr({ family: address.family, prefix: p, network: address.value & ~host });
 }
 
-let ruleCounter = 0;
 const rule: fc.Arbitrary<FirewallRule> = fc
   .record({
     direction: fc.constantFrom(...DIRECTIONS),
@@ -299,28 +299,13 @@ const rule: fc.Arbitrary<FirewallRule> = fc
       { instance_ids: [], tags: { role: 'db' } },
     ),
   })
-  .map((r) => {
-    ruleCounter += 1;
-    const remote = [...new Set(r.remote.map(([a, prefix]) => blockAround(a, prefix)))];
-    return {
-      id: `fwr_${String(ruleCounter).padStart(26, '0')}`,
-      account_id: 'acct_x',
-      name: `r${ruleCounter}`,
-      description: '',
-      direction: r.direction,
-      action: r.action,
-      protocol: r.protocol,
-      ports: r.protocol === 'tcp' || r.protocol === 'udp' ? r.ports : null,
-      sources: r.direction === 'inbound' ? remote : [],
-      destinations: r.direction === 'outbound' ? remote : [],
-      priority: r.priority,
-      targets: r.targets,
-      region: 'us-east-1',
-      enabled: r.enabled,
-      created_at: `2026-11-01T00:00:${String(r.second).padStart(2, '0')}.000Z`,
-      updated_at: '2026-11-01T00:00:00.000Z',
-    };
-  });
+  .map(({ remote, second, ...fields }) =>
+    firewallRule({
+      ...fields,
+      remote: [...new Set(remote.map(([a, prefix]) => blockAround(a, prefix)))],
+      createdSecond: second,
+    }),
+  );
 
 const firewall = fc.record({
   rules: fc.array(rule, { maxLength: 8 }),
@@ -419,27 +404,9 @@ describe('the OVN firewall compiler', () => {
   });
 
   it('lets ARP, neighbour discovery and DHCP to the VPC through whatever the rules say', () => {
-    const denyEverything: FirewallRule[] = DIRECTIONS.map((direction, n) => ({
-      id: `fwr_${'0'.repeat(25)}${n}`,
-      account_id: 'acct_x',
-      name: 'deny',
-      description: '',
-      direction,
-      action: 'deny',
-      protocol: 'all',
-      ports: null,
-      sources: direction === 'inbound' ? ['0.0.0.0/0', '::/0'] : [],
-      destinations: direction === 'outbound' ? ['0.0.0.0/0', '::/0'] : [],
-      priority: 1,
-      targets: { instance_ids: [], tags: {} },
-      region: 'us-east-1',
-      enabled: true,
-      created_at: '2026-11-01T00:00:00.000Z',
-      updated_at: '2026-11-01T00:00:00.000Z',
-    }));
     const compiled = compileFirewall(
       instancePort,
-      aclInputsFor({ ...INSTANCE, firewall_preset: 'allow-all' }, denyEverything, PRIVATE),
+      aclInputsFor({ ...INSTANCE, firewall_preset: 'allow-all' }, denyEverything('acct_x'), PRIVATE),
       NETWORK,
     );
     const arp = (inbound: boolean): WirePacket => ({
