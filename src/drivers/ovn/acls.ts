@@ -8,7 +8,8 @@
  * the matching ACL of highest priority. So rule i of a direction becomes one ACL at priority
  * RULES_TOP - i (inbound: to-lport on the instance's port, outbound: from-lport), whose match is the
  * conjunction of exactly the tests `matches` makes, each written as an OVN term:
- *   - protocol: tcp, udp, icmp (icmp4 or icmp6), or for `all` any IP packet;
+ *   - protocol: tcp, udp, icmp (icmp4 or icmp6), or for `all` any IP packet (protocols the evaluator
+ *     has no packet of, GRE say, are decided by the rules that say `all`);
  *   - ports: the destination port in the range (for `all` with ports: tcp or udp in the range);
  *   - remote address: in one of the rule's blocks. The evaluator judges an IPv4-mapped IPv6 address
  *     (::ffff:a.b.c.d) as the IPv4 address it carries, so an IPv6 packet from one matches the rule's
@@ -20,7 +21,8 @@
  * Around the rules, what keeps the network working and what the rules do not speak of: above every rule,
  * ARP and IPv6 neighbour discovery both ways and the guest's DHCP requests to the VPC's DHCP server
  * (OVN answers them itself); at the bottom, a drop of everything else (the rules speak of IP only, and
- * their defaults already decide every IP packet).
+ * their defaults already decide every IP packet). Those DHCP requests and neighbour discovery are the
+ * only IP packets whose fate can differ from the evaluator's verdict: they pass even when a rule denies.
  *
  * Rows carry the same marks as topology.ts's (`nimbus:key`, `nimbus:vpc`), so its diff owns them:
  * topology.ts's vpcRows adds `firewallRows` for every port given a firewall.
