@@ -12,6 +12,7 @@
  * hands out.
  */
 import { parseCidrBlock } from '../../platform/domain/cidrs.js';
+import { ACL_COLUMNS, type AclTable, firewallRows, type PortFirewallInput } from './acls.js';
 import {
   mapEntries,
   type Northbound,
@@ -31,6 +32,8 @@ export interface VpcPort {
   mac: string;
   ip: string;
   hostname: string;
+  /** Its effective firewall rules (acls.ts aclInputsFor); without them the port gets no ACLs. */
+  firewall?: PortFirewallInput['firewall'];
 }
 
 export interface DesiredVpc {
@@ -51,6 +54,7 @@ export type Table =
   | 'Logical_Router'
   | 'Logical_Router_Port'
   | 'DHCP_Options'
+  | AclTable
   | PublicTable;
 
 /** A cell: a string, a set of strings, a string map, or a set of references to other rows by key. */
@@ -61,7 +65,7 @@ export type Cell =
   | { readonly refs: readonly string[] };
 
 /** The column types Nimbus writes, per table: every desired row has each of them. */
-export const COLUMNS: Record<Table, Record<string, 'string' | 'strings' | 'map' | 'refs'>> = {
+export const COLUMNS: Record<Table, Record<string, 'string' | 'integer' | 'strings' | 'map' | 'refs'>> = {
   Logical_Switch: { name: 'string', ports: 'refs', external_ids: 'map' },
   Logical_Switch_Port: {
     name: 'string',
@@ -81,6 +85,7 @@ export const COLUMNS: Record<Table, Record<string, 'string' | 'strings' | 'map' 
     external_ids: 'map',
   },
   DHCP_Options: { cidr: 'string', options: 'map', external_ids: 'map' },
+  ...ACL_COLUMNS,
   ...PUBLIC_COLUMNS,
 };
 
@@ -92,6 +97,9 @@ export const TABLES: readonly Table[] = [
   'Logical_Router_Static_Route',
   'Logical_Router_Port',
   'Logical_Switch_Port',
+  'ACL',
+  'Address_Set',
+  'Port_Group',
   'Logical_Router',
   'Logical_Switch',
 ];
@@ -210,6 +218,13 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
         external_ids: ids(names.switch),
       },
     },
+    ...firewallRows(
+      instancePorts.flatMap((port) =>
+        port.firewall ? [{ instanceId: port.instanceId, firewall: port.firewall }] : [],
+      ),
+      { vpc: key, dhcpServer: vpc.router.ip },
+      ids,
+    ),
   ];
 }
 
@@ -297,6 +312,7 @@ export function toOperations(
     for (const [column, cell] of Object.entries(columns)) {
       const type = COLUMNS[table][column];
       if (type === 'string') row[column] = cell as string;
+      else if (type === 'integer') row[column] = Number(cell);
       else if (type === 'strings') row[column] = ovsdbSet(cell as string[]);
       else if (type === 'map') row[column] = ovsdbMap(cell as Record<string, string>);
       else row[column] = ovsdbSet((cell as { refs: string[] }).refs.map(reference));
@@ -344,7 +360,7 @@ export async function readRows(nb: Northbound, scope?: readonly string[]): Promi
     const columns: Record<string, Cell> = {};
     for (const [column, type] of Object.entries(COLUMNS[table])) {
       const value = row[column];
-      if (type === 'string') columns[column] = String(value ?? '');
+      if (type === 'string' || type === 'integer') columns[column] = String(value ?? '');
       else if (type === 'strings') columns[column] = setElements(value).map(String);
       else if (type === 'map') columns[column] = mapEntries(value);
       else {
