@@ -415,7 +415,6 @@ function compose(
             host: config.host,
             domain: config.publicDomain,
             publicIpPools: regions.publicIpPools,
-            onError: (error) => report?.(error, { kind: 'dns', subject_id: '', attempts: 0 }),
           }),
         ]
       : []),

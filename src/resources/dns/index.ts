@@ -4,6 +4,7 @@
  */
 import { isIP } from 'node:net';
 import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
 import type { ResourceModule } from '../../platform/module.js';
 import type { Database } from '../../platform/store/schema.js';
 import { DnsResponder } from './responder.js';
@@ -18,8 +19,6 @@ export interface DnsSettings {
   /** NIMBUS_PUBLIC_DOMAIN. */
   domain: string;
   publicIpPools: Readonly<Record<string, string>>;
-  /** A socket or a query that failed; the server goes on answering. */
-  onError: (error: unknown) => void;
 }
 
 export function dnsModule(settings: DnsSettings): ResourceModule {
@@ -29,14 +28,20 @@ export function dnsModule(settings: DnsSettings): ResourceModule {
     nameserverAddress: isIP(settings.host) === 4 && settings.host !== '0.0.0.0' ? settings.host : null,
     now: () => Date.now() / 1000,
   });
+  let logger: Logger | null = null;
+  // A socket or a query that failed: the server goes on answering.
   const server = new DnsServer(
     (message, transport) => responder.answer(message, transport),
-    settings.onError,
+    (error) => logger?.warn({ err: error }, 'dns: a query or socket failed'),
   );
   return {
     name: 'dns',
+    prepare: async (host) => {
+      logger = host.logger;
+    },
     start: async () => {
-      await server.listen(settings.port, settings.host);
+      const port = await server.listen(settings.port, settings.host);
+      logger?.info({ dns: `${settings.host}:${port}` }, 'dns server listening (udp and tcp)');
     },
     stop: () => server.close(),
   };

@@ -110,7 +110,12 @@ export class DnsServer {
     if (message.length > this.limits.maxQueryBytes || this.inFlight >= this.limits.maxInFlight) return;
     if (!this.buckets.take(remote.address)) return;
     void this.respond(message, 'udp').then((answer) => {
-      if (answer && this.udp === udp) udp.send(answer, remote.port, remote.address);
+      if (!answer || this.udp !== udp) return;
+      // An answer that cannot be sent (a forged source: port 0 throws; an unreachable one fails later) is
+      // the sender's loss, and logging each would let a flood of them fill the log.
+      try {
+        udp.send(answer, remote.port, remote.address, () => {});
+      } catch {}
     });
   }
 
@@ -167,7 +172,10 @@ export class DnsServer {
         socket.destroy();
         return;
       }
-      running = running.then(next);
+      running = running.then(next).catch((error: unknown) => {
+        this.onError(error);
+        socket.destroy();
+      });
     });
   }
 
