@@ -50,6 +50,7 @@ export const REQUIREMENTS = [
   { package: 'qemu-utils', programs: ['qemu-img'], for: 'the QEMU suites and the image build' },
   { package: 'socat', programs: ['socat'], for: 'the QEMU suites' },
   { package: 'genisoimage', programs: ['genisoimage'], for: 'the QEMU suites' },
+  { package: 'bind9-dnsutils', programs: ['dig'], for: 'the DNS server suites' },
   { package: 'openssh-client', programs: ['ssh', 'ssh-keygen'], for: 'the QEMU and SSH key suites' },
   { package: 'e2fsprogs', programs: ['mke2fs', 'debugfs'], for: 'the QEMU suites and the image build' },
   { package: 'xfsprogs', programs: ['mkfs.xfs'], for: 'the QEMU volume suites' },

@@ -55,6 +55,7 @@ import { billingModule } from './resources/billing/index.js';
 import { BILLING_METERING } from './resources/billing/meter-store.js';
 import { BillingService } from './resources/billing/service.js';
 import { catalogModule } from './resources/catalog/index.js';
+import { dnsModule } from './resources/dns/index.js';
 import { eventsModule } from './resources/events/index.js';
 import { EventService } from './resources/events/service.js';
 import { instancesModule } from './resources/instances/index.js';
@@ -405,6 +406,18 @@ function compose(
     metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
     billingModule({ billing }),
     alertsModule({ alerts, notifier: alertNotifier }),
+    // NIMBUS_DNS_PORT: the platform's names, answered from the instances table (docs/api.md, "DNS").
+    ...(config.dnsPort > 0
+      ? [
+          dnsModule({
+            db: store.committedReads,
+            port: config.dnsPort,
+            host: config.host,
+            domain: config.publicDomain,
+            publicIpPools: regions.publicIpPools,
+          }),
+        ]
+      : []),
   ];
   for (const module of modules) {
     for (const [name, counter] of Object.entries(module.quotas ?? {})) {

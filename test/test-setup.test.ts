@@ -71,6 +71,7 @@ describe('what the set-up takes for missing', () => {
         'socat',
         'genisoimage',
         'openssh-client',
+        'bind9-dnsutils',
         'e2fsprogs',
         'xfsprogs',
         'openvswitch-switch',

@@ -43,6 +43,8 @@ const EnvSchema = Type.Object({
   /** When set, the metrics port answers only `Authorization: Bearer <this>` (16+ printable characters). */
   NIMBUS_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[\\x21-\\x7e]{16,1024}$' })),
   NIMBUS_METADATA_PORT: Type.Optional(Port),
+  /** UDP and TCP port of the authoritative DNS server for NIMBUS_PUBLIC_DOMAIN; unset or 0: no DNS server. */
+  NIMBUS_DNS_PORT: Type.Optional(Port),
   NIMBUS_LOG_LEVEL: Type.Union(
     LOG_LEVELS.map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -126,6 +128,8 @@ export interface Config {
   /** NIMBUS_METRICS_TOKEN: the bearer token the metrics port asks for; null: none asked. */
   metricsToken: string | null;
   metadataPort: number;
+  /** 0: no DNS server (the default: an operator opts in, as port 53 needs privileges and a delegation). */
+  dnsPort: number;
   logLevel: LogLevel;
   v1EndOfLife: Date | null;
   authCacheMs: number;
@@ -220,6 +224,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
     metricsToken: raw.NIMBUS_METRICS_TOKEN ?? null,
     metadataPort: raw.NIMBUS_METADATA_PORT ?? 8169,
+    dnsPort: raw.NIMBUS_DNS_PORT ?? 0,
     logLevel: raw.NIMBUS_LOG_LEVEL,
     v1EndOfLife: raw.NIMBUS_V1_END_OF_LIFE ? new Date(`${raw.NIMBUS_V1_END_OF_LIFE}T00:00:00Z`) : null,
     authCacheMs: raw.NIMBUS_AUTH_CACHE_SECONDS * 1000,

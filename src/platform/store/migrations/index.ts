@@ -17,6 +17,7 @@ import * as instancesMonitored from './0015_instances_monitored.js';
 import * as idempotencyCommits from './0016_idempotency_commits.js';
 import * as eventActor from './0017_event_actor.js';
 import * as accountEmailNotUnique from './0018_account_email_not_unique.js';
+import * as instancesRegionName from './0019_instances_region_name.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -38,6 +39,7 @@ const migrations: Record<string, Migration> = {
   '0016_idempotency_commits': idempotencyCommits,
   '0017_event_actor': eventActor,
   '0018_account_email_not_unique': accountEmailNotUnique,
+  '0019_instances_region_name': instancesRegionName,
 };
 
 export const migrationProvider: MigrationProvider = {
