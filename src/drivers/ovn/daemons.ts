@@ -16,8 +16,8 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isOurProcess, readPidFile, waitForExit } from '../qemu/process.js';
-import { OvsdbConnection } from './northbound.js';
 import { missingPrograms, type ProgramNeed, run } from '../qemu/tools.js';
+import { OvsdbConnection } from './northbound.js';
 
 /** Every program the embedded OVN runs, with the Debian package that installs it. */
 export const OVN_PROGRAMS: readonly ProgramNeed[] = [
