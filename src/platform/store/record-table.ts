@@ -40,6 +40,25 @@ export const booleanInteger: ColumnCodec<boolean, number> = {
   decode: (column) => column === 1,
 };
 
+/** A string union (a status, a kind) widened to string, as its column holds it; null kept. */
+type ColumnOfField<Field> = Field extends string ? string : Field;
+
+/**
+ * The row a record is kept as: each field with a codec as its codec's column, every other field as
+ * itself. A resource declares its table with it and adds the table to `Database` by augmentation, so
+ * the record stays the only declaration of its columns:
+ *
+ *   export type VolumesTable = RowFor<Volume, typeof codecs>;
+ *   declare module '../../platform/store/schema.js' { interface Database { volumes: VolumesTable } }
+ */
+export type RowFor<Rec, C> = {
+  [K in keyof Rec]: K extends keyof C
+    ? C[K] extends ColumnCodec<Rec[K], infer Column>
+      ? Column
+      : never
+    : ColumnOfField<Rec[K]>;
+};
+
 /** What every versioned record has: an id, its account, and the version writers guard on. */
 export interface VersionedRecord {
   id: string;

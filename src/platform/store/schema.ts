@@ -1,6 +1,10 @@
 /**
  * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are ISO 8601 UTC strings with
  * millisecond precision (they sort as text on both engines); booleans are 0/1 integers; JSON is text.
+ * The tables of records declared in TypeBox (instances, volumes, snapshots, VPNs and their peers) are
+ * not written here: each resource's store derives its table from its record (`RowFor`,
+ * platform/store/record-table.ts) and adds it to `Database` by module augmentation, so the platform
+ * imports no resource and a column is declared once, as the record's field.
  */
 import type { Generated, Insertable, Kysely, Selectable, Transaction, Updateable } from 'kysely';
 import type { AccountStatus, Plan } from '../domain/plans.js';
@@ -93,38 +97,6 @@ export interface SshKeysTable {
   created_at: string;
 }
 
-/** The rows of resources/instances/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
-export interface InstancesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  status: string;
-  /** The user action in progress (create, start, stop, restart, resize, delete), null when settled. */
-  operation: string | null;
-  /** When that action was asked for. */
-  operation_at: string | null;
-  instance_type: string;
-  region: string;
-  image: string;
-  /** JSON array of SSH key ids. */
-  ssh_key_ids: string;
-  public_ip: string;
-  private_ip: string;
-  /** JSON object string → string; mirrored into instance_tags for filtering. */
-  tags: string;
-  user_data: string | null;
-  encryption_key_id: string | null;
-  firewall_preset: string;
-  monitoring: number;
-  /** JSON {frequency, retention} or null. */
-  backup_schedule: string | null;
-  root_volume_id: string;
-  /** Bumped by every write; writers guard on it so two of them cannot both win. */
-  version: number;
-  created_at: string;
-  updated_at: string;
-}
-
 export interface InstanceTagsTable {
   instance_id: string;
   account_id: string;
@@ -164,59 +136,6 @@ export interface FreeAddressesTable {
 export interface RegionGpuUsageTable {
   region: string;
   gpus: number;
-}
-
-/** The rows of resources/volumes/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
-export interface VolumesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  region: string;
-  size_gb: number;
-  status: string;
-  /** 'root' (an instance's OS disk, lives and dies with it) or 'data'. */
-  kind: string;
-  instance_id: string | null;
-  created_at: string;
-  updated_at: string;
-  /** Bumped by every write; writers guard on it. */
-  version: number;
-  /** JSON object of tags, mirrored into volume_tags for filtering. */
-  tags: string;
-  /** `/dev/vda` for a root volume, `/dev/vdb`… for data volumes, held while attached or attaching. */
-  device_name: string | null;
-  attached_at: string | null;
-  /** 'ext4' or 'xfs' when formatted on create; null for a raw volume. */
-  filesystem: string | null;
-  /** A change queued behind the current one: 'attach' once created, 'detach' once resized. */
-  pending_action: string | null;
-  /** JSON {frequency, retention} or null (data volumes; an instance's schedule covers its root volume). */
-  backup_schedule: string | null;
-  /** The snapshot being written into the volume (restoring, or creating from a snapshot). */
-  restore_snapshot_id: string | null;
-  /** When that restore was asked for: the driver tells one restore of a volume from the next by it. */
-  restore_started_at: string | null;
-}
-
-/** The rows of resources/snapshots/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
-export interface SnapshotsTable {
-  id: string;
-  account_id: string;
-  name: string;
-  source_volume_id: string;
-  source_instance_id: string | null;
-  size_gb: number;
-  region: string;
-  status: string;
-  /** 'manual' or 'scheduled'. */
-  kind: string;
-  error: string | null;
-  /** JSON object string → string. */
-  tags: string;
-  version: number;
-  created_at: string;
-  completed_at: string | null;
-  updated_at: string;
 }
 
 /** One row per volume or instance with a backup schedule; the scheduler reads the due ones by next_due_at. */
@@ -300,41 +219,6 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
-/** The rows of resources/vpns/record.ts's record, which is checked against this type (platform/store/record-table.ts). */
-export interface VpnsTable {
-  id: string;
-  account_id: string;
-  name: string;
-  region: string;
-  status: string;
-  /** The gateway's public IPv4: unique in the region, and never an instance's (resources/addresses/public-ip-store.ts). */
-  endpoint_ip: string;
-  endpoint_port: number;
-  server_public_key: string;
-  /** The gateway's private key sealed under the master key, bound to the VPN id (platform/secret-box.ts). */
-  server_private_key_sealed: string;
-  tunnel_cidr: string;
-  /** JSON array of CIDR blocks routed to clients besides the region's private network. */
-  allowed_cidrs: string;
-  /** Bumped by every write; writers guard on it. */
-  version: number;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface VpnPeersTable {
-  id: string;
-  vpn_id: string;
-  account_id: string;
-  name: string;
-  public_key: string;
-  /** Its tunnel address, unique within the VPN while the peer exists. */
-  address: string;
-  /** 1 when the server generated the key pair (its private key was shown once, never stored). */
-  key_generated: number;
-  created_at: string;
-}
-
 export interface FirewallRulesTable {
   id: string;
   account_id: string;
@@ -384,22 +268,17 @@ export interface Database extends BillingTables, AlertTables {
   events: EventsTable;
   settings: SettingsTable;
   ssh_keys: SshKeysTable;
-  instances: InstancesTable;
   instance_tags: InstanceTagsTable;
   instance_counts: InstanceCountsTable;
   region_gpu_usage: RegionGpuUsageTable;
   account_usage: AccountUsageTable;
   address_pools: AddressPoolsTable;
   free_addresses: FreeAddressesTable;
-  volumes: VolumesTable;
   volume_tags: VolumeTagsTable;
-  snapshots: SnapshotsTable;
   backup_schedules: BackupSchedulesTable;
   jobs: JobsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
-  vpns: VpnsTable;
-  vpn_peers: VpnPeersTable;
   firewall_rules: FirewallRulesTable;
   metric_blocks: MetricBlocksTable;
 }
@@ -416,7 +295,6 @@ export type SshKeyRow = Selectable<SshKeysTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
-export type VpnPeerRow = Selectable<VpnPeersTable>;
 export type FirewallRuleRow = Selectable<FirewallRulesTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 

@@ -18,6 +18,7 @@ import {
   booleanInteger,
   jsonText,
   nullableJsonText,
+  type RowFor,
   recordTable,
 } from '../../platform/store/record-table.js';
 import type { Database, Executor } from '../../platform/store/schema.js';
@@ -34,16 +35,23 @@ import { type Instance, type InstanceChanges, InstanceRecord } from './record.js
 export type { InstanceChanges } from './record.js';
 
 /** The instances table; SSH key ids, tags and backup schedules are JSON text, monitoring 0/1. */
-const table = recordTable({
-  table: 'instances',
-  record: InstanceRecord,
-  codecs: {
-    ssh_key_ids: jsonText<string[]>(),
-    tags: jsonText<Instance['tags']>(),
-    monitoring: booleanInteger,
-    backup_schedule: nullableJsonText<BackupSchedule>(),
-  },
-});
+/** Lists, tags and schedules are kept as JSON text and monitoring as 0/1; every other field is its own column. */
+const codecs = {
+  ssh_key_ids: jsonText<string[]>(),
+  tags: jsonText<Instance['tags']>(),
+  monitoring: booleanInteger,
+  backup_schedule: nullableJsonText<BackupSchedule>(),
+};
+
+/** The instances table: the record's fields as columns (tags are also mirrored into instance_tags). */
+export type InstancesTable = RowFor<Instance, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    instances: InstancesTable;
+  }
+}
+
+const table = recordTable({ table: 'instances', record: InstanceRecord, codecs });
 
 export type InstanceSort = 'created_at' | 'name' | 'status' | 'instance_type';
 

@@ -6,16 +6,23 @@
  */
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import { jsonText, recordTable } from '../../platform/store/record-table.js';
+import { jsonText, type RowFor, recordTable } from '../../platform/store/record-table.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { type Snapshot, type SnapshotChanges, SnapshotRecord, type SnapshotSort } from './record.js';
 
 /** The snapshots table; tags are JSON text. */
-const table = recordTable({
-  table: 'snapshots',
-  record: SnapshotRecord,
-  codecs: { tags: jsonText<Snapshot['tags']>() },
-});
+/** Tags are kept as JSON text; every other field is its own column. */
+const codecs = { tags: jsonText<Snapshot['tags']>() };
+
+/** The snapshots table: the record's fields as columns. */
+export type SnapshotsTable = RowFor<Snapshot, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    snapshots: SnapshotsTable;
+  }
+}
+
+const table = recordTable({ table: 'snapshots', record: SnapshotRecord, codecs });
 
 export const insertSnapshot = table.insert;
 export const findSnapshot = table.find;

@@ -8,17 +8,23 @@
 import type { ExpressionBuilder } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import { jsonText, nullableJsonText, recordTable } from '../../platform/store/record-table.js';
+import { jsonText, nullableJsonText, type RowFor, recordTable } from '../../platform/store/record-table.js';
 import type { Database, Executor } from '../../platform/store/schema.js';
 import type { BackupSchedule } from './backup-schedule.js';
 import { type Volume, type VolumeChanges, VolumeRecord, type VolumeSort } from './record.js';
 
-/** The volumes table; tags and backup schedules are JSON text. */
-const table = recordTable({
-  table: 'volumes',
-  record: VolumeRecord,
-  codecs: { tags: jsonText<Volume['tags']>(), backup_schedule: nullableJsonText<BackupSchedule>() },
-});
+/** Tags and backup schedules are kept as JSON text; every other field is its own column. */
+const codecs = { tags: jsonText<Volume['tags']>(), backup_schedule: nullableJsonText<BackupSchedule>() };
+
+/** The volumes table: the record's fields as columns (tags are also mirrored into volume_tags). */
+export type VolumesTable = RowFor<Volume, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    volumes: VolumesTable;
+  }
+}
+
+const table = recordTable({ table: 'volumes', record: VolumeRecord, codecs });
 
 async function writeTags(
   db: Executor,

@@ -7,8 +7,14 @@
  */
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import { booleanInteger, jsonText, recordRows, recordTable } from '../../platform/store/record-table.js';
-import type { Executor, VpnPeerRow } from '../../platform/store/schema.js';
+import {
+  booleanInteger,
+  jsonText,
+  type RowFor,
+  recordRows,
+  recordTable,
+} from '../../platform/store/record-table.js';
+import type { Executor } from '../../platform/store/schema.js';
 import { publicScopeKey, returnAddress } from '../addresses/address-store.js';
 import {
   type PeerSort,
@@ -21,18 +27,23 @@ import {
 } from './record.js';
 
 /** The vpns table; the extra routes are JSON text. */
-const table = recordTable({
-  table: 'vpns',
-  record: VpnRecord,
-  codecs: { allowed_cidrs: jsonText<string[]>() },
-});
+/** Allowed CIDRs are kept as JSON text; every other field is its own column. */
+const codecs = { allowed_cidrs: jsonText<string[]>() };
+/** A peer's "the server made its key" is 0/1. */
+const peerCodecs = { key_generated: booleanInteger };
 
-/** A VPN's peers; whether the server made the key is 0/1. */
-const peers = recordRows({
-  table: 'vpn_peers',
-  record: VpnPeerRecord,
-  codecs: { key_generated: booleanInteger },
-});
+/** The vpns table and its peers' table: the records' fields as columns. */
+export type VpnsTable = RowFor<Vpn, typeof codecs>;
+export type VpnPeersTable = RowFor<VpnPeer, typeof peerCodecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    vpns: VpnsTable;
+    vpn_peers: VpnPeersTable;
+  }
+}
+
+const table = recordTable({ table: 'vpns', record: VpnRecord, codecs });
+const peers = recordRows({ table: 'vpn_peers', record: VpnPeerRecord, codecs: peerCodecs });
 
 export const insertVpn = table.insert;
 export const findVpn = table.find;
@@ -81,7 +92,7 @@ export async function countVpns(db: Executor, accountId: string): Promise<number
 export async function insertPeer(db: Executor, peer: VpnPeer): Promise<void> {
   await db
     .insertInto('vpn_peers')
-    .values(peers.encode(peer) as VpnPeerRow)
+    .values(peers.encode(peer) as VpnPeersTable)
     .execute();
 }
 
