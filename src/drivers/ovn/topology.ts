@@ -24,6 +24,7 @@ import {
   setElements,
   uuidOf,
 } from './northbound.js';
+import { routerAttachment } from './router-attachment.js';
 import { PUBLIC_COLUMNS, type PublicTable, publicRows, type VpcPublicSide } from './uplink.js';
 
 export interface VpcPort {
@@ -180,19 +181,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
       },
     },
     ...publicSide.rows,
-    {
-      table: 'Logical_Switch_Port',
-      key: names.switchRouterPort,
-      columns: {
-        name: names.switchRouterPort,
-        type: 'router',
-        addresses: ['router'],
-        port_security: [],
-        options: { 'router-port': names.routerPort },
-        dhcpv4_options: { refs: [] },
-        external_ids: ids(names.switchRouterPort),
-      },
-    },
+    routerAttachment(names.switchRouterPort, names.routerPort, ids(names.switchRouterPort)),
     ...instancePorts.map(
       (port): Row => ({
         table: 'Logical_Switch_Port',

@@ -22,6 +22,7 @@
 import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.js';
 import { run } from '../qemu/tools.js';
 import type { OvnEndpoints } from './daemons.js';
+import { routerAttachment } from './router-attachment.js';
 import type { Cell, Row } from './topology.js';
 
 /** The physical network name the provider bridge is mapped to on every chassis. */
@@ -167,19 +168,7 @@ export function publicRows(
         external_ids: ids(names.localnetPort),
       },
     },
-    {
-      table: 'Logical_Switch_Port',
-      key: names.switchRouterPort,
-      columns: {
-        name: names.switchRouterPort,
-        type: 'router',
-        addresses: ['router'],
-        port_security: [],
-        options: { 'router-port': names.routerPort },
-        dhcpv4_options: { refs: [] },
-        external_ids: ids(names.switchRouterPort),
-      },
-    },
+    routerAttachment(names.switchRouterPort, names.routerPort, ids(names.switchRouterPort)),
     {
       table: 'Logical_Switch',
       key: names.switch,
