@@ -302,6 +302,10 @@ const BELOW_HTTP: Record<string, string> = {
   'test/operator-ports.test.ts':
     'the metrics and metadata ports, which are not the API the document describes',
   'test/tls.test.ts': 'the TLS handshake itself',
+  'test/helpers/dns.ts': 'DNS over TCP to the DNS server, which is not the API the document describes',
+  'test/dns-hardening.test.ts': 'hostile DNS streams over TCP to the DNS server',
+  'test/helpers/ovn.ts': "TCP probes between the suite's network namespaces, not to the API",
+  'test/ovn-firewall.test.ts': "TCP probes through OVN's firewall between the suite's namespaces",
 };
 
 describe('the contract check on every answer (test/helpers/openapi-contract.ts)', () => {
