@@ -23,13 +23,13 @@ import path from 'node:path';
 import { Duplex } from 'node:stream';
 import { run } from '../qemu/tools.js';
 import { EmbeddedOvn, integrationBridgeName, type OvnEndpoints } from './daemons.js';
-import { Northbound } from './northbound.js';
+import { mapEntries, Northbound, ovsdbMap } from './northbound.js';
 import {
   type ApplyResult,
   applyTopology,
   type DesiredVpc,
   hostPortName,
-  readRows,
+  VPC_ID,
   vpcKey,
 } from './topology.js';
 import { type VpcInstance, vpcsOf } from './vpcs.js';
@@ -207,12 +207,14 @@ export class OvnNetwork {
       add(await applyTopology(this.nb, desired));
     } else {
       // The account's VPCs OVN holds now (those left with no instance are to go) and those desired.
-      const existing = (await readRows(this.nb)).filter(
-        (row) => row.table === 'Logical_Switch' && externalIds(row)['nimbus:account'] === accountId,
+      const switches = await this.nb.select(
+        'Logical_Switch',
+        [['external_ids', 'includes', ovsdbMap({ 'nimbus:account': accountId })]],
+        ['external_ids'],
       );
       const scope = new Set([
         ...desired.map(vpcKey),
-        ...existing.map((row) => externalIds(row)['nimbus:vpc']!),
+        ...switches.flatMap((row) => mapEntries(row.external_ids)[VPC_ID] ?? []),
       ]);
       add(await applyTopology(this.nb, desired, [...scope]));
     }
@@ -287,11 +289,6 @@ export class OvnNetwork {
     this.nb.close();
     await this.embedded?.close();
   }
-}
-
-/** Nimbus's marks on a row (external_ids). */
-function externalIds(row: { columns: Record<string, unknown> }): Record<string, string> {
-  return (row.columns.external_ids ?? {}) as Record<string, string>;
 }
 
 /** The account and region of a VPC key (`nimbus-<account>-<region>`; ids hold no hyphen, regions do). */

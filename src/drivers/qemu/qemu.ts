@@ -37,7 +37,7 @@ import type {
 } from '../driver.js';
 import { missingOvnPrograms } from '../ovn/daemons.js';
 import { OvnNetwork } from '../ovn/network.js';
-import { type ApplyResult, diffRows, readRows, vpcRows } from '../ovn/topology.js';
+import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
@@ -250,7 +250,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
       const changes = diffRows(desired, await readRows(network.nb));
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
-      const vpcs = new Set(vpcsOf(instances).map((vpc) => `nimbus-${vpc.accountId}-${vpc.region}`));
+      const vpcs = new Set(vpcsOf(instances).map(vpcKey));
       return {
         missing: changes.filter((c) => c.op === 'insert').map(name),
         differing: changes.filter((c) => c.op === 'update').map(name),
