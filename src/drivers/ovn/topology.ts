@@ -49,7 +49,7 @@ export interface DesiredVpc {
   public?: VpcPublicSide;
   /**
    * The host's own port on the VPC (a `localport`: each chassis binds its own), when there is one: the
-   * guests reach it at `ip` through the router (the router port holds `routerIp` on its network too), and
+   * guests reach it at `ip` through the router (the router port holds `routerNetwork` too), and
    * the host reaches the guests from it, so it must be in no private block.
    */
   hostPort?: HostPort;
