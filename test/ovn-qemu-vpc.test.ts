@@ -281,7 +281,7 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     expect(check.stdout).toContain('OVN matches the store');
   }, 240_000);
 
-  it("leaves no row, tap or namespace of an account's deleted instances, and reports drift", async () => {
+  it("leaves no row, tap or namespace of an account's deleted instances, no tap of a stopped one, and reports drift", async () => {
     const gone = async (vm: Json, key: string) => {
       expect((await api('DELETE', `/v1/instances/${vm.id}`, key)).status).toBe(202);
       await waitFor(
@@ -304,6 +304,21 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     expect((await rows()).some((row) => row.includes(vms.b1.id))).toBe(true);
     expect(network.hostNamespaces()).toHaveLength(1);
     expect((await network.instanceTaps()).map((t) => t.instanceId)).toEqual([vms.b1.id]);
+    expect((await admin('network', 'check')).code).toBe(0);
+
+    // A stopped VM has no tap; its instance keeps its port (and address), so nothing drifts.
+    expect((await api('POST', `/v1/instances/${vms.b1.id}/stop`, accounts.b)).status).toBe(202);
+    await waitFor(
+      'b1 stopped',
+      async () =>
+        (await api('GET', `/v1/instances/${vms.b1.id}`, accounts.b)).body.data?.status === 'stopped'
+          ? true
+          : undefined,
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    expect(existsSync(`/sys/class/net/${network.tapName(vms.b1.id)}`)).toBe(false);
+    expect(await network.instanceTaps()).toEqual([]);
+    expect((await rows()).some((row) => row.includes(vms.b1.id))).toBe(true);
     expect((await admin('network', 'check')).code).toBe(0);
 
     // Drift: b1's port taken out of OVN behind Nimbus's back.

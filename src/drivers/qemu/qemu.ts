@@ -247,7 +247,12 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     try {
       const instances = await this.vpcInstances!.list(null);
       const desired = vpcsOf(instances).flatMap(vpcRows);
-      const changes = diffRows(desired, await readRows(network.nb));
+      const existing = await readRows(network.nb).catch((error: unknown) => {
+        throw new QemuDriverError(
+          `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
+        );
+      });
+      const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
       const vpcs = new Set(vpcsOf(instances).map(vpcKey));
