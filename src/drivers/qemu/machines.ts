@@ -229,11 +229,10 @@ export class QemuMachines {
     }
     await this.serve(spec.id);
     const taps = this.o.taps;
-    const internalPort = taps ? null : await loopbackPort();
-    const nic: VmLayout['nic'] =
-      internalPort === null
-        ? { kind: 'tap', ifname: await taps!.plug(spec.id) }
-        : { kind: 'user', ssh: { host: '127.0.0.1', port: internalPort } };
+    const nic: VmLayout['nic'] = taps
+      ? { kind: 'tap', ifname: await taps.plug(spec.id) }
+      : { kind: 'user', ssh: { host: '127.0.0.1', port: await loopbackPort() } };
+    const internalPort = nic.kind === 'user' ? nic.ssh.port : null;
     const paths = this.o.paths;
     const pidFile = paths.machineFile(spec.id, 'qemu.pid');
     removeFile(pidFile);
