@@ -18,6 +18,7 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ComputeDriver, GuestHost } from './drivers/driver.js';
+import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
 import type { Config } from './platform/config.js';
@@ -426,6 +427,12 @@ function compose(
     for (const [kind, handler] of Object.entries(module.jobs ?? {})) jobs.register(kind, handler);
     if (module.onEventRecorded) subscribeToEvents(module.onEventRecorded);
   }
+  // NIMBUS_NETWORK=ovn: a change of an account's instances reconciles its VPCs (drivers/ovn/vpcs.ts).
+  const vpcReconcile = driver instanceof QemuDriver ? driver.vpcReconcile : null;
+  if (vpcReconcile) {
+    jobs.register(VPC_JOB, vpcReconcile);
+    subscribeToEvents(queueVpcReconcile(jobs));
+  }
 
   return {
     services: {
@@ -483,6 +490,16 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
     },
     memoryScale: config.qemu.memoryScale,
     accel: config.qemu.accel,
+    network: config.network,
+    vpcInstances: {
+      list: (accountId) => {
+        const query = store.db
+          .selectFrom('instances')
+          .select(['id', 'account_id', 'region', 'name', 'private_ip']);
+        return (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+      },
+      find: async (id) => (await findInstance(store.db, id)) ?? null,
+    },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);
       const keys = [];

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../composition.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
 import type { Config } from '../platform/config.js';
+import { Conflict } from '../platform/errors.js';
 import { actingAs, OPERATOR } from '../platform/events/actor.js';
 import { migrateToLatest, openStore } from '../platform/store/db.js';
 
@@ -32,7 +33,9 @@ Commands:
                                                   other overdue invoice becomes active)
   invoice-void --invoice ID                       void an open invoice (the same for past due)
   images build [--name NAME] [--force]            build the qemu driver's guest image (images help)
-  images list                                     the guest images the qemu driver can boot`;
+  images list                                     the guest images the qemu driver can boot
+  network check                                   NIMBUS_NETWORK=ovn: compare OVN's rows (and this host's
+                                                  taps and host ports) with the store; exit 1 on drift`;
 
 export interface Output {
   out(line: string): void;
@@ -75,6 +78,8 @@ export async function runAdmin(
     await runImages(rest, config, output);
     return;
   }
+  // `network check`: a command of two words, its options after them.
+  const subcommand = command === 'network' ? rest.shift() : undefined;
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -222,6 +227,26 @@ export async function runAdmin(
             ? `Repaired ${drifted.length} counter(s):\n${drifted.join('\n')}`
             : `${ids.length} account(s) recounted: every counter was right`,
         );
+        return;
+      }
+      case 'network': {
+        if (subcommand !== 'check') throw new UsageError(`Usage: nimbus admin network check [--json]`);
+        const { QemuDriver } = await import('../drivers/qemu/qemu.js');
+        const drift = backends.driver instanceof QemuDriver ? await backends.driver.networkDrift() : null;
+        if (drift === null) {
+          throw new UsageError('network check: only with NIMBUS_DRIVER=qemu and NIMBUS_NETWORK=ovn');
+        }
+        const lines = [
+          ...drift.missing.map((row) => `missing in OVN: ${row}`),
+          ...drift.differing.map((row) => `differs in OVN: ${row}`),
+          ...drift.extra.map((row) => `extra in OVN: ${row}`),
+          ...drift.strayInterfaces.map((what) => `stray on the bridge: ${what}`),
+        ];
+        print(drift, lines.length > 0 ? lines.join('\n') : 'OVN matches the store');
+        if (lines.length > 0) {
+          // Exit 1: a reconcile (the server's next start, or the next change of the account) repairs it.
+          throw new Conflict(`OVN differs from the store in ${lines.length} place(s)`, { ...drift });
+        }
         return;
       }
       default:

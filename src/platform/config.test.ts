@@ -71,6 +71,54 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(name);
   });
 
+  describe('the network of the qemu driver', () => {
+    const qemu = { NIMBUS_DRIVER: 'qemu' };
+
+    it('is the user-mode network unless NIMBUS_NETWORK says ovn', () => {
+      expect(loadConfig({}).network).toEqual({ mode: 'user' });
+      expect(loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn' }).network).toEqual({ mode: 'ovn', central: null });
+    });
+
+    it('takes an existing central with both databases, and the system OVS by default', () => {
+      const central = { NIMBUS_OVN_NB_URL: 'tcp:10.0.0.5:6641', NIMBUS_OVN_SB_URL: 'tcp:10.0.0.5:6642' };
+      expect(loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn', ...central }).network).toEqual({
+        mode: 'ovn',
+        central: {
+          nbUrl: 'tcp:10.0.0.5:6641',
+          sbUrl: 'tcp:10.0.0.5:6642',
+          ovsDb: 'unix:/var/run/openvswitch/db.sock',
+        },
+      });
+      const ovsDb = 'unix:/run/ovs/db.sock';
+      expect(
+        loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn', ...central, NIMBUS_OVS_DB: ovsDb }).network,
+      ).toMatchObject({ central: { ovsDb } });
+    });
+
+    it('refuses what cannot work, saying why', () => {
+      const refused = (env: Record<string, string>) => () => loadConfig(env);
+      expect(refused({ NIMBUS_NETWORK: 'ovn' })).toThrow(/NIMBUS_NETWORK=ovn needs NIMBUS_DRIVER=qemu/);
+      expect(refused({ ...qemu, NIMBUS_NETWORK: 'bridge' })).toThrow(ConfigError);
+      expect(refused({ ...qemu, NIMBUS_NETWORK: 'ovn', NIMBUS_OVN_NB_URL: 'tcp:h:6641' })).toThrow(
+        /set both or neither/,
+      );
+      expect(refused({ ...qemu, NIMBUS_OVN_NB_URL: 'tcp:h:6641', NIMBUS_OVN_SB_URL: 'tcp:h:6642' })).toThrow(
+        /need NIMBUS_NETWORK=ovn/,
+      );
+      expect(refused({ ...qemu, NIMBUS_NETWORK: 'ovn', NIMBUS_OVS_DB: 'unix:/x' })).toThrow(
+        /for an existing OVN central/,
+      );
+      expect(
+        refused({
+          ...qemu,
+          NIMBUS_NETWORK: 'ovn',
+          NIMBUS_OVN_NB_URL: 'ssl:h:6641',
+          NIMBUS_OVN_SB_URL: 'tcp:h:6642',
+        }),
+      ).toThrow(/NIMBUS_OVN_NB_URL/);
+    });
+  });
+
   it('refuses a TLS certificate without its key', () => {
     expect(() => loadConfig({ NIMBUS_TLS_CERT: '/etc/nimbus/cert.pem' })).toThrow(/set together/);
   });

@@ -14,6 +14,10 @@ const SECRET_SETTINGS = new Set(['NIMBUS_SECRET_KEY', 'NIMBUS_METRICS_TOKEN']);
 /** Base64 of exactly 32 bytes. */
 const MASTER_KEY_PATTERN = '^[A-Za-z0-9+/]{43}=$';
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
+/** An OVSDB remote as Nimbus's client reaches it (drivers/ovn/northbound.ts): a unix socket or TCP. */
+const OVSDB_REMOTE = '^(unix:/.+|tcp:(\\[[0-9A-Fa-f:.]+\\]|[^:\\s]+):\\d{1,5})$';
+/** The host's own Open vSwitch database, where Debian's openvswitch-switch puts it. */
+export const SYSTEM_OVS_DB = 'unix:/var/run/openvswitch/db.sock';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 const EnvSchema = Type.Object({
@@ -38,6 +42,13 @@ const EnvSchema = Type.Object({
   }),
   /** Host ports the qemu driver forwards to its guests' SSH servers, `first-last`, on NIMBUS_HOST. */
   NIMBUS_QEMU_SSH_PORTS: Type.String({ default: '22000-22999', pattern: '^\\d{1,5}-\\d{1,5}$' }),
+  /** The qemu driver's network: `user` (QEMU user-mode, SSH forwarded) or `ovn` (real networks on OVN). */
+  NIMBUS_NETWORK: Type.Union([Type.Literal('user'), Type.Literal('ovn')], { default: 'user' }),
+  /** With `ovn`: an existing OVN central's northbound and southbound databases (unset: Nimbus runs its own). */
+  NIMBUS_OVN_NB_URL: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
+  NIMBUS_OVN_SB_URL: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
+  /** With an existing OVN central: this host's Open vSwitch database. */
+  NIMBUS_OVS_DB: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
   NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
   NIMBUS_METRICS_PORT: Type.Optional(Port),
   /** When set, the metrics port answers only `Authorization: Bearer <this>` (16+ printable characters). */
@@ -100,6 +111,14 @@ const EnvSchema = Type.Object({
   NIMBUS_TEST_CRASH_AFTER_COMMIT: Type.Optional(Type.String({ pattern: '^(0|1)$' })),
 });
 
+/**
+ * `user`: QEMU's user-mode network. `ovn`: OVN, run by Nimbus under `<data dir>/ovn` (`central: null`) or
+ * an existing central with this host's Open vSwitch.
+ */
+export type NetworkConfig =
+  | { mode: 'user' }
+  | { mode: 'ovn'; central: { nbUrl: string; sbUrl: string; ovsDb: string } | null };
+
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export interface Config {
@@ -122,6 +141,8 @@ export interface Config {
     accel: 'auto' | 'kvm' | 'tcg';
     sshPorts: { first: number; last: number };
   };
+  /** The qemu driver's network (docs/operations.md, "OVN: real networks"). */
+  network: NetworkConfig;
   publicDomain: string;
   /** 0 disables the Prometheus listener. */
   metricsPort: number;
@@ -200,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'Invalid configuration: NIMBUS_TEST_CRASH_AFTER_COMMIT is for tests only (NODE_ENV=test)',
     );
   }
+  const network = networkConfig(raw);
   return {
     dataDir: path.resolve(raw.NIMBUS_DATA_DIR),
     host: raw.NIMBUS_HOST,
@@ -220,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       accel: raw.NIMBUS_QEMU_ACCEL,
       sshPorts: parsePortRange(raw.NIMBUS_QEMU_SSH_PORTS),
     },
+    network,
     publicDomain: raw.NIMBUS_PUBLIC_DOMAIN,
     metricsPort: raw.NIMBUS_METRICS_PORT ?? 9464,
     metricsToken: raw.NIMBUS_METRICS_TOKEN ?? null,
@@ -294,6 +317,37 @@ function parseTrustProxy(value: string | undefined): boolean | string {
   if (value === '1' || value.toLowerCase() === 'true') return true;
   if (value === '0' || value.toLowerCase() === 'false') return false;
   return value;
+}
+
+function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
+  const ovnOnly = (['NIMBUS_OVN_NB_URL', 'NIMBUS_OVN_SB_URL', 'NIMBUS_OVS_DB'] as const).filter(
+    (name) => raw[name] !== undefined,
+  );
+  if (raw.NIMBUS_NETWORK === 'user') {
+    if (ovnOnly.length > 0) {
+      throw new ConfigError(`Invalid configuration: ${ovnOnly.join(', ')} need NIMBUS_NETWORK=ovn`);
+    }
+    return { mode: 'user' };
+  }
+  // The simulator runs no guest: a real network under it would carry nothing.
+  if (raw.NIMBUS_DRIVER !== 'qemu') {
+    throw new ConfigError('Invalid configuration: NIMBUS_NETWORK=ovn needs NIMBUS_DRIVER=qemu');
+  }
+  const { NIMBUS_OVN_NB_URL: nbUrl, NIMBUS_OVN_SB_URL: sbUrl } = raw;
+  if (Boolean(nbUrl) !== Boolean(sbUrl)) {
+    throw new ConfigError(
+      'Invalid configuration: NIMBUS_OVN_NB_URL and NIMBUS_OVN_SB_URL name one OVN central: set both or neither',
+    );
+  }
+  if (!nbUrl || !sbUrl) {
+    if (raw.NIMBUS_OVS_DB !== undefined) {
+      throw new ConfigError(
+        'Invalid configuration: NIMBUS_OVS_DB is for an existing OVN central (NIMBUS_OVN_NB_URL); without one Nimbus runs its own Open vSwitch',
+      );
+    }
+    return { mode: 'ovn', central: null };
+  }
+  return { mode: 'ovn', central: { nbUrl, sbUrl, ovsDb: raw.NIMBUS_OVS_DB ?? SYSTEM_OVS_DB } };
 }
 
 function parsePortRange(value: string): { first: number; last: number } {

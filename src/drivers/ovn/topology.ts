@@ -47,6 +47,20 @@ export interface DesiredVpc {
   ports: readonly VpcPort[];
   /** Its side on the public link (uplink.ts): a gateway port, a default route and one NAT per public IP. */
   public?: VpcPublicSide;
+  /**
+   * The host's own port on the VPC (a `localport`: each chassis binds its own), when there is one: the
+   * guests reach it at `ip` through the router (the router port holds `routerNetwork` too), and
+   * the host reaches the guests from it, so it must be in no private block.
+   */
+  hostPort?: HostPort;
+}
+
+export interface HostPort {
+  mac: string;
+  /** e.g. 169.254.169.254 */
+  ip: string;
+  /** The router's address on the host port's network, with its prefix: e.g. 169.254.0.1/16. */
+  routerNetwork: string;
 }
 
 export type Table =
@@ -124,6 +138,11 @@ export function vpcKey(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): string {
   return `nimbus-${vpc.accountId}-${vpc.region}`;
 }
 
+/** The logical port of the host's own interface on the VPC (its iface-id on the integration bridge). */
+export function hostPortName(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): string {
+  return `${vpcKey(vpc)}-host`;
+}
+
 /** The rows of one VPC. */
 export function vpcRows(vpc: DesiredVpc): Row[] {
   const key = vpcKey(vpc);
@@ -133,7 +152,9 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     routerPort: `${key}-lrp`,
     switchRouterPort: `${key}-rsp`,
     dhcp: `${key}-dhcp`,
+    hostPort: hostPortName(vpc),
   };
+  const host = vpc.hostPort;
   const prefix = parseCidrBlock(vpc.cidr).prefix;
   const ids = (rowKey: string, more: Record<string, string> = {}) => ({
     [KEY_ID]: rowKey,
@@ -166,7 +187,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
       columns: {
         name: names.routerPort,
         mac: vpc.router.mac,
-        networks: [`${vpc.router.ip}/${prefix}`],
+        networks: [`${vpc.router.ip}/${prefix}`, ...(host ? [host.routerNetwork] : [])],
         external_ids: ids(names.routerPort),
       },
     },
@@ -198,12 +219,35 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
         },
       }),
     ),
+    ...(host
+      ? [
+          {
+            table: 'Logical_Switch_Port',
+            key: names.hostPort,
+            columns: {
+              name: names.hostPort,
+              type: 'localport',
+              addresses: [`${host.mac} ${host.ip}`],
+              port_security: [],
+              options: {},
+              dhcpv4_options: { refs: [] },
+              external_ids: ids(names.hostPort),
+            },
+          } satisfies Row,
+        ]
+      : []),
     {
       table: 'Logical_Switch',
       key: names.switch,
       columns: {
         name: names.switch,
-        ports: { refs: [names.switchRouterPort, ...instancePorts.map((p) => p.instanceId)] },
+        ports: {
+          refs: [
+            names.switchRouterPort,
+            ...instancePorts.map((p) => p.instanceId),
+            ...(host ? [names.hostPort] : []),
+          ],
+        },
         external_ids: ids(names.switch),
       },
     },

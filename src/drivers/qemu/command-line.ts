@@ -9,6 +9,10 @@
  *   forwarded to it (its SSH port) and its metadata service at 169.254.169.254; nothing on the host's
  *   own network configuration changes. The guest network is 169.254.0.0/16 because QEMU refuses a
  *   guest forward outside the user network (checked with QEMU 7.2).
+ * - or, with NIMBUS_NETWORK=ovn, a tap Nimbus made and plugged into OVN's integration bridge
+ *   (drivers/ovn/network.ts), opened by name (`script=no`: QEMU configures nothing on the host). No
+ *   vnet header: the guest then gets no checksum offload and sends every packet with its checksum, which
+ *   the userspace datapath's connection tracking needs (it drops packets left to the hardware).
  * - fixed PCI slots: the root disk before the data disks, data disks in device-name order, so the guest
  *   names them /dev/vda, /dev/vdb… as the API does, boot after boot and after hot-plugs.
  * - `-no-shutdown`: a guest that powers itself off leaves QEMU running, paused in `shutdown`, so the
@@ -61,7 +65,8 @@ export interface VmLayout {
   qmpSocket: string;
   metadataSocket: string;
   mac: string;
-  ssh: { host: string; port: number };
+  /** The NIC's network: QEMU's user-mode one with the guest's SSH port forwarded, or a tap on OVN. */
+  nic: { kind: 'user'; ssh: { host: string; port: number } } | { kind: 'tap'; ifname: string };
   dataDisks: { id: string; file: string; deviceName: string }[];
   /** Nimbus's sockets that count the frames the guest receives (rx) and sends (tx). */
   traffic: { rx: string; tx: string };
@@ -82,6 +87,22 @@ export function metadataCommand(socketPath: string): string {
   return `socat - 'UNIX-CONNECT:${socketPath}'`;
 }
 
+/** QEMU's user-mode network, restricted: the guest reaches its forwarded SSH port and metadata only. */
+function userNetdev(vm: VmLayout, ssh: { host: string; port: number }): string {
+  const net = GUEST_NETWORK;
+  return [
+    'user',
+    'id=net0',
+    'restrict=on',
+    `net=${net.net}`,
+    `host=${net.host}`,
+    `dns=${net.dns}`,
+    `dhcpstart=${net.dhcpStart}`,
+    `hostfwd=tcp:${ssh.host}:${ssh.port}-:22`,
+    `guestfwd=tcp:${net.metadata}:80-cmd:${metadataCommand(vm.metadataSocket)}`,
+  ].join(',');
+}
+
 export function qemuArgs(vm: VmLayout): string[] {
   const files = [
     vm.rootDisk,
@@ -95,18 +116,10 @@ export function qemuArgs(vm: VmLayout): string[] {
     // QEMU splits option values at commas; our paths never hold one (checked, not escaped).
     if (file.includes(',')) throw new Error(`qemu driver: path ${file} holds a comma`);
   }
-  const net = GUEST_NETWORK;
-  const netdev = [
-    'user',
-    'id=net0',
-    'restrict=on',
-    `net=${net.net}`,
-    `host=${net.host}`,
-    `dns=${net.dns}`,
-    `dhcpstart=${net.dhcpStart}`,
-    `hostfwd=tcp:${vm.ssh.host}:${vm.ssh.port}-:22`,
-    `guestfwd=tcp:${net.metadata}:80-cmd:${metadataCommand(vm.metadataSocket)}`,
-  ].join(',');
+  const netdev =
+    vm.nic.kind === 'tap'
+      ? ['tap', 'id=net0', `ifname=${vm.nic.ifname}`, 'script=no', 'downscript=no', 'vnet_hdr=off'].join(',')
+      : userNetdev(vm, vm.nic.ssh);
   const args = [
     '-name',
     `guest=${vm.id},debug-threads=on`,

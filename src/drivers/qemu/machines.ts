@@ -10,13 +10,15 @@
  * (a pid whose command line is that VM's is that VM, whoever started it).
  *
  * Powers: no record → absent; a live process → booting until the guest's SSH server answers on the
- * forwarded port (then running), stopping while an ACPI power-down is under way (sent again every few
+ * forwarded port, or on its private address from its VPC's host namespace with NIMBUS_NETWORK=ovn
+ * (then running), stopping while an ACPI power-down is under way (sent again every few
  * seconds, forced after STOP_TIMEOUT_MS); no process → off, or failed when the process went away
  * without being asked (killed, crashed) or SSH never answered within BOOT_TIMEOUT_MS. A guest that powers
  * itself off leaves QEMU paused in `shutdown` (-no-shutdown): that is an orderly off.
  */
 import { chmodSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { macAddressFor } from '../../resources/addresses/addresses.js';
 import type { MachineSpec, MachineState, PowerState } from '../driver.js';
 import { qemuArgs, type VmLayout } from './command-line.js';
@@ -25,11 +27,11 @@ import { builtImage, type GuestImage, listImages } from './images.js';
 import type { MetadataSockets } from './metadata-sockets.js';
 import type { NetTraffic } from './metrics.js';
 import {
+  answersAsSsh,
   isOurProcess,
   kill,
   portFree,
   readPidFile,
-  sshAnswers,
   startDaemonized,
   waitForExit,
 } from './process.js';
@@ -71,6 +73,19 @@ export interface GuestIdentity {
   sshKeys: string[];
 }
 
+/**
+ * The NICs of VMs on a network Nimbus plugs them into (NIMBUS_NETWORK=ovn: drivers/ovn/network.ts),
+ * instead of QEMU's user-mode network.
+ */
+export interface GuestTaps {
+  /** Before QEMU starts: the tap it opens for the guest's NIC, made or found (a restart keeps it). */
+  plug(instanceId: string): Promise<string>;
+  /** After QEMU has gone: the tap and its switch port removed; absent ones are fine. */
+  unplug(instanceId: string): Promise<void>;
+  /** A stream to the guest's TCP port 22, or null when the guest cannot be reached now. */
+  connectSsh(instanceId: string): Promise<Duplex | null>;
+}
+
 export interface MachineOptions {
   paths: QemuPaths;
   imageDir: string;
@@ -80,6 +95,8 @@ export interface MachineOptions {
   ssh: { host: string; ports: { first: number; last: number } };
   metadata: MetadataSockets;
   proxies: SshProxies;
+  /** null: QEMU's user-mode network, the guest's SSH forwarded to a loopback port. */
+  taps: GuestTaps | null;
   /** Where the frames of each VM's NIC are counted (metrics.ts). */
   traffic: NetTraffic;
   identity: (spec: MachineSpec) => Promise<GuestIdentity>;
@@ -129,7 +146,7 @@ export class QemuMachines {
     if (!record) return;
     await this.o.proxies.open(id, this.o.ssh.host, record.sshPort, () => {
       const now = this.records.get(id);
-      return now && this.alive(now) ? now.sshInternalPort : null;
+      return now && this.alive(now) ? this.connectSsh(now) : Promise.resolve(null);
     });
   }
 
@@ -211,7 +228,11 @@ export class QemuMachines {
       await this.writeSeed(spec);
     }
     await this.serve(spec.id);
-    const internalPort = await loopbackPort();
+    const taps = this.o.taps;
+    const nic: VmLayout['nic'] = taps
+      ? { kind: 'tap', ifname: await taps.plug(spec.id) }
+      : { kind: 'user', ssh: { host: '127.0.0.1', port: await loopbackPort() } };
+    const internalPort = nic.kind === 'user' ? nic.ssh.port : null;
     const paths = this.o.paths;
     const pidFile = paths.machineFile(spec.id, 'qemu.pid');
     removeFile(pidFile);
@@ -233,7 +254,7 @@ export class QemuMachines {
       qmpSocket: paths.qmpSocket(spec.id),
       metadataSocket: paths.metadataSocket(spec.id),
       mac: macAddressFor(spec.id),
-      ssh: { host: '127.0.0.1', port: internalPort },
+      nic,
       dataDisks: this.o.attachedDisks(spec.id),
       traffic: this.trafficSockets(spec.id),
     };
@@ -298,6 +319,7 @@ export class QemuMachines {
   async destroy(spec: MachineSpec): Promise<void> {
     const record = this.records.get(spec.id);
     if (record && this.alive(record)) await this.powerOff(record);
+    await this.o.taps?.unplug(spec.id);
     await this.o.metadata.close(spec.id, this.o.paths.metadataSocket(spec.id));
     await this.o.proxies.close(spec.id);
     await this.o.traffic.close(spec.id, this.trafficSockets(spec.id));
@@ -335,7 +357,8 @@ export class QemuMachines {
         return state('stopping', record, new Date(now.getTime() + POLL_MS));
       }
       if (record.sshReadyAt !== null) return state('running', record);
-      if (record.sshInternalPort !== null && (await sshAnswers('127.0.0.1', record.sshInternalPort))) {
+      const stream = await this.connectSsh(record).catch(() => null);
+      if (stream && (await answersAsSsh(stream))) {
         record = this.save({ ...record, sshReadyAt: this.o.now().toISOString() });
         return state('running', record);
       }
@@ -349,6 +372,8 @@ export class QemuMachines {
       }
       return state('booting', record, new Date(now.getTime() + POLL_MS));
     }
+    // The VM is gone (or never ran): its tap goes with it.
+    await this.o.taps?.unplug(spec.id);
     if (record.pid !== null && record.stopRequestedAt === null) {
       // Gone without being asked: killed from outside, or crashed.
       record = this.save({ ...record, pid: null, failure: this.exitReason(record) });
@@ -390,6 +415,13 @@ export class QemuMachines {
       if (this.alive(record) && (await this.status(record)) === 'shutdown') found.push(record);
     }
     return found;
+  }
+
+  /** A stream to the guest's SSH server: QEMU's forward on loopback, or the tap network's way there. */
+  private connectSsh(record: MachineRecord): Promise<Duplex | null> {
+    if (this.o.taps) return this.o.taps.connectSsh(record.id);
+    if (record.sshInternalPort === null) return Promise.resolve(null);
+    return Promise.resolve(net.createConnection({ host: '127.0.0.1', port: record.sshInternalPort }));
   }
 
   memoryMb(memoryGb: number): number {
@@ -436,6 +468,7 @@ export class QemuMachines {
       }
     }
     removeFile(this.o.paths.qmpSocket(record.id));
+    await this.o.taps?.unplug(record.id);
     this.save({
       ...(this.records.get(record.id) ?? record),
       pid: null,

@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { KVM_CPU } from './command-line.js';
 
 /** Whether `pid` is a live process whose command line holds `marker` (the VM's own directory). */
@@ -81,22 +82,26 @@ export function kill(pid: number, marker: string): void {
  * nothing; the banner is what tells.
  */
 export function sshAnswers(host: string, port: number, timeoutMs = 1500): Promise<boolean> {
+  return answersAsSsh(net.createConnection({ host, port }), timeoutMs);
+}
+
+/** Whether what the stream first says is an SSH server's greeting; the stream is destroyed either way. */
+export function answersAsSsh(stream: Duplex, timeoutMs = 1500): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.createConnection({ host, port });
     let received = '';
     const done = (ok: boolean) => {
       clearTimeout(timer);
-      socket.destroy();
+      stream.destroy();
       resolve(ok);
     };
     const timer = setTimeout(() => done(false), timeoutMs);
-    socket.on('data', (chunk: Buffer) => {
+    stream.on('data', (chunk: Buffer) => {
       received += chunk.toString('latin1');
       if (received.startsWith('SSH-')) done(true);
       else if (received.length >= 4) done(false);
     });
-    socket.on('error', () => done(false));
-    socket.on('close', () => done(false));
+    stream.on('error', () => done(false));
+    stream.on('close', () => done(false));
   });
 }
 

@@ -13,8 +13,13 @@
  * WireGuard would change the host's network configuration, which this driver never does.
  *
  * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
+ *
+ * With NIMBUS_NETWORK=ovn the VMs' NICs are taps on OVN (drivers/ovn/network.ts): `serve` starts the
+ * embedded OVN (or connects to the configured central) and reconciles every VPC before the jobs run,
+ * the per-account VPC job (`vpcReconcile`) keeps them matching the store, and `close` stops the daemons.
  */
-import { ConfigError } from '../../platform/config.js';
+import path from 'node:path';
+import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import type {
   ComputeDriver,
@@ -30,13 +35,17 @@ import type {
   VolumeSpec,
   VolumeState,
 } from '../driver.js';
+import { missingOvnPrograms } from '../ovn/daemons.js';
+import { OvnNetwork } from '../ovn/network.js';
+import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
+import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
 import { QemuPaths } from './files.js';
 import { listImages } from './images.js';
 import { kvmUsableRemembered } from './kvm-verdict.js';
-import { type GuestIdentity, QemuMachines } from './machines.js';
+import { type GuestIdentity, type GuestTaps, QemuMachines } from './machines.js';
 import { MetadataSockets } from './metadata-sockets.js';
 import { QemuMetrics } from './metrics.js';
 import { SshProxies } from './ssh-proxy.js';
@@ -73,6 +82,19 @@ export interface QemuDriverOptions {
   accel: 'auto' | 'kvm' | 'tcg';
   /** The hostname and SSH public keys the guest is given (read from the store by the composition root). */
   identity: (spec: MachineSpec) => Promise<GuestIdentity>;
+  /** NIMBUS_NETWORK; with `ovn`, the instances the VPCs are made of (read from the store). */
+  network?: NetworkConfig;
+  vpcInstances?: VpcInstanceReader;
+}
+
+/** What `nimbus admin network check` reports: rows of Nimbus's the store and OVN disagree on. */
+export interface NetworkDrift {
+  /** Rows the store wants that OVN lacks or holds otherwise, and rows OVN holds that it does not want. */
+  missing: string[];
+  differing: string[];
+  extra: string[];
+  /** Taps and host ports on the bridge for no instance or VPC of the store. */
+  strayInterfaces: string[];
 }
 
 /** A setting or a host the driver cannot run with: the process refuses to start, saying why. */
@@ -92,16 +114,26 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private watcher: NodeJS.Timeout | null = null;
   private watching = false;
   private host: GuestHost | null = null;
+  private readonly networkConfig: NetworkConfig;
+  private readonly vpcInstances: VpcInstanceReader | null;
+  private readonly dataDir: string;
+  /** The OVN network while serving with NIMBUS_NETWORK=ovn. */
+  private network: OvnNetwork | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
    * command line); `serve` opens their metadata sockets again.
    */
   static async open(options: QemuDriverOptions): Promise<QemuDriver> {
-    const missing = missingPrograms(DRIVER_PROGRAMS);
+    const ovn = options.network?.mode === 'ovn';
+    const missing = [
+      ...missingPrograms(DRIVER_PROGRAMS),
+      // The packages of the network named apart, so that each is installed once.
+      ...(ovn ? missingOvnPrograms() : []),
+    ];
     if (missing.length > 0) {
       throw new QemuDriverError(
-        `NIMBUS_DRIVER=qemu needs programs that are not installed: ${describeMissing(missing)}`,
+        `NIMBUS_DRIVER=qemu${ovn ? ' NIMBUS_NETWORK=ovn' : ''} needs programs that are not installed: ${describeMissing(missing)}`,
       );
     }
     // KVM is probed by booting a built image's kernel (process.ts).
@@ -123,6 +155,12 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     super(new SimulatedGateways(options.db, options.clock, 1));
     this.accel = accel;
     this.imageDir = options.imageDir;
+    this.dataDir = options.dataDir;
+    this.networkConfig = options.network ?? { mode: 'user' };
+    this.vpcInstances = options.vpcInstances ?? null;
+    if (this.networkConfig.mode === 'ovn' && !this.vpcInstances) {
+      throw new QemuDriverError('NIMBUS_NETWORK=ovn: the driver was given no reader of the instances');
+    }
     this.paths = new QemuPaths(options.dataDir);
     const now = () => options.clock.now();
     this.machines = new QemuMachines({
@@ -135,12 +173,105 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
       metadata: this.metadata,
       proxies: this.proxies,
       traffic: this.metrics.traffic,
+      taps: this.networkConfig.mode === 'ovn' ? this.taps() : null,
       identity: options.identity,
       attachedDisks: (id) => this.disks.attachedTo(id),
       pendingRoot: (rootVolumeId) => this.disks.pendingRoot(rootVolumeId),
       now,
     });
     this.disks = new QemuDisks(this.paths, this.machines, now);
+  }
+
+  /** The VMs' taps on OVN: usable once `serve` has started the network. */
+  private taps(): GuestTaps {
+    const network = () => {
+      if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started (serve)');
+      return this.network;
+    };
+    return {
+      plug: (id) => network().plug(id),
+      unplug: async (id) => {
+        // An admin command (no network started) never runs a VM, nor has one to unplug.
+        if (this.network) await this.network.unplug(id);
+      },
+      connectSsh: async (id) => {
+        const instance = this.network ? await this.vpcInstances!.find(id) : null;
+        if (!instance || !this.network) return null;
+        const vpc = { accountId: instance.account_id, region: instance.region };
+        return this.network.connect(vpc, instance.private_ip, 22);
+      },
+    };
+  }
+
+  private ovnDir(): string {
+    return path.join(this.dataDir, 'ovn');
+  }
+
+  /**
+   * The per-account VPC reconcile (drivers/ovn/vpcs.ts), the handler of the `vpc` job; null with the
+   * user-mode network.
+   */
+  get vpcReconcile(): {
+    run(accountId: string): Promise<null>;
+    giveUp(accountId: string, error: unknown): Promise<void>;
+  } | null {
+    if (this.networkConfig.mode !== 'ovn') return null;
+    return {
+      run: async (accountId) => {
+        if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
+        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId));
+        return null;
+      },
+      giveUp: async (accountId, error) => {
+        this.host?.log.warn(
+          { err: error, account: accountId },
+          'OVN: the VPC reconcile gave up; the next change or restart tries again',
+        );
+      },
+    };
+  }
+
+  /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
+  private async reconcileAll(): Promise<ApplyResult> {
+    return this.network!.reconcile(null, await this.vpcInstances!.list(null));
+  }
+
+  /**
+   * What differs between the VPCs the store describes and the rows OVN holds (and the interfaces on this
+   * host's bridge), for `nimbus admin network check`; null with the user-mode network. Reads only: the
+   * daemons are the server's, neither started nor stopped here.
+   */
+  async networkDrift(): Promise<NetworkDrift | null> {
+    if (this.networkConfig.mode !== 'ovn') return null;
+    const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
+    try {
+      const instances = await this.vpcInstances!.list(null);
+      const desired = vpcsOf(instances).flatMap(vpcRows);
+      const existing = await readRows(network.nb).catch((error: unknown) => {
+        throw new QemuDriverError(
+          `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
+        );
+      });
+      const changes = diffRows(desired, existing);
+      const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
+      const ids = new Set(instances.map((i) => i.id));
+      const vpcs = new Set(vpcsOf(instances).map(vpcKey));
+      return {
+        missing: changes.filter((c) => c.op === 'insert').map(name),
+        differing: changes.filter((c) => c.op === 'update').map(name),
+        extra: changes.filter((c) => c.op === 'delete').map(name),
+        strayInterfaces: [
+          ...(await network.instanceTaps())
+            .filter((t) => !ids.has(t.instanceId))
+            .map((t) => `tap ${t.name} (${t.instanceId})`),
+          ...(await network.hostPortInterfaces())
+            .filter((h) => !vpcs.has(h.vpc))
+            .map((h) => `host port ${h.name} (${h.vpc})`),
+        ],
+      };
+    } finally {
+      network.nb.close();
+    }
   }
 
   /** The images present in the image dir: with this driver, the catalogue's images are those. */
@@ -166,6 +297,28 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         `NIMBUS_DRIVER=qemu: no guest image in ${this.imageDir}; build one with "nimbus admin images build"`,
       );
     }
+    if (this.networkConfig.mode === 'ovn' && !this.network) {
+      const central = this.networkConfig.central;
+      this.network = await OvnNetwork.start({
+        dir: this.ovnDir(),
+        central,
+        onRestart: (daemon, error) =>
+          error
+            ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
+            : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
+      });
+      try {
+        const applied = await this.reconcileAll();
+        host.log.info(
+          { ...applied, embedded: central === null, bridge: this.network.endpoints.integrationBridge },
+          'qemu driver: OVN network up, every VPC reconciled with the store',
+        );
+      } catch (error) {
+        await this.network.close();
+        this.network = null;
+        throw error;
+      }
+    }
     this.metadata.setHandler((request, response) => host.metadata(request, response));
     this.proxies.setCheck((instanceId, port, address) => host.allowsInbound(instanceId, port, address));
     const adopted = await this.machines.adopt();
@@ -186,6 +339,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     await this.metadata.closeAll();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
+    await this.network?.close();
+    this.network = null;
   }
 
   private async look(): Promise<void> {

@@ -7,10 +7,14 @@
  * that client's address is allowed; allowed connections are piped to QEMU's port, others are closed at
  * once. So the firewall decides real traffic, per source address, which QEMU's own forward could not.
  *
+ * With NIMBUS_NETWORK=ovn there is no QEMU forward: the connection goes to the guest's private address
+ * from the VPC's host namespace (drivers/ovn/network.ts), the same way.
+ *
  * The listeners live in the server process: while Nimbus is down the VMs run on but cannot be reached
  * over SSH; the restarted server listens again (drivers/qemu/qemu.ts `serve`).
  */
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 
 /** Whether an inbound TCP connection to `port` of the instance from `address` is allowed. */
 export type InboundCheck = (instanceId: string, port: number, address: string) => Promise<boolean>;
@@ -29,10 +33,15 @@ export class SshProxies {
   }
 
   /**
-   * Listens on host:port for the instance (once; again after a restart). `target` says where QEMU's
-   * forward is now (null: the VM is not running).
+   * Listens on host:port for the instance (once; again after a restart). `connect` opens a stream to the
+   * guest's port 22 (null: the VM is not running).
    */
-  async open(instanceId: string, host: string, port: number, target: () => number | null): Promise<void> {
+  async open(
+    instanceId: string,
+    host: string,
+    port: number,
+    connect: () => Promise<Duplex | null>,
+  ): Promise<void> {
     if (this.listeners.has(instanceId)) return;
     const sockets = new Set<net.Socket>();
     const server = net.createServer((client) => {
@@ -40,7 +49,7 @@ export class SshProxies {
       client.on('close', () => sockets.delete(client));
       client.on('error', () => client.destroy());
       client.pause();
-      void this.pipe(instanceId, client, target());
+      void this.pipe(instanceId, client, connect);
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -49,24 +58,31 @@ export class SshProxies {
     this.listeners.set(instanceId, { server, sockets });
   }
 
-  private async pipe(instanceId: string, client: net.Socket, targetPort: number | null): Promise<void> {
+  private async pipe(
+    instanceId: string,
+    client: net.Socket,
+    connect: () => Promise<Duplex | null>,
+  ): Promise<void> {
     const address = (client.remoteAddress ?? '').replace(/^::ffff:/, '');
-    let allowed = false;
+    let upstream: Duplex | null = null;
     try {
-      allowed = targetPort !== null && address !== '' && (await this.check(instanceId, 22, address));
+      if (address !== '' && (await this.check(instanceId, 22, address)) && !client.destroyed) {
+        upstream = await connect();
+      }
     } catch {
-      allowed = false;
+      upstream = null;
     }
-    if (!allowed || targetPort === null || client.destroyed) {
+    if (upstream === null || client.destroyed) {
+      upstream?.destroy();
       client.destroy();
       return;
     }
-    const upstream = net.createConnection({ host: '127.0.0.1', port: targetPort });
-    upstream.on('error', () => client.destroy());
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
+    const to = upstream;
+    to.on('error', () => client.destroy());
+    client.on('close', () => to.destroy());
+    to.on('close', () => client.destroy());
+    client.pipe(to);
+    to.pipe(client);
     client.resume();
   }
 

@@ -1,0 +1,306 @@
+/**
+ * The qemu driver's network with NIMBUS_NETWORK=ovn (docs/operations.md, "OVN: real networks"): the OVN
+ * it runs on (its own under `<data dir>/ovn`, or an existing central with this host's Open vSwitch),
+ * each VM's NIC as a tap on the integration bridge, each VPC's rows in the northbound database, and the
+ * host's own port on each VPC.
+ *
+ * The host port. Nimbus must reach a guest's SSH server (to tell that it booted, and to forward its SSH
+ * port) with no user-mode forward, and the guests will reach the metadata service at 169.254.169.254.
+ * Each VPC has a `localport` holding 169.254.169.254, whose interface is the end of a veth pair in a
+ * network namespace of that VPC's own (the VPCs' blocks overlap, so they cannot share one). The VPC's
+ * router holds 169.254.0.1/16 on its switch port beside the gateway address, so a guest's packet to
+ * 169.254.169.254 goes to its default gateway and is routed back out onto the switch to the host port,
+ * and the namespace reaches the private block through the same router. Nothing is routed in the root
+ * namespace; a program reaches a guest only by running inside that namespace (`ip netns exec`).
+ *
+ * Interfaces (taps, veths) get transmit checksum offload off: the userspace datapath's connection
+ * tracking drops packets whose checksum the kernel left to the hardware.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Duplex } from 'node:stream';
+import { run } from '../qemu/tools.js';
+import { EmbeddedOvn, integrationBridgeName, type OvnEndpoints } from './daemons.js';
+import { mapEntries, Northbound, ovsdbMap } from './northbound.js';
+import {
+  type ApplyResult,
+  applyTopology,
+  type DesiredVpc,
+  hostPortName,
+  VPC_ID,
+  vpcKey,
+} from './topology.js';
+import { type VpcInstance, vpcsOf } from './vpcs.js';
+
+export interface OvnNetworkOptions {
+  /** `<data dir>/ovn`: the embedded OVN's directory (unused with an existing central). */
+  dir: string;
+  /** An existing OVN central and this host's Open vSwitch; null: Nimbus runs its own. */
+  central: { nbUrl: string; sbUrl: string; ovsDb: string } | null;
+  onRestart?: (daemon: string, error: Error | null) => void;
+}
+
+/** The endpoints of the OVN Nimbus runs under `dir`, whether it runs now or not (the admin CLI reads them). */
+export function embeddedEndpoints(dir: string): OvnEndpoints {
+  const resolved = path.resolve(dir);
+  const env: NodeJS.ProcessEnv = { ...process.env, LC_ALL: 'C' };
+  for (const project of ['OVS', 'OVN']) {
+    for (const kind of ['RUNDIR', 'LOGDIR', 'DBDIR', 'SYSCONFDIR']) env[`${project}_${kind}`] = resolved;
+  }
+  return {
+    nbUrl: `unix:${path.join(resolved, 'nb.sock')}`,
+    sbUrl: `unix:${path.join(resolved, 'sb.sock')}`,
+    ovsDb: `unix:${path.join(resolved, 'db.sock')}`,
+    integrationBridge: integrationBridgeName(resolved),
+    env,
+  };
+}
+
+/** The endpoints of an existing central: its databases, and this host's `br-int` as any OVN chassis has. */
+export function centralEndpoints(central: { nbUrl: string; sbUrl: string; ovsDb: string }): OvnEndpoints {
+  return { ...central, integrationBridge: 'br-int', env: { ...process.env, LC_ALL: 'C' } };
+}
+
+const short = (text: string, length: number) =>
+  createHash('sha256').update(text).digest('hex').slice(0, length);
+
+export class OvnNetwork {
+  readonly nb: Northbound;
+
+  /** Starts (or adopts) the embedded OVN, or connects to the central named. */
+  static async start(options: OvnNetworkOptions): Promise<OvnNetwork> {
+    if (options.central) return new OvnNetwork(centralEndpoints(options.central), null);
+    const embedded = await EmbeddedOvn.start({
+      dir: options.dir,
+      ...(options.onRestart ? { onRestart: options.onRestart } : {}),
+    });
+    return new OvnNetwork(embedded.endpoints, embedded);
+  }
+
+  /** A network whose daemons this process neither starts nor stops (the admin CLI's view of the server's). */
+  static attach(options: OvnNetworkOptions): OvnNetwork {
+    return new OvnNetwork(
+      options.central ? centralEndpoints(options.central) : embeddedEndpoints(options.dir),
+      null,
+    );
+  }
+
+  private constructor(
+    readonly endpoints: OvnEndpoints,
+    private readonly embedded: EmbeddedOvn | null,
+  ) {
+    this.nb = new Northbound(endpoints.nbUrl);
+  }
+
+  private vsctl(...args: string[]): Promise<string> {
+    return run('ovs-vsctl', [`--db=${this.endpoints.ovsDb}`, '--timeout=30', ...args], {
+      env: this.endpoints.env,
+      timeoutMs: 40_000,
+    });
+  }
+
+  /** The tap of an instance's NIC: the same name for the same instance on the same bridge, 15 characters at most. */
+  tapName(instanceId: string): string {
+    return `nt${short(`${this.endpoints.integrationBridge}/${instanceId}`, 12)}`;
+  }
+
+  /**
+   * Makes the instance's tap and plugs it into the integration bridge bound to the instance's logical
+   * port (external_ids:iface-id); what exists already (a restart, a VM still running) is kept as it is.
+   */
+  async plug(instanceId: string): Promise<string> {
+    const tap = this.tapName(instanceId);
+    if (!existsSync(`/sys/class/net/${tap}`)) {
+      await run('ip', ['tuntap', 'add', 'dev', tap, 'mode', 'tap']);
+    }
+    await quietInterface(tap);
+    await this.vsctl(
+      '--may-exist',
+      'add-port',
+      this.endpoints.integrationBridge,
+      tap,
+      '--',
+      'set',
+      'Interface',
+      tap,
+      `external_ids:iface-id=${instanceId}`,
+      `external_ids:nimbus-instance=${instanceId}`,
+    );
+    return tap;
+  }
+
+  /** Takes the instance's tap off the bridge and deletes it; absent ones are fine. */
+  async unplug(instanceId: string): Promise<void> {
+    const tap = this.tapName(instanceId);
+    await this.vsctl('--if-exists', 'del-port', this.endpoints.integrationBridge, tap);
+    if (existsSync(`/sys/class/net/${tap}`)) await run('ip', ['link', 'del', tap]);
+  }
+
+  /** The network namespace of a VPC's host port (its name marks it as this bridge's). */
+  namespaceOf(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): string {
+    return `${this.endpoints.integrationBridge}-${short(vpcKey(vpc), 10)}`;
+  }
+
+  private hostEndOf(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): string {
+    return `nh${short(`${this.endpoints.integrationBridge}/${vpcKey(vpc)}`, 12)}`;
+  }
+
+  /** The VPC's host namespace and its veth on the bridge, made when missing, set up again when present. */
+  private async ensureHostPort(vpc: DesiredVpc): Promise<void> {
+    const host = vpc.hostPort;
+    if (!host) return;
+    const namespace = this.namespaceOf(vpc);
+    const hostEnd = this.hostEndOf(vpc);
+    if (!existsSync(`/run/netns/${namespace}`)) await run('ip', ['netns', 'add', namespace]);
+    const inside = (...args: string[]) => run('ip', ['netns', 'exec', namespace, ...args]);
+    if (!existsSync(`/sys/class/net/${hostEnd}`)) {
+      // A namespace left without its pair (a kill -9 between the two) gets a new one.
+      await inside('ip', 'link', 'del', 'vpc0').catch(() => {});
+      await run('ip', ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'vpc0', 'netns', namespace]);
+    }
+    await inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
+    await inside('ip', 'link', 'set', 'vpc0', 'address', host.mac);
+    await inside('ethtool', '-K', 'vpc0', 'tx', 'off');
+    await inside('ip', 'addr', 'replace', `${host.ip}/${host.routerNetwork.split('/')[1]}`, 'dev', 'vpc0');
+    await inside('ip', 'link', 'set', 'lo', 'up');
+    await inside('ip', 'link', 'set', 'vpc0', 'up');
+    await inside('ip', 'route', 'replace', vpc.cidr, 'via', host.routerNetwork.split('/')[0]!);
+    await quietInterface(hostEnd);
+    await this.vsctl(
+      '--may-exist',
+      'add-port',
+      this.endpoints.integrationBridge,
+      hostEnd,
+      '--',
+      'set',
+      'Interface',
+      hostEnd,
+      `external_ids:iface-id=${hostPortName(vpc)}`,
+      `external_ids:nimbus-vpc=${vpcKey(vpc)}`,
+    );
+  }
+
+  private async removeHostPort(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): Promise<void> {
+    const hostEnd = this.hostEndOf(vpc);
+    await this.vsctl('--if-exists', 'del-port', this.endpoints.integrationBridge, hostEnd);
+    if (existsSync(`/sys/class/net/${hostEnd}`)) await run('ip', ['link', 'del', hostEnd]);
+    const namespace = this.namespaceOf(vpc);
+    if (existsSync(`/run/netns/${namespace}`)) await run('ip', ['netns', 'del', namespace]);
+  }
+
+  /**
+   * Makes OVN and this host hold exactly the VPCs of `instances` (all of one account's, or everyone's
+   * when `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
+   * host ports and namespaces of VPCs left with no instance removed. Idempotent.
+   */
+  async reconcile(accountId: string | null, instances: readonly VpcInstance[]): Promise<ApplyResult> {
+    const desired = vpcsOf(instances.filter((i) => accountId === null || i.account_id === accountId));
+    const total: ApplyResult = { inserted: 0, updated: 0, deleted: 0 };
+    const add = (result: ApplyResult) => {
+      total.inserted += result.inserted;
+      total.updated += result.updated;
+      total.deleted += result.deleted;
+    };
+    if (accountId === null) {
+      add(await applyTopology(this.nb, desired));
+    } else {
+      // The account's VPCs OVN holds now (those left with no instance are to go) and those desired.
+      const switches = await this.nb.select(
+        'Logical_Switch',
+        [['external_ids', 'includes', ovsdbMap({ 'nimbus:account': accountId })]],
+        ['external_ids'],
+      );
+      const scope = new Set([
+        ...desired.map(vpcKey),
+        ...switches.flatMap((row) => mapEntries(row.external_ids)[VPC_ID] ?? []),
+      ]);
+      add(await applyTopology(this.nb, desired, [...scope]));
+    }
+    for (const vpc of desired) await this.ensureHostPort(vpc);
+    await this.removeStrayHostPorts(desired, accountId);
+    return total;
+  }
+
+  /** Host ports and namespaces of this bridge for VPCs not desired (of `accountId`, or of any account). */
+  private async removeStrayHostPorts(
+    desired: readonly DesiredVpc[],
+    accountId: string | null,
+  ): Promise<void> {
+    const wanted = new Set(desired.map(vpcKey));
+    for (const { vpc } of await this.hostPortInterfaces()) {
+      if (wanted.has(vpc)) continue;
+      const place = parseVpcKey(vpc);
+      if (!place || (accountId !== null && place.accountId !== accountId)) continue;
+      await this.removeHostPort(place);
+    }
+  }
+
+  /** The host ports' interfaces on the bridge, by the VPC each serves. */
+  async hostPortInterfaces(): Promise<{ name: string; vpc: string }[]> {
+    return (await this.interfacesMarked('nimbus-vpc')).map(({ name, mark }) => ({ name, vpc: mark }));
+  }
+
+  /** The taps on the bridge, by the instance each serves. */
+  async instanceTaps(): Promise<{ name: string; instanceId: string }[]> {
+    return (await this.interfacesMarked('nimbus-instance')).map(({ name, mark }) => ({
+      name,
+      instanceId: mark,
+    }));
+  }
+
+  private async interfacesMarked(key: string): Promise<{ name: string; mark: string }[]> {
+    const output = await this.vsctl('--format=json', '--columns=name,external_ids', 'list', 'Interface');
+    const table = JSON.parse(output) as { data: [string, ['map', [string, string][]]][] };
+    return table.data.flatMap(([name, [, ids]]) => {
+      const mark = ids.find(([k]) => k === key)?.[1];
+      return mark ? [{ name, mark }] : [];
+    });
+  }
+
+  /** The network namespaces of this bridge's host ports (stray ones included). */
+  hostNamespaces(): string[] {
+    const prefix = `${this.endpoints.integrationBridge}-`;
+    return existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(prefix)) : [];
+  }
+
+  /**
+   * A byte stream to TCP port `port` of `ip` in the VPC, from its host namespace (socat under `ip netns
+   * exec`, which ends with the stream); null when the VPC has no host port here yet.
+   */
+  connect(vpc: Pick<DesiredVpc, 'accountId' | 'region'>, ip: string, port: number): Duplex | null {
+    const namespace = this.namespaceOf(vpc);
+    if (!existsSync(`/run/netns/${namespace}`)) return null;
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', namespace, 'socat', '-', `TCP:${ip}:${port},connect-timeout=5`],
+      { stdio: ['pipe', 'pipe', 'ignore'] },
+    );
+    const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
+    stream.on('close', () => child.kill());
+    child.on('exit', () => stream.destroy());
+    child.on('error', (error) => stream.destroy(error));
+    return stream;
+  }
+
+  /** Stops the embedded OVN (when Nimbus runs it) and closes the database connection. */
+  async close(): Promise<void> {
+    this.nb.close();
+    await this.embedded?.close();
+  }
+}
+
+/** The account and region of a VPC key (`nimbus-<account>-<region>`; ids hold no hyphen, regions do). */
+export function parseVpcKey(key: string): { accountId: string; region: string } | null {
+  const match = /^nimbus-([^-]+)-(.+)$/.exec(key);
+  return match ? { accountId: match[1]!, region: match[2]! } : null;
+}
+
+/** Transmit checksum offload off and IPv6 off on a host-side interface, then up. */
+async function quietInterface(name: string): Promise<void> {
+  await run('ethtool', ['-K', name, 'tx', 'off']);
+  // The root namespace's own IPv6 chatter (router solicitations) would go out on the bridge.
+  await run('sysctl', ['-q', '-w', `net.ipv6.conf.${name}.disable_ipv6=1`]);
+  await run('ip', ['link', 'set', name, 'up']);
+}
