@@ -1,7 +1,7 @@
 /**
  * An instance's firewall as OVN rows (issue 31 item 4): a compiler, pure, from the instance's effective
  * rules — the very list the one evaluator walks (resources/networking/firewall-rules.ts, docs/api.md
- * "Evaluation": user rules, then the preset's, then the defaults) — to a port group holding the
+ * "Firewall": user rules, then the preset's, then the defaults) — to a port group holding the
  * instance's logical port, its ACLs, and address sets for the rules' blocks.
  *
  * Equal verdicts by construction. The evaluator takes the first rule, in order, that matches; OVN takes
