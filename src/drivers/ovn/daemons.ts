@@ -19,6 +19,14 @@ import { isOurProcess, readPidFile, waitForExit } from '../qemu/process.js';
 import { missingPrograms, type ProgramNeed, run } from '../qemu/tools.js';
 import { OvsdbConnection } from './northbound.js';
 
+/**
+ * The `ovs-vsctl` words that add `bridge` on the userspace datapath (this kernel has no OVS module), or
+ * leave it as it is; more `Bridge` settings may follow them.
+ */
+export function addNetdevBridge(bridge: string): string[] {
+  return ['--may-exist', 'add-br', bridge, '--', 'set', 'Bridge', bridge, 'datapath_type=netdev'];
+}
+
 /** Every program the embedded OVN runs, with the Debian package that installs it. */
 export const OVN_PROGRAMS: readonly ProgramNeed[] = [
   { programs: ['ovsdb-server'], debianPackage: 'openvswitch-common' },
@@ -168,17 +176,7 @@ export class EmbeddedOvn {
         async () => {
           await tool('ovs-vswitchd', [this.endpoints.ovsDb, ...daemonArgs('ovs-vswitchd', true)]);
           // fail-mode=secure: until ovn-controller has written its flows the bridge forwards nothing.
-          await vsctl(
-            '--may-exist',
-            'add-br',
-            bridge,
-            '--',
-            'set',
-            'Bridge',
-            bridge,
-            'datapath_type=netdev',
-            'fail-mode=secure',
-          );
+          await vsctl(...addNetdevBridge(bridge), 'fail-mode=secure');
         },
         async () => {
           // --cleanup: on the userspace datapath the bridge's local port is a kernel tap that outlives a

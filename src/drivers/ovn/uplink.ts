@@ -21,7 +21,7 @@
  */
 import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.js';
 import { run } from '../qemu/tools.js';
-import type { OvnEndpoints } from './daemons.js';
+import { addNetdevBridge, type OvnEndpoints } from './daemons.js';
 import { routerAttachment } from './router-attachment.js';
 import type { Cell, Row } from './topology.js';
 
@@ -249,14 +249,7 @@ export async function plugUplink(ovn: OvnEndpoints, uplink: string): Promise<{ b
   const bridge = providerBridgeName(ovn.integrationBridge);
   const mappings = withBridgeMapping(await bridgeMappings(ovn), PUBLIC_PHYSNET, bridge);
   await vsctl(ovn, [
-    '--may-exist',
-    'add-br',
-    bridge,
-    '--',
-    'set',
-    'Bridge',
-    bridge,
-    'datapath_type=netdev',
+    ...addNetdevBridge(bridge),
     '--',
     '--may-exist',
     'add-port',
