@@ -25,6 +25,8 @@ export interface VpcInstance {
   region: string;
   name: string;
   private_ip: string;
+  /** Its public IP (the store's current assignment), NATed on the VPC's router when there is a public link. */
+  public_ip?: string | null;
 }
 
 /** How the network reads the instances (the composition root gives it the store's). */

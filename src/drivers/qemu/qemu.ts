@@ -38,6 +38,7 @@ import type {
 import { missingOvnPrograms } from '../ovn/daemons.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
+import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
@@ -85,6 +86,8 @@ export interface QemuDriverOptions {
   /** NIMBUS_NETWORK; with `ovn`, the instances the VPCs are made of (read from the store). */
   network?: NetworkConfig;
   vpcInstances?: VpcInstanceReader;
+  /** With `ovn` and NIMBUS_PUBLIC_UPLINK: the public link the VPCs' routers stand on (drivers/ovn/uplink.ts). */
+  publicLink?: PublicLink;
 }
 
 /** What `nimbus admin network check` reports: rows of Nimbus's the store and OVN disagree on. */
@@ -119,6 +122,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly dataDir: string;
   /** The OVN network while serving with NIMBUS_NETWORK=ovn. */
   private network: OvnNetwork | null = null;
+  private readonly publicLink: PublicLink | undefined;
+  /** How the uplink was before serve plugged it (put back at close). */
+  private uplinkBefore: UplinkState | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -158,6 +164,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     this.dataDir = options.dataDir;
     this.networkConfig = options.network ?? { mode: 'user' };
     this.vpcInstances = options.vpcInstances ?? null;
+    this.publicLink = this.networkConfig.mode === 'ovn' ? options.publicLink : undefined;
     if (this.networkConfig.mode === 'ovn' && !this.vpcInstances) {
       throw new QemuDriverError('NIMBUS_NETWORK=ovn: the driver was given no reader of the instances');
     }
@@ -219,7 +226,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId));
+        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId), this.publicLink);
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -233,7 +240,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    return this.network!.reconcile(null, await this.vpcInstances!.list(null));
+    return this.network!.reconcile(null, await this.vpcInstances!.list(null), this.publicLink);
   }
 
   /**
@@ -246,12 +253,13 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
       const instances = await this.vpcInstances!.list(null);
-      const desired = vpcsOf(instances).flatMap(vpcRows);
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
+      // Read only: a VPC whose router holds no public address yet is shown without its public side.
+      const desired = (await network.desiredVpcs(null, instances, this.publicLink, false)).flatMap(vpcRows);
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
@@ -279,7 +287,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return [...listImages(this.imageDir).keys()].sort();
   }
 
+  /** With a public link a guest answers SSH on its public IP (null: the API shows it, port 22). */
   sshEndpoint(instanceId: string): { host: string; port: number } | null {
+    if (this.publicLink) return null;
     return this.machines.sshEndpoint(instanceId);
   }
 
@@ -308,12 +318,19 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
       try {
+        if (this.publicLink) await this.plugPublicLink(this.network, this.publicLink);
         const applied = await this.reconcileAll();
         host.log.info(
-          { ...applied, embedded: central === null, bridge: this.network.endpoints.integrationBridge },
+          {
+            ...applied,
+            embedded: central === null,
+            bridge: this.network.endpoints.integrationBridge,
+            uplink: this.publicLink?.uplink ?? null,
+          },
           'qemu driver: OVN network up, every VPC reconciled with the store',
         );
       } catch (error) {
+        await this.unplugPublicLink(this.network).catch(() => {});
         await this.network.close();
         this.network = null;
         throw error;
@@ -333,12 +350,42 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     );
   }
 
+  /**
+   * The upstream routers' addresses held where the pools would hand them out, then the uplink plugged
+   * into the provider bridge. An uplink that is no interface of this host refuses the start, naming it.
+   */
+  private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<void> {
+    for (const [region, gateway] of Object.entries(link.gateways)) {
+      await link.routers.holdGateway(region, gateway).catch((error: unknown) => {
+        throw new QemuDriverError((error as Error).message);
+      });
+    }
+    try {
+      const { before } = await plugUplink(network.endpoints, link.uplink);
+      this.uplinkBefore = before;
+    } catch (error) {
+      throw new QemuDriverError(`NIMBUS_PUBLIC_UPLINK=${link.uplink}: ${(error as Error).message}`);
+    }
+  }
+
+  /** The uplink out of OVS and as it was before serve; the VPCs' rows stay (the next serve converges). */
+  private async unplugPublicLink(network: OvnNetwork): Promise<void> {
+    if (!this.publicLink || !this.uplinkBefore) return;
+    await unplugUplink(network.endpoints, this.publicLink.uplink, this.uplinkBefore);
+    this.uplinkBefore = null;
+  }
+
   async close(): Promise<void> {
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
     await this.metadata.closeAll();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
+    if (this.network) {
+      await this.unplugPublicLink(this.network).catch((error: unknown) => {
+        this.host?.log.warn({ err: error }, 'qemu driver: could not unplug the public uplink');
+      });
+    }
     await this.network?.close();
     this.network = null;
   }
