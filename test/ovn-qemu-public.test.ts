@@ -6,7 +6,8 @@
  * internet namespace, SSH to a VM's public IP logs into the guest with the account's key; the guest
  * reaches the internet namespace as its public IP; the API's `ssh` is the public IP and port 22;
  * deleting the instance stops the answer and leaves no NAT row, no router port on the link and no held
- * router address. Stopping the server puts the uplink back as it was.
+ * router address. A kill -9 of Nimbus leaves the rows and the answer as they were. Stopping the server
+ * puts the uplink back as it was.
  *
  * Nothing is routed in the root namespace: the uplink there has no address. Everything is removed at the
  * end, also when a case fails: the server stopped (its OVN with it), QEMU killed, taps, namespaces and the
@@ -20,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
 import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
+import { openStore } from '../src/platform/store/db.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
 import { assertBuilt, type ChildServer, ROOT, spawnServer } from './helpers/child-server.js';
 import { runNimbus } from './helpers/cli.js';
@@ -79,6 +81,20 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
   /** A command in the guest, over SSH to its public IP from the internet namespace. */
   const inGuest = (command: string) => sshFromInternet(vm.public_ip, command, 90_000);
   const rows = async () => readRows(network.nb);
+  const admin = (...args: string[]) =>
+    runNimbus(['admin', ...args], {
+      env: { ...process.env, NIMBUS_DATA_DIR: dataDir, ...env },
+      timeoutMs: 120_000,
+    });
+  /** The router addresses the server's store holds (its SQLite file, read beside it). */
+  const routerHolds = async () => {
+    const store = openStore({ dataDir });
+    try {
+      return await store.db.selectFrom('public_address_holds').select(['ip', 'holder']).execute();
+    } finally {
+      await store.close();
+    }
+  };
 
   beforeAll(async () => {
     assertBuilt();
@@ -176,6 +192,9 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
       // The guest saw the internet side's own address, and was reached on its private one (the NAT).
       expect(connection?.split(' ')[0]).toBe(GATEWAY);
       expect(connection?.split(' ')[2]).toBe(vm.private_ip);
+      expect(await routerHolds()).toEqual([{ ip: routerIp, holder: expect.stringMatching(/^router:acct_/) }]);
+      const check = await admin('network', 'check');
+      expect(check.code, check.stdout + check.stderr).toBe(0);
       // The root namespace is not on the link: the uplink holds no address there.
       expect(sh('ip', ['-4', '-o', 'addr', 'show', 'dev', internet.uplink]).trim()).toBe('');
     },
@@ -195,6 +214,19 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
     );
   }, 180_000);
 
+  it('survives a kill -9 of Nimbus: the same rows, the public IP still answering', async () => {
+    const before = (await rows()).map((row) => JSON.stringify(row.columns)).sort();
+    await server!.kill();
+    server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
+    key = server.rootKey;
+    await waitFor('the server to reconcile', () =>
+      server!.output().includes('every VPC reconciled') ? true : undefined,
+    );
+    expect((await rows()).map((row) => JSON.stringify(row.columns)).sort()).toEqual(before);
+    const answer = await inGuest('hostname');
+    expect(answer.stdout.trim()).toBe(vm.hostname);
+  }, 240_000);
+
   it('stops answering once the instance is deleted, leaving no NAT row and no router on the link', async () => {
     expect((await api('DELETE', `/v1/instances/${vm.id}`)).status).toBe(202);
     await waitFor(
@@ -207,10 +239,9 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
       intervalMs: 500,
     });
     expect(askTcp(internet.namespace, vm.public_ip, 22)).toBeNull();
-    const check = await runNimbus(['admin', 'network', 'check'], {
-      env: { ...process.env, NIMBUS_DATA_DIR: dataDir, ...env },
-      timeoutMs: 120_000,
-    });
+    // The router's address is the pool's again.
+    expect(await routerHolds()).toEqual([]);
+    const check = await admin('network', 'check');
     expect(check.code, check.stderr).toBe(0);
   }, 240_000);
 

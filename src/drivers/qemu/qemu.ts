@@ -18,6 +18,7 @@
  * embedded OVN (or connects to the configured central) and reconciles every VPC before the jobs run,
  * the per-account VPC job (`vpcReconcile`) keeps them matching the store, and `close` stops the daemons.
  */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
@@ -353,6 +354,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   /**
    * The upstream routers' addresses held where the pools would hand them out, then the uplink plugged
    * into the provider bridge. An uplink that is no interface of this host refuses the start, naming it.
+   * How the interface was is kept in `<data dir>/ovn/uplink.json` until it is put back, so a server
+   * killed with -9 and started again still knows it (the interface is plugged by then).
    */
   private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<void> {
     for (const [region, gateway] of Object.entries(link.gateways)) {
@@ -362,9 +365,32 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     }
     try {
       const { before } = await plugUplink(network.endpoints, link.uplink);
-      this.uplinkBefore = before;
+      const kept = this.keptUplinkState(link.uplink);
+      this.uplinkBefore = kept ?? before;
+      if (!kept) {
+        mkdirSync(this.ovnDir(), { recursive: true });
+        writeFileSync(this.uplinkStateFile(), JSON.stringify({ uplink: link.uplink, before }), {
+          mode: 0o600,
+        });
+      }
     } catch (error) {
       throw new QemuDriverError(`NIMBUS_PUBLIC_UPLINK=${link.uplink}: ${(error as Error).message}`);
+    }
+  }
+
+  private uplinkStateFile(): string {
+    return path.join(this.ovnDir(), 'uplink.json');
+  }
+
+  private keptUplinkState(uplink: string): UplinkState | null {
+    try {
+      const kept = JSON.parse(readFileSync(this.uplinkStateFile(), 'utf8')) as {
+        uplink: string;
+        before: UplinkState;
+      };
+      return kept.uplink === uplink ? kept.before : null;
+    } catch {
+      return null;
     }
   }
 
@@ -373,6 +399,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (!this.publicLink || !this.uplinkBefore) return;
     await unplugUplink(network.endpoints, this.publicLink.uplink, this.uplinkBefore);
     this.uplinkBefore = null;
+    rmSync(this.uplinkStateFile(), { force: true });
   }
 
   async close(): Promise<void> {
