@@ -224,7 +224,7 @@ export class OvnNetwork {
         : held.get(`${vpc.accountId}/${vpc.region}`);
       const members = mine.filter((i) => i.account_id === vpc.accountId && i.region === vpc.region);
       const side =
-        ip === undefined
+        ip === undefined || ip === null
           ? undefined
           : publicSideOf(
               { key: vpcKey(vpc), region: vpc.region, cidr: vpc.cidr },

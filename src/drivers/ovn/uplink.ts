@@ -259,8 +259,11 @@ export function publicGateways(
 
 /** The router addresses on the public link, held in the store so no instance is given one (resources/addresses). */
 export interface RouterAddressHolds {
-  /** The address the account's router holds in the region, held now if it held none. */
-  hold(accountId: string, region: string): Promise<string>;
+  /**
+   * The address the account's router holds in the region, held now if it held none; null when the pool
+   * has none left (the VPC then has no public side, and its private network works as before).
+   */
+  hold(accountId: string, region: string): Promise<string | null>;
   /** Gives it back (the VPC is gone). */
   release(accountId: string, region: string): Promise<void>;
   /** Those held, of one account or of all. */

@@ -2,7 +2,8 @@
  * The VPCs the store describes, and how a change reaches OVN. Each account's instances in a region make
  * its VPC there (`vpcsOf`, pure): a port per instance (its id, the MAC the API shows, its private IP, its
  * name as hostname) on the account's private block for the region, the router at the block's first
- * address, and the host's port (network.ts). Nothing else is read: OVN keeps no state the store lacks.
+ * address, and the host's port (network.ts); with a public link, its public IP too (uplink.ts
+ * publicSideOf). Nothing else is read: OVN keeps no state the store lacks.
  *
  * The reconcile is a durable job per account (`vpc:<account id>`, platform/jobs): an instance created,
  * renamed or deleted queues it in the transaction that records the event, so a change that committed

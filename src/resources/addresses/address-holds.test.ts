@@ -52,6 +52,14 @@ describe.each(STORES)('public address holds (%s)', (kind) => {
     expect(await take(region)).toBe(router);
   });
 
+  it('holds nothing for a router when the pool is full', async () => {
+    const region = freshRegion();
+    const tiny = parseCidr('198.18.1.0/30');
+    expect(await holdRouterAddress(store.db, 'acct_holds4', region, tiny, now)).toBe('198.18.1.2');
+    expect(await holdRouterAddress(store.db, 'acct_holds5', region, tiny, now)).toBeNull();
+    expect(await routerAddresses(store.db, 'acct_holds5')).toEqual([]);
+  });
+
   it('holds a configured gateway the pool would hand out, and refuses one already held', async () => {
     const region = freshRegion();
     // The pool's first address is never handed out: nothing to hold.

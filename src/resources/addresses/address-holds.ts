@@ -39,7 +39,7 @@ export async function routerAddresses(db: Executor, accountId: string | null): P
 
 /**
  * The address of the account's router on the region's public link: the one it holds, or the lowest free
- * of the pool, held from now on. Throws when the pool is full.
+ * of the pool, held from now on; null when it holds none and the pool is full.
  */
 export async function holdRouterAddress(
   db: Kysely<Database>,
@@ -47,7 +47,7 @@ export async function holdRouterAddress(
   region: string,
   block: Cidr,
   now: string,
-): Promise<string> {
+): Promise<string | null> {
   return db.transaction().execute(async (trx) => {
     const held = await trx
       .selectFrom('public_address_holds')
@@ -57,8 +57,7 @@ export async function holdRouterAddress(
       .executeTakeFirst();
     if (held) return held.ip;
     const ip = await takeAddress(trx, publicAddressScope(region, block));
-    if (ip === null)
-      throw new Error(`the public pool ${block.cidr} of ${region} has no address left for a router`);
+    if (ip === null) return null;
     await trx
       .insertInto('public_address_holds')
       .values({ region, ip, holder: routerHolder(accountId), created_at: now })
