@@ -2,10 +2,13 @@
  * The VPCs the store describes, and how a change reaches OVN. Each account's instances in a region make
  * its VPC there (`vpcsOf`, pure): a port per instance (its id, the MAC the API shows, its private IP, its
  * name as hostname) on the account's private block for the region, the router at the block's first
- * address, and the host's port (network.ts). Nothing else is read: OVN keeps no state the store lacks.
+ * address, and the host's port (network.ts); with the account's firewall rules in the region, each
+ * port's firewall (acls.ts), and the VPC's DNS records (dns-records.ts). Nothing else is read: OVN keeps
+ * no state the store lacks.
  *
  * The reconcile is a durable job per account (`vpc:<account id>`, platform/jobs): an instance created,
- * renamed or deleted queues it in the transaction that records the event, so a change that committed
+ * renamed, retagged, given another preset or deleted, or a firewall rule created, changed or deleted,
+ * queues it in the transaction that records the event, so a change that committed
  * reaches OVN even across a kill -9, and the job table runs one job per key at a time, so one account's
  * VPCs are never applied by two runs at once. A run reads the account's instances afresh and applies the
  * whole of each VPC (applyTopology), so runs are idempotent and a late one is as good as an early one.
