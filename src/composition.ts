@@ -72,6 +72,7 @@ import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
 import { MetricsStreams } from './resources/metrics/streams.js';
 import { FirewallRuleService } from './resources/networking/firewall-service.js';
+import { firewallRulesInRegion } from './resources/networking/firewall-store.js';
 import { networkingModule } from './resources/networking/index.js';
 import { NetworkService } from './resources/networking/service.js';
 import { snapshotsModule } from './resources/snapshots/index.js';
@@ -492,13 +493,15 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
     accel: config.qemu.accel,
     network: config.network,
     vpcInstances: {
-      list: (accountId) => {
+      list: async (accountId) => {
         const query = store.db
           .selectFrom('instances')
-          .select(['id', 'account_id', 'region', 'name', 'private_ip']);
-        return (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+          .select(['id', 'account_id', 'region', 'name', 'private_ip', 'tags', 'firewall_preset']);
+        const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+        return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
       },
       find: async (id) => (await findInstance(store.db, id)) ?? null,
+      firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);

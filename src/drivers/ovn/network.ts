@@ -32,7 +32,7 @@ import {
   VPC_ID,
   vpcKey,
 } from './topology.js';
-import { type VpcInstance, vpcsOf } from './vpcs.js';
+import { type VpcFirewallRules, type VpcInstance, vpcsOf } from './vpcs.js';
 
 export interface OvnNetworkOptions {
   /** `<data dir>/ovn`: the embedded OVN's directory (unused with an existing central). */
@@ -193,10 +193,18 @@ export class OvnNetwork {
   /**
    * Makes OVN and this host hold exactly the VPCs of `instances` (all of one account's, or everyone's
    * when `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
-   * host ports and namespaces of VPCs left with no instance removed. Idempotent.
+   * host ports and namespaces of VPCs left with no instance removed. Idempotent. With `rules`, each
+   * port's firewall is part of its VPC (vpcs.ts).
    */
-  async reconcile(accountId: string | null, instances: readonly VpcInstance[]): Promise<ApplyResult> {
-    const desired = vpcsOf(instances.filter((i) => accountId === null || i.account_id === accountId));
+  async reconcile(
+    accountId: string | null,
+    instances: readonly VpcInstance[],
+    rules?: VpcFirewallRules,
+  ): Promise<ApplyResult> {
+    const desired = vpcsOf(
+      instances.filter((i) => accountId === null || i.account_id === accountId),
+      rules,
+    );
     const total: ApplyResult = { inserted: 0, updated: 0, deleted: 0 };
     const add = (result: ApplyResult) => {
       total.inserted += result.inserted;

@@ -38,7 +38,7 @@ import type {
 import { missingOvnPrograms } from '../ovn/daemons.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
-import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
+import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -219,7 +219,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId));
+        const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
+        await this.network.reconcile(accountId, instances, rules);
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -233,7 +234,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    return this.network!.reconcile(null, await this.vpcInstances!.list(null));
+    const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+    return this.network!.reconcile(null, instances, rules);
   }
 
   /**
@@ -245,8 +247,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.networkConfig.mode !== 'ovn') return null;
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
-      const instances = await this.vpcInstances!.list(null);
-      const desired = vpcsOf(instances).flatMap(vpcRows);
+      const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+      const desired = vpcsOf(instances, rules).flatMap(vpcRows);
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
