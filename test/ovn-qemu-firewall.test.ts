@@ -23,7 +23,7 @@ import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-serv
 import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { qemuProcessesOf } from './helpers/driver.js';
-import { CAN_RUN_OVN, processesNaming, succeeds } from './helpers/ovn.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, succeeds } from './helpers/ovn.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
@@ -126,6 +126,7 @@ function percentile(values: readonly number[], p: number): number {
 }
 
 describe.runIf(canRun)('the firewall and DNS of QEMU VMs on OVN, through the API', () => {
+  oneOvnSuiteAtATime();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-fw-'));
   const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
   let server: ChildServer | undefined;

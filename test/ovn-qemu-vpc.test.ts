@@ -28,7 +28,7 @@ import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-serv
 import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { qemuProcessesOf } from './helpers/driver.js';
-import { CAN_RUN_OVN, processesNaming, sh, succeeds } from './helpers/ovn.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, sh, succeeds } from './helpers/ovn.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
@@ -84,6 +84,7 @@ describe('serve with NIMBUS_NETWORK=ovn', { timeout: 60_000 }, () => {
 const BOOT_MS = 420_000;
 
 describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
+  oneOvnSuiteAtATime();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-qemu-'));
   const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
   let server: ChildServer | undefined;

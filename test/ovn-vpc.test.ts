@@ -17,7 +17,15 @@ import { EmbeddedOvn } from '../src/drivers/ovn/daemons.js';
 import { Northbound } from '../src/drivers/ovn/northbound.js';
 import { applyTopology, type DesiredVpc, readRows } from '../src/drivers/ovn/topology.js';
 import { waitFor } from './helpers/common.js';
-import { CAN_RUN_OVN, type Guest, GuestNamespaces, processesNaming, sh, succeeds } from './helpers/ovn.js';
+import {
+  CAN_RUN_OVN,
+  type Guest,
+  GuestNamespaces,
+  oneOvnSuiteAtATime,
+  processesNaming,
+  sh,
+  succeeds,
+} from './helpers/ovn.js';
 
 const ROUTER = { ip: '10.10.0.1', mac: '0a:58:0a:0a:00:01' };
 const vpcA: DesiredVpc = {
@@ -43,6 +51,7 @@ const vpcB: DesiredVpc = {
 };
 
 describe.runIf(CAN_RUN_OVN)('VPCs on OVN with real packets', () => {
+  oneOvnSuiteAtATime();
   let dir: string;
   let ovn: EmbeddedOvn;
   let nb: Northbound;
