@@ -32,6 +32,8 @@ export interface VpcInstanceReader {
   /** The instances of an account (every region and status), or of every account when null. */
   list(accountId: string | null): Promise<VpcInstance[]>;
   find(instanceId: string): Promise<VpcInstance | null>;
+  /** The account's instance in the region holding `privateIp`, or null (how the metadata path knows a guest). */
+  atAddress(accountId: string, region: string, privateIp: string): Promise<VpcInstance | null>;
 }
 
 /** The job kind of the per-account VPC reconcile. */
