@@ -262,8 +262,14 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
       `X-Nimbus-Instance-Id: ${vms.b1.id}`,
     );
     expect(named).toBe(`${vms.a1.id} (0)`);
-    // The service's own answers for what does not exist, never a 5xx.
+    // The service's own answers for what does not exist, never a 5xx; garbage is refused and served on.
     expect(await metadataOf(vms.a1, '/latest/meta-data/nothing')).toMatch(/\(1\)$/);
+    const garbage = await inGuest(
+      vms.a1,
+      `printf 'NOT HTTP AT ALL\\r\\n\\r\\n' | nc -w 3 169.254.169.254 80 | head -n 1`,
+    );
+    expect(garbage.stdout).toMatch(/^HTTP\/1\.1 400/);
+    expect(await metadataOf(vms.a1, '/latest/meta-data/instance-id')).toBe(`${vms.a1.id} (0)`);
   }, 180_000);
 
   it('still counts the NIC’s traffic for the metrics', async () => {

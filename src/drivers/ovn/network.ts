@@ -52,6 +52,8 @@ export interface OvnNetworkOptions {
 
 /** The TCP port guests reach the metadata service on, at the host port's address. */
 export const METADATA_PORT = 80;
+/** Open metadata connections per VPC: a guest opening many more only refuses its own VPC's newest ones. */
+const MAX_GUEST_CONNECTIONS = 512;
 
 /** The endpoints of the OVN Nimbus runs under `dir`, whether it runs now or not (the admin CLI reads them). */
 export function embeddedEndpoints(dir: string): OvnEndpoints {
@@ -212,6 +214,7 @@ export class OvnNetwork {
     if (!listening) {
       const place = { accountId: vpc.accountId, region: vpc.region };
       listening = listenInNamespace(namespace, ip, METADATA_PORT).then((server) => {
+        server.maxConnections = MAX_GUEST_CONNECTIONS;
         server.on('connection', (socket: Socket) => onGuestConnection(place, socket));
         return server;
       });
