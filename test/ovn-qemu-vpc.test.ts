@@ -241,7 +241,8 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     (
       await inGuest(
         vm,
-        `wget -q -T 5 -O - ${header ? `--header '${header}' ` : ''}http://169.254.169.254${path}; echo " ($?)"`,
+        // Busybox's wget crashes with its own -T (timeout): the timeout applet bounds it instead.
+        `timeout 10 wget -q ${header ? `--header '${header}' ` : ''}-O - http://169.254.169.254${path}; echo " ($?)"`,
       )
     ).stdout.trim();
 
