@@ -145,7 +145,9 @@ export interface Backends {
    * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
    * and the address its port may be bound to.
    */
-  metadataService(logger: Logger): Promise<{ app: FastifyInstance; host: string }>;
+  metadataService(
+    logger: Logger,
+  ): Promise<{ app: FastifyInstance; host: string; guest: GuestHost['metadata'] }>;
   /** The server's last start step: the job runner and the webhook delivery worker (the admin CLI runs neither). */
   startWorkers(): void;
   close(): Promise<void>;
@@ -228,8 +230,15 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     guests: guestsOf(store, jobs, services.network),
     metadataService: async (logger) => {
       // Loaded only here: it is a Fastify app, which operator commands never pay for.
-      const { buildMetadataApp, metadataHost } = await import('./resources/instances/metadata-server.js');
-      return { app: await buildMetadataApp(services.instances, logger), host: metadataHost(config.host) };
+      const { buildMetadataApp, metadataHost, serveGuestRequest } = await import(
+        './resources/instances/metadata-server.js'
+      );
+      const app = await buildMetadataApp(services.instances, logger);
+      return {
+        app,
+        host: metadataHost(config.host),
+        guest: (instanceId, request, response) => serveGuestRequest(app, instanceId, request, response),
+      };
     },
     startWorkers: () => {
       jobs.start();
@@ -502,6 +511,14 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
       },
       find: async (id) => (await findInstance(store.db, id)) ?? null,
       firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
+      atAddress: async (accountId, region, privateIp) =>
+        (await store.db
+          .selectFrom('instances')
+          .select(['id', 'account_id', 'region', 'name', 'private_ip'])
+          .where('account_id', '=', accountId)
+          .where('region', '=', region)
+          .where('private_ip', '=', privateIp)
+          .executeTakeFirst()) ?? null,
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);

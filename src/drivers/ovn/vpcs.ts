@@ -45,6 +45,8 @@ export interface VpcInstanceReader {
    * the composition root); without it no port gets a firewall.
    */
   firewallRules?(accountId: string, region: string): Promise<FirewallRule[]>;
+  /** The account's instance in the region holding `privateIp`, or null (how the metadata path knows a guest). */
+  atAddress(accountId: string, region: string, privateIp: string): Promise<VpcInstance | null>;
 }
 
 /** The firewall rules of each VPC (by vpcKey) that instances of `instances` are in. */

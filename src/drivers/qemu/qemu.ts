@@ -36,6 +36,7 @@ import type {
   VolumeState,
 } from '../driver.js';
 import { missingOvnPrograms } from '../ovn/daemons.js';
+import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
@@ -119,6 +120,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly dataDir: string;
   /** The OVN network while serving with NIMBUS_NETWORK=ovn. */
   private network: OvnNetwork | null = null;
+  /** How guests on OVN reach the metadata service (drivers/ovn/metadata-path.ts), while serving. */
+  private metadataPath: VpcMetadataPath | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -301,9 +304,18 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     }
     if (this.networkConfig.mode === 'ovn' && !this.network) {
       const central = this.networkConfig.central;
+      const metadataPath = new VpcMetadataPath(
+        ({ accountId, region }, ip) => this.vpcInstances!.atAddress(accountId, region, ip),
+        (error) => host.log.warn({ err: error }, 'metadata: a guest connection could not be looked up'),
+      );
+      metadataPath.setHandler((instanceId, request, response) =>
+        host.metadata(instanceId, request, response),
+      );
+      this.metadataPath = metadataPath;
       this.network = await OvnNetwork.start({
         dir: this.ovnDir(),
         central,
+        onGuestConnection: (place, socket) => metadataPath.accept(place, socket),
         onRestart: (daemon, error) =>
           error
             ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
@@ -321,7 +333,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         throw error;
       }
     }
-    this.metadata.setHandler((request, response) => host.metadata(request, response));
+    this.metadata.setHandler((instanceId, request, response) => host.metadata(instanceId, request, response));
     this.proxies.setCheck((instanceId, port, address) => host.allowsInbound(instanceId, port, address));
     const adopted = await this.machines.adopt();
     this.host = host;
@@ -339,6 +351,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
     await this.metadata.closeAll();
+    this.metadataPath?.close();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
     await this.network?.close();
