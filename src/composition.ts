@@ -80,6 +80,7 @@ import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
 import { MetricsStreams } from './resources/metrics/streams.js';
 import { FirewallRuleService } from './resources/networking/firewall-service.js';
+import { firewallRulesInRegion } from './resources/networking/firewall-store.js';
 import { networkingModule } from './resources/networking/index.js';
 import { NetworkService } from './resources/networking/service.js';
 import { snapshotsModule } from './resources/snapshots/index.js';
@@ -152,7 +153,9 @@ export interface Backends {
    * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
    * and the address its port may be bound to.
    */
-  metadataService(logger: Logger): Promise<{ app: FastifyInstance; host: string }>;
+  metadataService(
+    logger: Logger,
+  ): Promise<{ app: FastifyInstance; host: string; guest: GuestHost['metadata'] }>;
   /** The server's last start step: the job runner and the webhook delivery worker (the admin CLI runs neither). */
   startWorkers(): void;
   close(): Promise<void>;
@@ -235,8 +238,15 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     guests: guestsOf(store, jobs, services.network),
     metadataService: async (logger) => {
       // Loaded only here: it is a Fastify app, which operator commands never pay for.
-      const { buildMetadataApp, metadataHost } = await import('./resources/instances/metadata-server.js');
-      return { app: await buildMetadataApp(services.instances, logger), host: metadataHost(config.host) };
+      const { buildMetadataApp, metadataHost, serveGuestRequest } = await import(
+        './resources/instances/metadata-server.js'
+      );
+      const app = await buildMetadataApp(services.instances, logger);
+      return {
+        app,
+        host: metadataHost(config.host),
+        guest: (instanceId, request, response) => serveGuestRequest(app, instanceId, request, response),
+      };
     },
     startWorkers: () => {
       jobs.start();
@@ -508,13 +518,32 @@ async function openDriver(
       ? { publicLink: publicLinkOf(config.network.uplink, publicIpPools, store, clock) }
       : {}),
     vpcInstances: {
-      list: (accountId) => {
+      list: async (accountId) => {
         const query = store.db
           .selectFrom('instances')
-          .select(['id', 'account_id', 'region', 'name', 'private_ip', 'public_ip']);
-        return (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+          .select([
+            'id',
+            'account_id',
+            'region',
+            'name',
+            'private_ip',
+            'public_ip',
+            'tags',
+            'firewall_preset',
+          ]);
+        const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+        return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
       },
       find: async (id) => (await findInstance(store.db, id)) ?? null,
+      firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
+      atAddress: async (accountId, region, privateIp) =>
+        (await store.db
+          .selectFrom('instances')
+          .select(['id', 'account_id', 'region', 'name', 'private_ip'])
+          .where('account_id', '=', accountId)
+          .where('region', '=', region)
+          .where('private_ip', '=', privateIp)
+          .executeTakeFirst()) ?? null,
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);

@@ -36,6 +36,7 @@ import {
   type Guest,
   GuestNamespaces,
   InternetNamespace,
+  oneOvnSuiteAtATime,
   processesNaming,
   serveTcp,
   sh,
@@ -81,6 +82,7 @@ const OTHER_PUBLIC_IP = '203.0.113.20';
 
 // ovn-controller's first binding of ports on a loaded machine takes most of the time (seen: 30 s).
 describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90_000 }, () => {
+  oneOvnSuiteAtATime();
   let dir: string;
   let ovn: EmbeddedOvn;
   let nb: Northbound;

@@ -31,6 +31,7 @@ import {
   askTcp,
   CAN_RUN_OVN,
   InternetNamespace,
+  oneOvnSuiteAtATime,
   processesNaming,
   serveTcp,
   sh,
@@ -57,6 +58,7 @@ function exec(program: string, args: readonly string[], timeoutMs: number) {
 }
 
 describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
+  oneOvnSuiteAtATime();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-public-'));
   const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
   let internet: InternetNamespace;
@@ -257,6 +259,7 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
 });
 
 describe.runIf(canRun)('serve with NIMBUS_PUBLIC_UPLINK', { timeout: 120_000 }, () => {
+  oneOvnSuiteAtATime();
   it('refuses to start when the uplink is no interface of this host, naming it', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-uplink-'));
     const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });

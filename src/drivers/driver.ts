@@ -197,8 +197,11 @@ export interface DriverLog {
 
 /** What the control plane lends a driver that serves its guests itself (ComputeDriver.serve). */
 export interface GuestHost {
-  /** The instance metadata service (resources/instances/metadata-server.ts), answering one guest request. */
-  metadata(request: IncomingMessage, response: ServerResponse): void;
+  /**
+   * The instance metadata service (resources/instances/metadata-server.ts), answering one request of the
+   * guest of `instanceId` — which the driver knows from where the request came in, never from the request.
+   */
+  metadata(instanceId: string, request: IncomingMessage, response: ServerResponse): void;
   /** Whether a TCP connection from `address` to the instance's `port` is let in: its firewall's verdict. */
   allowsInbound(instanceId: string, port: number, address: string): Promise<boolean>;
   /** Has the instance looked at again, because its machine changed by itself (went away, powered off). */

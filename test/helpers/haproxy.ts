@@ -2,8 +2,10 @@
  * HAProxy (the Debian package) in front of `nimbus serve` replicas, as docs/operations.md sets it up:
  * TLS terminated at the balancer with the given certificate, requests forwarded over plain HTTP to each
  * replica's HTTP port with X-Forwarded-For and X-Forwarded-Proto: https (the replicas trust them through
- * NIMBUS_TRUST_PROXY=127.0.0.1). Round robin per request; a replica is taken out after one failed health
- * check (GET /readyz every 200 ms) and a request whose connection is refused is sent to another.
+ * NIMBUS_TRUST_PROXY=127.0.0.1). Round robin per request; a replica is taken out after two failed health
+ * checks (GET /readyz every 200 ms, each given 3 s: on a loaded machine a busy replica answers slowly,
+ * and one slow answer must not leave the balancer with no server) and a request whose connection is
+ * refused is sent to another.
  *
  * The configuration is generated on free ports and HAProxy runs in the foreground as a child process
  * (`-db`), so closing the helper stops it.
@@ -51,7 +53,7 @@ export function haproxyConfig(options: {
   backends: readonly Backend[];
 }): string {
   const servers = options.backends.map(
-    (b) => `  server ${b.name} 127.0.0.1:${b.httpPort} check inter 200ms fall 1 rise 2`,
+    (b) => `  server ${b.name} 127.0.0.1:${b.httpPort} check inter 200ms fall 2 rise 2`,
   );
   return [
     'global',
@@ -63,6 +65,7 @@ export function haproxyConfig(options: {
     '  option redispatch',
     '  retries 3',
     '  timeout connect 2s',
+    '  timeout check 3s',
     '  timeout client 60s',
     '  timeout server 60s',
     'frontend nimbus_https',

@@ -37,10 +37,11 @@ import type {
   VolumeState,
 } from '../driver.js';
 import { missingOvnPrograms } from '../ovn/daemons.js';
+import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
-import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
+import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -123,6 +124,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly dataDir: string;
   /** The OVN network while serving with NIMBUS_NETWORK=ovn. */
   private network: OvnNetwork | null = null;
+  /** How guests on OVN reach the metadata service (drivers/ovn/metadata-path.ts), while serving. */
+  private metadataPath: VpcMetadataPath | null = null;
   private readonly publicLink: PublicLink | undefined;
   /** How the uplink was before serve plugged it (put back at close). */
   private uplinkBefore: UplinkState | null = null;
@@ -227,7 +230,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId), this.publicLink);
+        const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
+        await this.network.reconcile(accountId, instances, rules, this.publicLink);
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -241,7 +245,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    return this.network!.reconcile(null, await this.vpcInstances!.list(null), this.publicLink);
+    const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+    return this.network!.reconcile(null, instances, rules, this.publicLink);
   }
 
   /**
@@ -253,14 +258,16 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.networkConfig.mode !== 'ovn') return null;
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
-      const instances = await this.vpcInstances!.list(null);
+      const { instances, rules } = await readVpcState(this.vpcInstances!, null);
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
       // Read only: a VPC whose router holds no public address yet is shown without its public side.
-      const desired = (await network.desiredVpcs(null, instances, this.publicLink, false)).flatMap(vpcRows);
+      const desired = (await network.desiredVpcs(null, instances, rules, this.publicLink, false)).flatMap(
+        vpcRows,
+      );
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
@@ -310,9 +317,18 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     }
     if (this.networkConfig.mode === 'ovn' && !this.network) {
       const central = this.networkConfig.central;
+      const metadataPath = new VpcMetadataPath(
+        ({ accountId, region }, ip) => this.vpcInstances!.atAddress(accountId, region, ip),
+        (error) => host.log.warn({ err: error }, 'metadata: a guest connection could not be looked up'),
+      );
+      metadataPath.setHandler((instanceId, request, response) =>
+        host.metadata(instanceId, request, response),
+      );
+      this.metadataPath = metadataPath;
       this.network = await OvnNetwork.start({
         dir: this.ovnDir(),
         central,
+        onGuestConnection: (place, socket) => metadataPath.accept(place, socket),
         onRestart: (daemon, error) =>
           error
             ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
@@ -337,7 +353,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         throw error;
       }
     }
-    this.metadata.setHandler((request, response) => host.metadata(request, response));
+    this.metadata.setHandler((instanceId, request, response) => host.metadata(instanceId, request, response));
     this.proxies.setCheck((instanceId, port, address) => host.allowsInbound(instanceId, port, address));
     const adopted = await this.machines.adopt();
     this.host = host;
@@ -406,6 +422,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
     await this.metadata.closeAll();
+    this.metadataPath?.close();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
     if (this.network) {

@@ -60,6 +60,18 @@ export class DnsServer {
    * family picks the UDP socket's. Resolves to the port.
    */
   async listen(port: number, host: string): Promise<number> {
+    // With port 0 the system picks a free UDP port, which some TCP socket may already hold; pick again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.bindBoth(port, host);
+      } catch (error) {
+        const taken = (error as NodeJS.ErrnoException).code === 'EADDRINUSE';
+        if (port !== 0 || !taken || attempt === 10) throw error;
+      }
+    }
+  }
+
+  private async bindBoth(port: number, host: string): Promise<number> {
     const udp = dgram.createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4' });
     udp.on('message', (message, remote) => this.onDatagram(udp, message, remote));
     // A datagram's ICMP error or a send to a vanished client is that client's problem, not the server's.
