@@ -18,10 +18,11 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ComputeDriver, GuestHost } from './drivers/driver.js';
+import { type PublicLink, publicGateways } from './drivers/ovn/uplink.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
-import type { Config } from './platform/config.js';
+import type { Config, PublicUplinkConfig } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
 import type { QuotaName } from './platform/domain/plans.js';
@@ -47,6 +48,13 @@ import { ApiKeyService } from './resources/account/api-key-service.js';
 import { accountModule } from './resources/account/index.js';
 import { AccountService } from './resources/account/service.js';
 import { quotaSettings } from './resources/account/store.js';
+import {
+  holdGatewayAddress,
+  holdRouterAddress,
+  releaseRouterAddress,
+  routerAddresses,
+} from './resources/addresses/address-holds.js';
+import { parseCidr } from './resources/addresses/addresses.js';
 import { AlertEvaluator } from './resources/alerts/evaluator.js';
 import { IncidentWriter } from './resources/alerts/incidents.js';
 import { alertsModule } from './resources/alerts/index.js';
@@ -215,7 +223,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     automatic: options.steppedJobs !== true,
     ...(options.onJobError ? { onError: options.onJobError } : {}),
   });
-  const driver = await openDriver(config, store, clock);
+  const driver = await openDriver(config, store, clock, regions.publicIpPools);
   const infrastructure = { store, clock, broadcaster, rateCounters, jobs, driver, secretBox: masterKey.box };
   const { services, modules } = compose(config, regions, options, infrastructure);
   return {
@@ -480,7 +488,12 @@ function compose(
  * The driver NIMBUS_DRIVER names: the simulator, or QEMU, given what a guest's seed needs from the store
  * (the instance's hostname and the public keys of its SSH keys).
  */
-async function openDriver(config: Config, store: Store, clock: Clock): Promise<ComputeDriver> {
+async function openDriver(
+  config: Config,
+  store: Store,
+  clock: Clock,
+  publicIpPools: Record<string, string>,
+): Promise<ComputeDriver> {
   if (config.driver !== 'qemu') {
     return SimulatedDriver.open({
       db: store.background,
@@ -501,11 +514,23 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
     memoryScale: config.qemu.memoryScale,
     accel: config.qemu.accel,
     network: config.network,
+    ...(config.network.mode === 'ovn' && config.network.uplink
+      ? { publicLink: publicLinkOf(config.network.uplink, publicIpPools, store, clock) }
+      : {}),
     vpcInstances: {
       list: async (accountId) => {
         const query = store.db
           .selectFrom('instances')
-          .select(['id', 'account_id', 'region', 'name', 'private_ip', 'tags', 'firewall_preset']);
+          .select([
+            'id',
+            'account_id',
+            'region',
+            'name',
+            'private_ip',
+            'public_ip',
+            'tags',
+            'firewall_preset',
+          ]);
         const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
         return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
       },
@@ -530,6 +555,35 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
       return { hostname: hostnames(spec, config.publicDomain).hostname, sshKeys: keys };
     },
   });
+}
+
+/**
+ * NIMBUS_PUBLIC_UPLINK's link: every region's pool on it, each with its upstream router, and the VPCs'
+ * router addresses held in the addresses resource so no instance or VPN gateway is ever given one.
+ */
+function publicLinkOf(
+  uplink: PublicUplinkConfig,
+  pools: Record<string, string>,
+  store: Store,
+  clock: Clock,
+): PublicLink {
+  const block = (region: string) => {
+    const pool = pools[region];
+    if (pool === undefined) throw new Error(`no public pool for ${region}`);
+    return parseCidr(pool);
+  };
+  const now = () => clock.now().toISOString();
+  return {
+    uplink: uplink.interface,
+    pools,
+    gateways: publicGateways(pools, uplink.gateway),
+    routers: {
+      hold: (accountId, region) => holdRouterAddress(store.db, accountId, region, block(region), now()),
+      release: (accountId, region) => releaseRouterAddress(store.db, accountId, region),
+      held: (accountId) => routerAddresses(store.db, accountId),
+      holdGateway: (region, ip) => holdGatewayAddress(store.db, region, ip, block(region), now()),
+    },
+  };
 }
 
 /**

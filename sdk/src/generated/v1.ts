@@ -3797,7 +3797,7 @@ export interface components {
         };
         /**
          * SshEndpoint
-         * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM
+         * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM, or, on OVN with a public link, the public address and port 22
          */
         SshEndpoint: {
             /** @description Host to connect to */

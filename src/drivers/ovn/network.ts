@@ -22,6 +22,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import type { Server, Socket } from 'node:net';
 import path from 'node:path';
 import { Duplex } from 'node:stream';
+import { macAddressFor } from '../../resources/addresses/addresses.js';
 import { run } from '../qemu/tools.js';
 import { EmbeddedOvn, integrationBridgeName, type OvnEndpoints } from './daemons.js';
 import type { VpcPlace } from './metadata-path.js';
@@ -35,6 +36,7 @@ import {
   VPC_ID,
   vpcKey,
 } from './topology.js';
+import { type PublicLink, publicSideOf } from './uplink.js';
 import { type VpcFirewallRules, type VpcInstance, vpcsOf } from './vpcs.js';
 
 export interface OvnNetworkOptions {
@@ -242,21 +244,67 @@ export class OvnNetwork {
     if (existsSync(`/run/netns/${namespace}`)) await run('ip', ['netns', 'del', namespace]);
   }
 
+  /** This host's chassis name: the embedded OVN's, or the system-id of the host's Open vSwitch. */
+  async chassis(): Promise<string> {
+    if (this.embedded) return this.embedded.chassis;
+    const text = (await this.vsctl('get', 'Open_vSwitch', '.', 'external_ids:system-id')).trim();
+    return text.startsWith('"') ? (JSON.parse(text) as string) : text;
+  }
+
+  /**
+   * The VPCs of `instances` (all of one account's, or everyone's when `accountId` is null), each with its
+   * public side when there is a link: its router's address on it (`routerIp`: the one held, or, with
+   * `hold`, held now) and a NAT per public IP. A VPC whose router holds no address yet (read only) has none.
+   */
+  async desiredVpcs(
+    accountId: string | null,
+    instances: readonly VpcInstance[],
+    rules: VpcFirewallRules | undefined,
+    link: PublicLink | undefined,
+    hold: boolean,
+  ): Promise<DesiredVpc[]> {
+    const mine = instances.filter((i) => accountId === null || i.account_id === accountId);
+    const desired = vpcsOf(mine, rules);
+    if (!link) return desired;
+    const chassis = await this.chassis();
+    const held = new Map(
+      (await link.routers.held(accountId)).map((h) => [`${h.accountId}/${h.region}`, h.ip] as const),
+    );
+    const withPublic: DesiredVpc[] = [];
+    for (const vpc of desired) {
+      const ip = hold
+        ? await link.routers.hold(vpc.accountId, vpc.region)
+        : held.get(`${vpc.accountId}/${vpc.region}`);
+      const members = mine.filter((i) => i.account_id === vpc.accountId && i.region === vpc.region);
+      const side =
+        ip === undefined || ip === null
+          ? undefined
+          : publicSideOf(
+              { key: vpcKey(vpc), region: vpc.region, cidr: vpc.cidr },
+              members.map((i) => ({ id: i.id, public_ip: i.public_ip ?? null, private_ip: i.private_ip })),
+              link,
+              { ip, mac: macAddressFor(`${vpcKey(vpc)}/public`) },
+              chassis,
+            );
+      withPublic.push(side ? { ...vpc, public: side } : vpc);
+    }
+    return withPublic;
+  }
+
   /**
    * Makes OVN and this host hold exactly the VPCs of `instances` (all of one account's, or everyone's
    * when `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
    * host ports and namespaces of VPCs left with no instance removed. Idempotent. With `rules`, each
-   * port's firewall is part of its VPC (vpcs.ts).
+   * port's firewall is part of its VPC (vpcs.ts). With a public `link`, each VPC's router holds an
+   * address on it, given back once the VPC is out of OVN.
    */
   async reconcile(
     accountId: string | null,
     instances: readonly VpcInstance[],
     rules?: VpcFirewallRules,
+    link?: PublicLink,
   ): Promise<ApplyResult> {
-    const desired = vpcsOf(
-      instances.filter((i) => accountId === null || i.account_id === accountId),
-      rules,
-    );
+    const desired = await this.desiredVpcs(accountId, instances, rules, link, true);
     const total: ApplyResult = { inserted: 0, updated: 0, deleted: 0 };
     const add = (result: ApplyResult) => {
       total.inserted += result.inserted;
@@ -280,6 +328,13 @@ export class OvnNetwork {
     }
     for (const vpc of desired) await this.ensureHostPort(vpc);
     await this.removeStrayHostPorts(desired, accountId);
+    if (link) {
+      // Only now that OVN no longer holds them: an address given back may go to an instance at once.
+      const wanted = new Set(desired.map(vpcKey));
+      for (const held of await link.routers.held(accountId)) {
+        if (!wanted.has(vpcKey(held))) await link.routers.release(held.accountId, held.region);
+      }
+    }
     return total;
   }
 

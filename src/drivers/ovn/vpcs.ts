@@ -3,8 +3,8 @@
  * its VPC there (`vpcsOf`, pure): a port per instance (its id, the MAC the API shows, its private IP, its
  * name as hostname) on the account's private block for the region, the router at the block's first
  * address, and the host's port (network.ts); with the account's firewall rules in the region, each
- * port's firewall (acls.ts), and the VPC's DNS records (dns-records.ts). Nothing else is read: OVN keeps
- * no state the store lacks.
+ * port's firewall (acls.ts), and the VPC's DNS records (dns-records.ts); with a public link, the
+ * instances' public IPs (uplink.ts publicSideOf). Nothing else is read: OVN keeps no state the store lacks.
  *
  * The reconcile is a durable job per account (`vpc:<account id>`, platform/jobs): an instance created,
  * renamed, retagged, given another preset or deleted, or a firewall rule created, changed or deleted,
@@ -33,6 +33,8 @@ export interface VpcInstance {
   /** What selects the firewall rules of the instance and its preset (a port without them has no ACL). */
   tags?: Record<string, string>;
   firewall_preset?: string;
+  /** Its public IP (the store's current assignment), NATed on the VPC's router when there is a public link. */
+  public_ip?: string | null;
 }
 
 /** How the network reads the instances (the composition root gives it the store's). */

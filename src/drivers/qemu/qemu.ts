@@ -18,6 +18,7 @@
  * embedded OVN (or connects to the configured central) and reconciles every VPC before the jobs run,
  * the per-account VPC job (`vpcReconcile`) keeps them matching the store, and `close` stops the daemons.
  */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
@@ -39,6 +40,7 @@ import { missingOvnPrograms } from '../ovn/daemons.js';
 import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
+import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
@@ -86,6 +88,8 @@ export interface QemuDriverOptions {
   /** NIMBUS_NETWORK; with `ovn`, the instances the VPCs are made of (read from the store). */
   network?: NetworkConfig;
   vpcInstances?: VpcInstanceReader;
+  /** With `ovn` and NIMBUS_PUBLIC_UPLINK: the public link the VPCs' routers stand on (drivers/ovn/uplink.ts). */
+  publicLink?: PublicLink;
 }
 
 /** What `nimbus admin network check` reports: rows of Nimbus's the store and OVN disagree on. */
@@ -122,6 +126,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private network: OvnNetwork | null = null;
   /** How guests on OVN reach the metadata service (drivers/ovn/metadata-path.ts), while serving. */
   private metadataPath: VpcMetadataPath | null = null;
+  private readonly publicLink: PublicLink | undefined;
+  /** How the uplink was before serve plugged it (put back at close). */
+  private uplinkBefore: UplinkState | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -161,6 +168,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     this.dataDir = options.dataDir;
     this.networkConfig = options.network ?? { mode: 'user' };
     this.vpcInstances = options.vpcInstances ?? null;
+    this.publicLink = this.networkConfig.mode === 'ovn' ? options.publicLink : undefined;
     if (this.networkConfig.mode === 'ovn' && !this.vpcInstances) {
       throw new QemuDriverError('NIMBUS_NETWORK=ovn: the driver was given no reader of the instances');
     }
@@ -223,7 +231,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
         const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
-        await this.network.reconcile(accountId, instances, rules);
+        await this.network.reconcile(accountId, instances, rules, this.publicLink);
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -238,7 +246,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
     const { instances, rules } = await readVpcState(this.vpcInstances!, null);
-    return this.network!.reconcile(null, instances, rules);
+    return this.network!.reconcile(null, instances, rules, this.publicLink);
   }
 
   /**
@@ -251,12 +259,15 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
       const { instances, rules } = await readVpcState(this.vpcInstances!, null);
-      const desired = vpcsOf(instances, rules).flatMap(vpcRows);
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
+      // Read only: a VPC whose router holds no public address yet is shown without its public side.
+      const desired = (await network.desiredVpcs(null, instances, rules, this.publicLink, false)).flatMap(
+        vpcRows,
+      );
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
@@ -284,7 +295,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return [...listImages(this.imageDir).keys()].sort();
   }
 
+  /** With a public link a guest answers SSH on its public IP (null: the API shows it, port 22). */
   sshEndpoint(instanceId: string): { host: string; port: number } | null {
+    if (this.publicLink) return null;
     return this.machines.sshEndpoint(instanceId);
   }
 
@@ -322,12 +335,19 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
       try {
+        if (this.publicLink) await this.plugPublicLink(this.network, this.publicLink);
         const applied = await this.reconcileAll();
         host.log.info(
-          { ...applied, embedded: central === null, bridge: this.network.endpoints.integrationBridge },
+          {
+            ...applied,
+            embedded: central === null,
+            bridge: this.network.endpoints.integrationBridge,
+            uplink: this.publicLink?.uplink ?? null,
+          },
           'qemu driver: OVN network up, every VPC reconciled with the store',
         );
       } catch (error) {
+        await this.unplugPublicLink(this.network).catch(() => {});
         await this.network.close();
         this.network = null;
         throw error;
@@ -347,6 +367,57 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     );
   }
 
+  /**
+   * The upstream routers' addresses held where the pools would hand them out, then the uplink plugged
+   * into the provider bridge. An uplink that is no interface of this host refuses the start, naming it.
+   * How the interface was is kept in `<data dir>/ovn/uplink.json` until it is put back, so a server
+   * killed with -9 and started again still knows it (the interface is plugged by then).
+   */
+  private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<void> {
+    for (const [region, gateway] of Object.entries(link.gateways)) {
+      await link.routers.holdGateway(region, gateway).catch((error: unknown) => {
+        throw new QemuDriverError((error as Error).message);
+      });
+    }
+    try {
+      const { before } = await plugUplink(network.endpoints, link.uplink);
+      const kept = this.keptUplinkState(link.uplink);
+      this.uplinkBefore = kept ?? before;
+      if (!kept) {
+        mkdirSync(this.ovnDir(), { recursive: true });
+        writeFileSync(this.uplinkStateFile(), JSON.stringify({ uplink: link.uplink, before }), {
+          mode: 0o600,
+        });
+      }
+    } catch (error) {
+      throw new QemuDriverError(`NIMBUS_PUBLIC_UPLINK=${link.uplink}: ${(error as Error).message}`);
+    }
+  }
+
+  private uplinkStateFile(): string {
+    return path.join(this.ovnDir(), 'uplink.json');
+  }
+
+  private keptUplinkState(uplink: string): UplinkState | null {
+    try {
+      const kept = JSON.parse(readFileSync(this.uplinkStateFile(), 'utf8')) as {
+        uplink: string;
+        before: UplinkState;
+      };
+      return kept.uplink === uplink ? kept.before : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The uplink out of OVS and as it was before serve; the VPCs' rows stay (the next serve converges). */
+  private async unplugPublicLink(network: OvnNetwork): Promise<void> {
+    if (!this.publicLink || !this.uplinkBefore) return;
+    await unplugUplink(network.endpoints, this.publicLink.uplink, this.uplinkBefore);
+    this.uplinkBefore = null;
+    rmSync(this.uplinkStateFile(), { force: true });
+  }
+
   async close(): Promise<void> {
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
@@ -354,6 +425,11 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     this.metadataPath?.close();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
+    if (this.network) {
+      await this.unplugPublicLink(this.network).catch((error: unknown) => {
+        this.host?.log.warn({ err: error }, 'qemu driver: could not unplug the public uplink');
+      });
+    }
     await this.network?.close();
     this.network = null;
   }

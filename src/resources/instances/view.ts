@@ -10,7 +10,8 @@ export const LOGIN_USER = 'lambda';
 
 /**
  * A driver that forwards a port of its own says where (qemu: NIMBUS_HOST and the VM's port, null until
- * the VM exists); otherwise the public address and port 22 (the simulator).
+ * the VM exists); otherwise the public address and port 22 (the simulator, and qemu on OVN with a
+ * public link, whose driver says null).
  */
 export type SshEndpoints = (instanceId: string) => { host: string; port: number } | null;
 
@@ -33,7 +34,7 @@ export const SshEndpointView = Type.Object(
   {
     title: 'SshEndpoint',
     description:
-      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM',
+      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM, or, on OVN with a public link, the public address and port 22',
   },
 );
 
