@@ -21,6 +21,7 @@ import type { ComputeDriver, GuestHost } from './drivers/driver.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
+import { MIGRATIONS } from './migrations.js';
 import type { Config } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
@@ -196,7 +197,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     commitDelayMs: config.testCommitDelayMs,
   });
   try {
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     await checkMasterKey(store.db, masterKey, SEALED_SECRETS);
   } catch (error) {
     await store.close();

@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../composition.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
+import { MIGRATIONS } from '../migrations.js';
 import type { Config } from '../platform/config.js';
 import { Conflict } from '../platform/errors.js';
 import { actingAs, OPERATOR } from '../platform/events/actor.js';
@@ -104,7 +105,7 @@ export async function runAdmin(
     // Not through openBackends: it migrates on open, which would leave nothing here to report.
     const store = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     try {
-      const applied = await migrateToLatest(store.db);
+      const applied = await migrateToLatest(store.db, MIGRATIONS);
       // The simulator's tables have a history of their own (drivers/simulator/machines.ts).
       if (config.driver === 'simulator') applied.push(...(await migrateSimulatorTables(store.db)));
       print({ applied }, applied.length > 0 ? `Applied: ${applied.join(', ')}` : 'The schema is up to date');

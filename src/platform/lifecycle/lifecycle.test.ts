@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../migrations.js';
 import { quotaSettings } from '../../resources/account/store.js';
 import { ManualClock } from '../domain/clock.js';
 import { Conflict, NotFound } from '../errors.js';
@@ -112,7 +113,7 @@ describe('Lifecycle (a kind other than instances)', () => {
   beforeEach(async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-lifecycle-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     await tables(store.db)
       .schema.createTable('test_disks')
       .addColumn('id', 'text', (c) => c.primaryKey())
