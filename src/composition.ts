@@ -428,10 +428,11 @@ function compose(
     for (const [kind, handler] of Object.entries(module.jobs ?? {})) jobs.register(kind, handler);
     if (module.onEventRecorded) subscribeToEvents(module.onEventRecorded);
   }
-  // NIMBUS_NETWORK=ovn: a change of an account's instances reconciles its VPCs (drivers/ovn/vpcs.ts).
-  const vpcReconcile = driver instanceof QemuDriver ? driver.vpcReconcile : null;
-  if (vpcReconcile) {
-    jobs.register(VPC_JOB, vpcReconcile);
+  // A driver with a network per account (qemu with NIMBUS_NETWORK=ovn: its VPCs, drivers/ovn/vpcs.ts):
+  // a change of an account's instances reconciles it.
+  const networkReconcile = driver.networkReconcile ?? null;
+  if (networkReconcile) {
+    jobs.register(VPC_JOB, networkReconcile);
     subscribeToEvents(queueVpcReconcile(jobs));
   }
 
