@@ -21,6 +21,7 @@ import type { ComputeDriver, GuestHost } from './drivers/driver.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
+import { EVENT_CATALOGUE } from './events.js';
 import { MIGRATIONS } from './migrations.js';
 import type { Config } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
@@ -308,7 +309,7 @@ function compose(
   const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
 
   // Events and the webhooks they are delivered to.
-  const events = new EventService(store);
+  const events = new EventService(store, EVENT_CATALOGUE);
   const webhookReceivers = {
     allowPrivate: config.webhooks.allowPrivate,
     extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
@@ -326,6 +327,7 @@ function compose(
   );
   const webhooks = new WebhookService(store, clock, quotas, secretBox, deliveries, {
     allowPrivate: config.webhooks.allowPrivate,
+    catalogue: EVENT_CATALOGUE,
   });
 
   // Monitoring: samples collected, alert policies evaluated on them, notifications sent.
@@ -404,7 +406,7 @@ function compose(
     snapshotsModule({ snapshots, scheduler }),
     sshKeysModule({ sshKeys }),
     eventsModule({ events }),
-    webhooksModule({ webhooks }),
+    webhooksModule({ webhooks, catalogue: EVENT_CATALOGUE }),
     metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
     billingModule({ billing }),
     alertsModule({ alerts, notifier: alertNotifier }),
