@@ -22,6 +22,8 @@ import { type PublicLink, publicGateways } from './drivers/ovn/uplink.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
+import { EVENT_CATALOGUE } from './events.js';
+import { MIGRATIONS } from './migrations.js';
 import type { Config, PublicUplinkConfig } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
@@ -207,7 +209,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     commitDelayMs: config.testCommitDelayMs,
   });
   try {
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     await checkMasterKey(store.db, masterKey, SEALED_SECRETS);
   } catch (error) {
     await store.close();
@@ -325,7 +327,7 @@ function compose(
   const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
 
   // Events and the webhooks they are delivered to.
-  const events = new EventService(store);
+  const events = new EventService(store, EVENT_CATALOGUE);
   const webhookReceivers = {
     allowPrivate: config.webhooks.allowPrivate,
     extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
@@ -343,6 +345,7 @@ function compose(
   );
   const webhooks = new WebhookService(store, clock, quotas, secretBox, deliveries, {
     allowPrivate: config.webhooks.allowPrivate,
+    catalogue: EVENT_CATALOGUE,
   });
 
   // Monitoring: samples collected, alert policies evaluated on them, notifications sent.
@@ -421,7 +424,7 @@ function compose(
     snapshotsModule({ snapshots, scheduler }),
     sshKeysModule({ sshKeys }),
     eventsModule({ events }),
-    webhooksModule({ webhooks }),
+    webhooksModule({ webhooks, catalogue: EVENT_CATALOGUE }),
     metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
     billingModule({ billing }),
     alertsModule({ alerts, notifier: alertNotifier }),
@@ -445,10 +448,11 @@ function compose(
     for (const [kind, handler] of Object.entries(module.jobs ?? {})) jobs.register(kind, handler);
     if (module.onEventRecorded) subscribeToEvents(module.onEventRecorded);
   }
-  // NIMBUS_NETWORK=ovn: a change of an account's instances reconciles its VPCs (drivers/ovn/vpcs.ts).
-  const vpcReconcile = driver instanceof QemuDriver ? driver.vpcReconcile : null;
-  if (vpcReconcile) {
-    jobs.register(VPC_JOB, vpcReconcile);
+  // A driver with a network per account (qemu with NIMBUS_NETWORK=ovn: its VPCs, drivers/ovn/vpcs.ts):
+  // a change of an account's instances reconciles it.
+  const networkReconcile = driver.networkReconcile ?? null;
+  if (networkReconcile) {
+    jobs.register(VPC_JOB, networkReconcile);
     subscribeToEvents(queueVpcReconcile(jobs));
   }
 

@@ -209,6 +209,25 @@ export interface GuestHost {
   log: DriverLog;
 }
 
+/** What `nimbus admin network check` reports: rows of Nimbus's the store and the network disagree on. */
+export interface NetworkDrift {
+  /** Rows the store wants that the network lacks or holds otherwise, and rows it holds that it does not want. */
+  missing: string[];
+  differing: string[];
+  extra: string[];
+  /** Taps and host ports on the bridge for no instance or VPC of the store. */
+  strayInterfaces: string[];
+}
+
+/**
+ * The job that makes an account's virtual network match the store (qemu with NIMBUS_NETWORK=ovn: its
+ * VPCs), run by the job runner for one account at a time.
+ */
+export interface NetworkReconcile {
+  run(accountId: string): Promise<null>;
+  giveUp(accountId: string, error: unknown): Promise<void>;
+}
+
 export interface ComputeDriver {
   readonly name: string;
   /** null for a driver that runs real machines and takes no fault tags. */
@@ -284,4 +303,15 @@ export interface ComputeDriver {
   serve?(host: GuestHost): Promise<void>;
   /** Stops whatever the driver runs in this process (its servers, its watcher). */
   close?(): Promise<void>;
+
+  /**
+   * A driver that keeps a virtual network per account: the job that reconciles one account's, which the
+   * composition root registers and queues when the account's instances change; null or absent: none.
+   */
+  readonly networkReconcile?: NetworkReconcile | null;
+  /**
+   * Where the driver's network differs from what the store wants (`nimbus admin network check`); null
+   * or absent for a driver that keeps no network of its own.
+   */
+  networkDrift?(): Promise<NetworkDrift | null>;
 }

@@ -16,7 +16,7 @@
  *
  * With NIMBUS_NETWORK=ovn the VMs' NICs are taps on OVN (drivers/ovn/network.ts): `serve` starts the
  * embedded OVN (or connects to the configured central) and reconciles every VPC before the jobs run,
- * the per-account VPC job (`vpcReconcile`) keeps them matching the store, and `close` stops the daemons.
+ * the per-account VPC job (`networkReconcile`, through the driver interface) keeps them matching the store, and `close` stops the daemons.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -28,6 +28,8 @@ import type {
   MachineSpec,
   MachineState,
   MetricSample,
+  NetworkDrift,
+  NetworkReconcile,
   RestoreSpec,
   RestoreState,
   SnapshotSpec,
@@ -90,16 +92,6 @@ export interface QemuDriverOptions {
   vpcInstances?: VpcInstanceReader;
   /** With `ovn` and NIMBUS_PUBLIC_UPLINK: the public link the VPCs' routers stand on (drivers/ovn/uplink.ts). */
   publicLink?: PublicLink;
-}
-
-/** What `nimbus admin network check` reports: rows of Nimbus's the store and OVN disagree on. */
-export interface NetworkDrift {
-  /** Rows the store wants that OVN lacks or holds otherwise, and rows OVN holds that it does not want. */
-  missing: string[];
-  differing: string[];
-  extra: string[];
-  /** Taps and host ports on the bridge for no instance or VPC of the store. */
-  strayInterfaces: string[];
 }
 
 /** A setting or a host the driver cannot run with: the process refuses to start, saying why. */
@@ -222,10 +214,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
    * The per-account VPC reconcile (drivers/ovn/vpcs.ts), the handler of the `vpc` job; null with the
    * user-mode network.
    */
-  get vpcReconcile(): {
-    run(accountId: string): Promise<null>;
-    giveUp(accountId: string, error: unknown): Promise<void>;
-  } | null {
+  get networkReconcile(): NetworkReconcile | null {
     if (this.networkConfig.mode !== 'ovn') return null;
     return {
       run: async (accountId) => {

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
 import {
   holdGatewayAddress,
@@ -24,7 +25,7 @@ describe.each(STORES)('public address holds (%s)', (kind) => {
   const block = parseCidr('198.18.0.0/28');
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();

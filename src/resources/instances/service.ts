@@ -34,7 +34,7 @@ import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { VolumeService } from '../volumes/service.js';
-import { findVolume, insertVolume } from '../volumes/store.js';
+import { findVolume } from '../volumes/store.js';
 import type { AttachedVolumeView } from '../volumes/view.js';
 import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
@@ -195,9 +195,12 @@ export class InstanceService {
           at,
           restoreSnapshotId: restore?.snapshotId,
         });
-        // The root disk is part of the instance (it takes no quota and pays on the instance's meter).
-        await insertVolume(ctx.trx, root);
-        if (restore) await this.lifecycle.reconcileWithin(ctx, VOLUME_KIND, rootVolumeId);
+        // The root disk is part of the instance: announced by instance.created, with no quota of its
+        // own (its kind's usage is nothing) and paid on the instance's meter (its own is null).
+        await this.lifecycle.createPartWithin(ctx, VOLUME_KIND, {
+          record: root,
+          reconcile: restore !== null,
+        });
         return {
           id,
           account_id: accountId,
