@@ -38,7 +38,13 @@ export interface VpcInstanceReader {
 export const VPC_JOB = 'vpc';
 
 /** The events that change a VPC's rows (a port added or removed, a hostname changed). */
-const VPC_EVENTS: ReadonlySet<string> = new Set(['instance.created', 'instance.updated', 'instance.deleted']);
+const VPC_EVENTS: ReadonlySet<string> = new Set([
+  'instance.created',
+  'instance.updated',
+  'instance.deleted',
+  'public_ip.assigned',
+  'public_ip.unassigned',
+]);
 
 /**
  * The outbox subscriber queueing the account's VPC reconcile with every event that changes a VPC, in the

@@ -131,6 +131,20 @@ const SshKeyEvent = Type.Object(
   { additionalProperties: false },
 );
 
+// Public IPs (issue 32): every event carries the address and where it is assigned.
+const PublicIpEvent = Type.Object(
+  {
+    public_ip_id: id('The public IP'),
+    name: Type.String(),
+    address: Type.String({ description: 'The IPv4 address' }),
+    region: Type.String(),
+    instance_id: nullableId(
+      'The instance it is assigned to (public_ip.unassigned: the one it left; null: none)',
+    ),
+  },
+  { additionalProperties: false },
+);
+
 interface CatalogEntry {
   description: string;
   data: TObject;
@@ -165,6 +179,10 @@ export const EVENT_CATALOG = {
   'vpn.peer_added': entry('A peer was added to a VPN', VpnEvent),
   'vpn.peer_removed': entry('A peer was removed from a VPN', VpnEvent),
   'vpn.deleted': entry('A VPN is gone', VpnEvent),
+  'public_ip.created': entry('A public IP was allocated (or made with an instance)', PublicIpEvent),
+  'public_ip.assigned': entry('A public IP was assigned to an instance', PublicIpEvent),
+  'public_ip.unassigned': entry('A public IP left its instance', PublicIpEvent),
+  'public_ip.deleted': entry('A public IP was released', PublicIpEvent),
   'invoice.created': entry('An invoice was issued', InvoiceEvent),
   'invoice.paid': entry('An invoice was paid', InvoiceEvent),
   'invoice.past_due': entry('An invoice is past due; the account is past due', InvoiceEvent),
