@@ -681,13 +681,13 @@ export interface paths {
         };
         /**
          * List public IPs
-         * @description Newest first unless sorted otherwise (`created_at`, `name`, `address`); filters by region, exact name, instance_id and assigned (true/false) combine.
+         * @description Newest first unless sorted otherwise; the filters combine.
          */
         get: operations["getPublicIps"];
         put?: never;
         /**
          * Allocate a public IP (201)
-         * @description Takes an address from the region’s public pool and keeps it for the account until released; it is unassigned, and an address held unassigned is billed (`public_ip_idle`, 0.005 USD per hour). Quota `public_ips` counts the addresses kept (not those made with an instance, `auto_delete: true`) (403); a region with no address left is 503; a past-due account gets 402. A released address is not handed out again for 24 h.
+         * @description An address from the region’s pool, kept until released; billed while unassigned (`public_ip_idle`, 0.005 USD/h). Quota `public_ips` counts addresses with `auto_delete: false` (403); no address left: 503.
          */
         post: operations["postPublicIps"];
         delete?: never;
@@ -705,21 +705,21 @@ export interface paths {
         };
         /**
          * Get public IP
-         * @description One public IP, with the instance it is assigned to.
+         * @description One public IP.
          */
         get: operations["getPublicIpsById"];
         put?: never;
         post?: never;
         /**
          * Release public IP
-         * @description The address leaves the account (its billing stops) and returns to the pool 24 h later. An address assigned to an instance is a 409: unassign it first.
+         * @description Returns to the pool 24 h later. 409 while assigned.
          */
         delete: operations["deletePublicIpsById"];
         options?: never;
         head?: never;
         /**
          * Update public IP (name, tags, auto_delete)
-         * @description Changes the name, tags, or `auto_delete` (false keeps the address made with an instance when the instance is deleted; it then counts in the `public_ips` quota, 403 when full).
+         * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
          */
         patch: operations["patchPublicIpsById"];
         trace?: never;
@@ -735,7 +735,7 @@ export interface paths {
         put?: never;
         /**
          * Assign to an instance
-         * @description To an instance of the same account (else 404, `details.field: instance_id`) and region (else 400) that has no public IP (409 naming the one it has) and is not being deleted (409); an address assigned elsewhere is a 409 (unassign it first). Assigning it to the instance it is on changes nothing. Works while the instance runs: its `public_ip`, DNS name and `ssh` follow at once.
+         * @description To an instance of this account (else 404) and region (else 400) that has no public IP and is not being deleted (409); 409 while assigned elsewhere. The instance’s `public_ip` follows at once.
          */
         post: operations["postPublicIpsByIdAssign"];
         delete?: never;
@@ -755,7 +755,7 @@ export interface paths {
         put?: never;
         /**
          * Unassign from its instance
-         * @description The instance is left with no public IP (`public_ip: null`); the address stays with the account and is billed while unassigned. Unassigning an unassigned address changes nothing.
+         * @description The instance is left with `public_ip: null`; the account keeps the address.
          */
         post: operations["postPublicIpsByIdUnassign"];
         delete?: never;
@@ -2063,13 +2063,13 @@ export interface paths {
         };
         /**
          * List public IPs
-         * @description Newest first unless sorted otherwise (`created_at`, `name`, `address`); filters by region, exact name, instance_id and assigned (true/false) combine.
+         * @description Newest first unless sorted otherwise; the filters combine.
          */
         get: operations["getV2PublicIps"];
         put?: never;
         /**
          * Allocate a public IP (201)
-         * @description Takes an address from the region’s public pool and keeps it for the account until released; it is unassigned, and an address held unassigned is billed (`public_ip_idle`, 0.005 USD per hour). Quota `public_ips` counts the addresses kept (not those made with an instance, `auto_delete: true`) (403); a region with no address left is 503; a past-due account gets 402. A released address is not handed out again for 24 h.
+         * @description An address from the region’s pool, kept until released; billed while unassigned (`public_ip_idle`, 0.005 USD/h). Quota `public_ips` counts addresses with `auto_delete: false` (403); no address left: 503.
          */
         post: operations["postV2PublicIps"];
         delete?: never;
@@ -2087,21 +2087,21 @@ export interface paths {
         };
         /**
          * Get public IP
-         * @description One public IP, with the instance it is assigned to.
+         * @description One public IP.
          */
         get: operations["getV2PublicIpsById"];
         put?: never;
         post?: never;
         /**
          * Release public IP
-         * @description The address leaves the account (its billing stops) and returns to the pool 24 h later. An address assigned to an instance is a 409: unassign it first.
+         * @description Returns to the pool 24 h later. 409 while assigned.
          */
         delete: operations["deleteV2PublicIpsById"];
         options?: never;
         head?: never;
         /**
          * Update public IP (name, tags, auto_delete)
-         * @description Changes the name, tags, or `auto_delete` (false keeps the address made with an instance when the instance is deleted; it then counts in the `public_ips` quota, 403 when full).
+         * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
          */
         patch: operations["patchV2PublicIpsById"];
         trace?: never;
@@ -2117,7 +2117,7 @@ export interface paths {
         put?: never;
         /**
          * Assign to an instance
-         * @description To an instance of the same account (else 404, `details.field: instance_id`) and region (else 400) that has no public IP (409 naming the one it has) and is not being deleted (409); an address assigned elsewhere is a 409 (unassign it first). Assigning it to the instance it is on changes nothing. Works while the instance runs: its `public_ip`, DNS name and `ssh` follow at once.
+         * @description To an instance of this account (else 404) and region (else 400) that has no public IP and is not being deleted (409); 409 while assigned elsewhere. The instance’s `public_ip` follows at once.
          */
         post: operations["postV2PublicIpsByIdAssign"];
         delete?: never;
@@ -2137,7 +2137,7 @@ export interface paths {
         put?: never;
         /**
          * Unassign from its instance
-         * @description The instance is left with no public IP (`public_ip: null`); the address stays with the account and is billed while unassigned. Unassigning an unassigned address changes nothing.
+         * @description The instance is left with `public_ip: null`; the account keeps the address.
          */
         post: operations["postV2PublicIpsByIdUnassign"];
         delete?: never;

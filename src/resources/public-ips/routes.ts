@@ -64,11 +64,8 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
   route.create({
     summary: 'Allocate a public IP (201)',
     description:
-      'Takes an address from the region’s public pool and keeps it for the account until released; it is ' +
-      'unassigned, and an address held unassigned is billed (`public_ip_idle`, 0.005 USD per hour). Quota ' +
-      '`public_ips` counts the addresses kept (not those made with an instance, `auto_delete: true`) (403); ' +
-      'a region with no address left is 503; a past-due account gets 402. A released address is not handed ' +
-      'out again for 24 h.',
+      'An address from the region’s pool, kept until released; billed while unassigned (`public_ip_idle`, ' +
+      '0.005 USD/h). Quota `public_ips` counts addresses with `auto_delete: false` (403); no address left: 503.',
     body: withExample(NewPublicIp, { region: 'us-east-1', name: 'web-frontend' }),
     status: 201,
     answer: 'The public IP allocated',
@@ -79,9 +76,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
 
   route.list({
     summary: 'List public IPs',
-    description:
-      'Newest first unless sorted otherwise (`created_at`, `name`, `address`); filters by region, exact name, ' +
-      'instance_id and assigned (true/false) combine.',
+    description: 'Newest first unless sorted otherwise; the filters combine.',
     query: ListPublicIpsQuery,
     answer: 'One page of public IPs',
     run: ({ accountId, query }) => publicIps.list(accountId, query),
@@ -89,7 +84,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
 
   route.get({
     summary: 'Get public IP',
-    description: 'One public IP, with the instance it is assigned to.',
+    description: 'One public IP.',
     answer: 'The public IP',
     errors: [404],
     run: ({ accountId, params }) => publicIps.get(accountId, params.id),
@@ -98,8 +93,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
   route.update({
     summary: 'Update public IP (name, tags, auto_delete)',
     description:
-      'Changes the name, tags, or `auto_delete` (false keeps the address made with an instance when the ' +
-      'instance is deleted; it then counts in the `public_ips` quota, 403 when full).',
+      '`auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).',
     body: PublicIpUpdate,
     answer: 'The public IP as changed',
     errors: [404, 409],
@@ -108,9 +102,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
 
   route.delete({
     summary: 'Release public IP',
-    description:
-      'The address leaves the account (its billing stops) and returns to the pool 24 h later. An address ' +
-      'assigned to an instance is a 409: unassign it first.',
+    description: 'Returns to the pool 24 h later. 409 while assigned.',
     answer: 'The public IP released',
     errors: [404, 409],
     run: ({ accountId, params }) => publicIps.release(accountId, params.id),
@@ -119,10 +111,8 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
   route.action('assign', {
     summary: 'Assign to an instance',
     description:
-      'To an instance of the same account (else 404, `details.field: instance_id`) and region (else 400) ' +
-      'that has no public IP (409 naming the one it has) and is not being deleted (409); an address ' +
-      'assigned elsewhere is a 409 (unassign it first). Assigning it to the instance it is on changes ' +
-      'nothing. Works while the instance runs: its `public_ip`, DNS name and `ssh` follow at once.',
+      'To an instance of this account (else 404) and region (else 400) that has no public IP and is not ' +
+      'being deleted (409); 409 while assigned elsewhere. The instance’s `public_ip` follows at once.',
     body: withExample(AssignRequest, { instance_id: 'ins_01JD3Q5W4R8Z2M0000000000AB' }),
     answer: 'The public IP, assigned',
     errors: [404, 409],
@@ -131,9 +121,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
 
   route.action('unassign', {
     summary: 'Unassign from its instance',
-    description:
-      'The instance is left with no public IP (`public_ip: null`); the address stays with the account and ' +
-      'is billed while unassigned. Unassigning an unassigned address changes nothing.',
+    description: 'The instance is left with `public_ip: null`; the account keeps the address.',
     answer: 'The public IP, unassigned',
     errors: [404, 409],
     run: ({ accountId, params }) => publicIps.unassign(accountId, params.id),

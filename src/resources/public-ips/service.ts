@@ -161,6 +161,8 @@ export class PublicIpService {
 
   async assign(accountId: string, id: string, instanceId: string): Promise<PublicIpView> {
     const assigned = await this.store.db.transaction().execute(async (trx) => {
+      // The path's address is answered for first; held only after the instance (the lock order).
+      if (!(await ips.findAccountPublicIp(trx, accountId, id))) throw new NotFound('public_ip', id);
       const instance = await this.instances.lockForAddress(trx, accountId, instanceId);
       if (!instance) throw new NotFound('instance', instanceId, { field: 'instance_id' });
       const ip = await this.held(trx, accountId, id);
