@@ -6,7 +6,7 @@
  *
  * A released public IP does not go back to the pool at once: `released_addresses` keeps it out until
  * `reusable_at` (24 h later), so an address a user let go cannot reach someone else while clients,
- * caches and DNS still point at it. Each take in the region first gives the due ones back.
+ * caches and DNS still point at it. A take that finds the pool empty gives the due ones back first.
  */
 import type { Executor } from '../../platform/store/schema.js';
 import { type AddressScope, publicScopeKey, returnAddress, takeAddress } from './address-store.js';
@@ -47,18 +47,25 @@ export async function publicIpsInUse(db: Executor, region: string): Promise<stri
   ];
 }
 
-/** A public address from the region's pool, in the caller's transaction, after giving back the released ones now due. */
+/**
+ * A public address from the region's pool, in the caller's transaction. Released addresses whose 24 h
+ * are up go back only when the pool has nothing else: the usual take costs no extra statement, and an
+ * address stays unused for as long as the pool allows.
+ */
 export async function takePublicAddress(
   trx: Executor,
   scope: AddressScope,
   now: Date,
 ): Promise<string | null> {
+  const taken = await takeAddress(trx, scope);
+  if (taken !== null) return taken;
   const due = await trx
     .deleteFrom('released_addresses')
     .where('scope', '=', scope.key)
     .where('reusable_at', '<=', now.toISOString())
     .returning('ip')
     .execute();
+  if (due.length === 0) return null;
   for (const { ip } of due) await returnAddress(trx, scope.key, intToIp(Number(ip)));
   return takeAddress(trx, scope);
 }
