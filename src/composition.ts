@@ -74,7 +74,7 @@ import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { type RegionSettings, regionSettings } from './resources/instances/region-settings.js';
 import { InstanceService } from './resources/instances/service.js';
-import { findInstance, lockAccountInstance } from './resources/instances/store.js';
+import { findInstance, lockAccountInstance, setInstancePublicIp } from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
 import { metricsModule } from './resources/metrics/index.js';
@@ -85,6 +85,8 @@ import { FirewallRuleService } from './resources/networking/firewall-service.js'
 import { firewallRulesInRegion } from './resources/networking/firewall-store.js';
 import { networkingModule } from './resources/networking/index.js';
 import { NetworkService } from './resources/networking/service.js';
+import { publicIpsModule } from './resources/public-ips/index.js';
+import { PublicIpService } from './resources/public-ips/service.js';
 import { snapshotsModule } from './resources/snapshots/index.js';
 import { SNAPSHOT_KIND, sourceTagsOf } from './resources/snapshots/kind.js';
 import { SnapshotReconciler } from './resources/snapshots/reconciler.js';
@@ -127,6 +129,7 @@ export interface Services {
   network: NetworkService;
   snapshots: SnapshotService;
   vpns: VpnService;
+  publicIps: PublicIpService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
   metrics: MetricsService;
@@ -325,6 +328,13 @@ function compose(
   const firewallRules = new FirewallRuleService(store, clock, quotas);
   const network = new NetworkService(store, instances, firewallRules);
   const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
+  const publicIps = new PublicIpService(
+    store,
+    clock,
+    quotas,
+    { lockForAddress: lockAccountInstance, setPublicIp: setInstancePublicIp },
+    regions.publicIpPools,
+  );
 
   // Events and the webhooks they are delivered to.
   const events = new EventService(store, EVENT_CATALOGUE);
@@ -421,6 +431,7 @@ function compose(
     networkingModule({ network, firewallRules }),
     volumesModule({ volumes }),
     vpnsModule({ vpns }),
+    publicIpsModule({ publicIps }),
     snapshotsModule({ snapshots, scheduler }),
     sshKeysModule({ sshKeys }),
     eventsModule({ events }),
@@ -473,6 +484,7 @@ function compose(
       network,
       snapshots,
       vpns,
+      publicIps,
       webhooks,
       deliveries,
       metrics,

@@ -8,6 +8,7 @@ import { ALERT_EVENTS } from './resources/alerts/events.js';
 import { INVOICE_EVENTS } from './resources/billing/events.js';
 import { INSTANCE_EVENTS } from './resources/instances/events.js';
 import { FIREWALL_RULE_EVENTS } from './resources/networking/events.js';
+import { PUBLIC_IP_EVENTS } from './resources/public-ips/events.js';
 import { SNAPSHOT_EVENTS } from './resources/snapshots/events.js';
 import { SSH_KEY_EVENTS } from './resources/ssh-keys/events.js';
 import { VOLUME_EVENTS } from './resources/volumes/events.js';
@@ -20,6 +21,7 @@ export const EVENT_CATALOGUE = eventCatalogue(
   SNAPSHOT_EVENTS,
   FIREWALL_RULE_EVENTS,
   VPN_EVENTS,
+  PUBLIC_IP_EVENTS,
   INVOICE_EVENTS,
   API_KEY_EVENTS,
   SSH_KEY_EVENTS,

@@ -11,6 +11,7 @@ import { BILLING_MIGRATIONS } from './resources/billing/migrations/index.js';
 import { INSTANCE_MIGRATIONS } from './resources/instances/migrations/index.js';
 import { METRIC_MIGRATIONS } from './resources/metrics/migrations/index.js';
 import { NETWORKING_MIGRATIONS } from './resources/networking/migrations/index.js';
+import { PUBLIC_IP_MIGRATIONS } from './resources/public-ips/migrations/index.js';
 import { VOLUME_MIGRATIONS } from './resources/volumes/migrations/index.js';
 import { VPN_MIGRATIONS } from './resources/vpns/migrations/index.js';
 import { WEBHOOK_MIGRATIONS } from './resources/webhooks/migrations/index.js';
@@ -27,4 +28,5 @@ export const MIGRATIONS = migrationHistory(
   ALERT_MIGRATIONS,
   WEBHOOK_MIGRATIONS,
   ADDRESS_MIGRATIONS,
+  PUBLIC_IP_MIGRATIONS,
 );

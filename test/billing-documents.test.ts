@@ -520,6 +520,7 @@ describe.each(STORES)('Estimates (%s)', (store) => {
       volume_gb: 100,
       snapshot_gb: 40,
       vpn_count: 1,
+      public_ip_count: 0,
       breakdown: [
         {
           item: 'instances',

@@ -75,7 +75,7 @@ export const VPC_JOB = 'vpc';
 /**
  * The events that change a VPC's rows: a port added or removed, a hostname or name changed (DHCP, DNS),
  * tags or a preset changed (which rules select the instance, its preset's ACLs), a firewall rule made,
- * changed or deleted.
+ * changed or deleted, a public IP assigned or unassigned (the router's NAT).
  */
 export const VPC_EVENTS: ReadonlySet<string> = new Set([
   'instance.created',
@@ -84,6 +84,8 @@ export const VPC_EVENTS: ReadonlySet<string> = new Set([
   'firewall_rule.created',
   'firewall_rule.updated',
   'firewall_rule.deleted',
+  'public_ip.assigned',
+  'public_ip.unassigned',
 ]);
 
 /**

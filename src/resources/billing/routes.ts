@@ -21,7 +21,7 @@ import {
 import { INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { estimateItem, estimatePlan } from './estimate.js';
 import { INVOICE_SORTS, INVOICE_STATUSES } from './invoice-rules.js';
-import { GROUP_BYS, PERIOD_PATTERN } from './rules.js';
+import { ESTIMATE_ITEMS, GROUP_BYS, METERS, PERIOD_PATTERN, RESOURCE_TYPES } from './rules.js';
 import { type BillingService, type Download, USAGE_PAGE_SIZE } from './service.js';
 import { estimateView, invoiceSummaryView, invoiceView, pagedUsageView, planEstimateView } from './view.js';
 
@@ -38,13 +38,12 @@ const LineItem = Type.Object(
     resource_id: orNull<string>('string', {
       description: 'The resource (group_by=resource); null for lines that add up several',
     }),
-    resource_type: StringEnum(['instance', 'volume', 'snapshot', 'vpn'] as const),
-    meter: StringEnum(
-      ['instance_compute', 'instance_storage', 'volume_storage', 'snapshot_storage', 'vpn'] as const,
-      {
-        description: 'What is paid for: an instance running, its root disk while not running, storage, a VPN',
-      },
-    ),
+    resource_type: StringEnum(RESOURCE_TYPES),
+    meter: StringEnum(METERS, {
+      description:
+        'What is paid for: an instance running, its root disk while not running, storage, a VPN, ' +
+        'a public IP held unassigned',
+    }),
     description: Type.String(),
     instance_type: orNull<string>('string'),
     day: orNull<string>('string', { format: 'date', description: 'group_by=day: the UTC day' }),
@@ -153,13 +152,16 @@ const estimateFields = {
   volume_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   snapshot_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   vpn_count: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  public_ip_count: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: 10_000, description: 'Public IPs held unassigned the whole time' }),
+  ),
 };
 
 const EstimateQuery = Type.Object(estimateFields, { additionalProperties: false });
 const EstimateItem = Type.Object(estimateFields, { additionalProperties: false });
 
 const EstimateLine = Type.Object({
-  item: StringEnum(['instances', 'volume_storage', 'snapshot_storage', 'vpn'] as const),
+  item: StringEnum(ESTIMATE_ITEMS),
   description: Type.String(),
   quantity: Type.Number({ description: 'Hours (instances × hours, VPNs × hours) or GB-months' }),
   unit: StringEnum(['hour', 'GB-month'] as const),
@@ -176,6 +178,7 @@ const estimateOutFields = {
   volume_gb: Type.Integer(),
   snapshot_gb: Type.Integer(),
   vpn_count: Type.Integer(),
+  public_ip_count: Type.Integer(),
   breakdown: Type.Array(EstimateLine),
   total: Usd('USD, 6 decimals'),
 };

@@ -16,12 +16,14 @@ export const LOGIN_USER = 'lambda';
 export type SshEndpoints = (instanceId: string) => { host: string; port: number } | null;
 
 export function sshEndpoint(
-  instance: Pick<Instance, 'id' | 'public_ip'>,
+  instance: Pick<Instance, 'id' | 'public_ip' | 'private_ip'>,
   endpoints?: SshEndpoints,
 ): SshEndpoint {
-  if (!endpoints) return { host: instance.public_ip, port: 22, user: LOGIN_USER };
+  // An instance without a public IP is reached privately (another instance, a VPN).
+  const address = instance.public_ip ?? instance.private_ip;
+  if (!endpoints) return { host: address, port: 22, user: LOGIN_USER };
   const forwarded = endpoints(instance.id);
-  return { host: forwarded?.host ?? instance.public_ip, port: forwarded?.port ?? 22, user: LOGIN_USER };
+  return { host: forwarded?.host ?? address, port: forwarded?.port ?? 22, user: LOGIN_USER };
 }
 
 /** Where to SSH in; shared with the network view. */
