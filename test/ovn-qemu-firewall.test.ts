@@ -14,7 +14,7 @@
  * taps and namespaces deleted, any daemon left killed, the data dir removed, even when a case fails.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,9 +23,9 @@ import { readRows } from '../src/drivers/ovn/topology.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
-import { qemuProcessesOf } from './helpers/driver.js';
-import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, succeeds } from './helpers/ovn.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime } from './helpers/ovn.js';
+import { removeOvnServer } from './helpers/ovn-server.js';
+import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshArguments, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
 type Json = Record<string, any>;
@@ -53,31 +53,17 @@ class ProbeLoop {
   private readonly child: ChildProcess;
   private rest = '';
 
-  constructor(endpoint: Json, privateKey: string, ip: string, port: number) {
+  constructor(
+    endpoint: { host: string; port: number; user: string },
+    privateKey: string,
+    ip: string,
+    port: number,
+  ) {
     const probe = `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 1 ${ip} ${port} 2>/dev/null | grep -q hello`;
     const script = `while :; do echo start; if ${probe}; then echo open; else echo closed; fi; done`;
-    this.child = spawn(
-      'ssh',
-      [
-        '-i',
-        privateKey,
-        '-p',
-        String(endpoint.port),
-        '-o',
-        'BatchMode=yes',
-        '-o',
-        'StrictHostKeyChecking=no',
-        '-o',
-        'UserKnownHostsFile=/dev/null',
-        '-o',
-        'LogLevel=ERROR',
-        '-o',
-        'PasswordAuthentication=no',
-        `${endpoint.user}@${endpoint.host}`,
-        script,
-      ],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
-    );
+    this.child = spawn('ssh', [...sshArguments(endpoint, privateKey), script], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     this.child.stdout!.setEncoding('utf8');
     this.child.stdout!.on('data', (chunk: string) => {
       const at = Date.now();
@@ -197,18 +183,7 @@ describe.runIf(canRun)('the firewall and DNS of QEMU VMs on OVN, through the API
 
   afterAll(async () => {
     for (const loop of loops) loop.stop();
-    network.nb.close();
-    await server?.stop().catch(() => server?.kill());
-    for (const pid of qemuProcessesOf(dataDir)) process.kill(pid, 'SIGKILL');
-    for (const id of made) {
-      const tap = network.tapName(id);
-      if (existsSync(`/sys/class/net/${tap}`)) succeeds('ip', ['link', 'del', tap]);
-    }
-    for (const namespace of network.hostNamespaces()) succeeds('ip', ['netns', 'del', namespace]);
-    for (const pid of processesNaming(dataDir)) process.kill(pid, 'SIGKILL');
-    const bridge = network.endpoints.integrationBridge;
-    if (existsSync(`/sys/class/net/${bridge}`)) succeeds('ip', ['link', 'del', bridge]);
-    rmSync(dataDir, { recursive: true, force: true });
+    await removeOvnServer({ server, dataDir, network, instanceIds: made });
     rmSync(path.dirname(keys?.privateKey ?? path.join(dataDir, 'x')), { recursive: true, force: true });
     expect(network.hostNamespaces()).toEqual([]);
   }, 120_000);

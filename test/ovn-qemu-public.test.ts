@@ -23,10 +23,9 @@ import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
 import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
-import { assertBuilt, type ChildServer, ROOT, spawnServer } from './helpers/child-server.js';
-import { runNimbus } from './helpers/cli.js';
+import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { runNimbus, serveUntilExit } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
-import { qemuProcessesOf } from './helpers/driver.js';
 import {
   askTcp,
   CAN_RUN_OVN,
@@ -37,7 +36,8 @@ import {
   sh,
   succeeds,
 } from './helpers/ovn.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, sshKeyPair } from './helpers/qemu.js';
+import { removeOvnServer } from './helpers/ovn-server.js';
+import { ensureImage, IMAGE_DIR, qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
 type Json = Record<string, any>;
@@ -77,7 +77,11 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
   const sshFromInternet = (host: string, command: string, timeoutMs = 60_000) =>
     exec(
       'ip',
-      ['netns', 'exec', internet.namespace, 'ssh', ...sshOptions(keys.privateKey), `lambda@${host}`, command],
+      [
+        ...['netns', 'exec', internet.namespace, 'ssh'],
+        ...sshArguments({ host, user: 'lambda' }, keys.privateKey, 10),
+        command,
+      ],
       timeoutMs,
     );
   /** A command in the guest, over SSH to its public IP from the internet namespace. */
@@ -120,21 +124,8 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
 
   afterAll(async () => {
     for (const listener of listeners) listener.stop();
-    network.nb.close();
-    await server?.stop().catch(() => server?.kill());
-    for (const pid of qemuProcessesOf(dataDir)) process.kill(pid, 'SIGKILL');
-    for (const id of made) {
-      const tap = network.tapName(id);
-      if (existsSync(`/sys/class/net/${tap}`)) succeeds('ip', ['link', 'del', tap]);
-    }
-    for (const namespace of network.hostNamespaces()) succeeds('ip', ['netns', 'del', namespace]);
-    for (const pid of processesNaming(dataDir)) process.kill(pid, 'SIGKILL');
-    const bridge = network.endpoints.integrationBridge;
-    for (const name of [bridge, providerBridgeName(bridge)]) {
-      if (existsSync(`/sys/class/net/${name}`)) succeeds('ip', ['link', 'del', name]);
-    }
+    await removeOvnServer({ server, dataDir, network, instanceIds: made });
     internet?.remove();
-    rmSync(dataDir, { recursive: true, force: true });
     rmSync(path.dirname(keys?.privateKey ?? path.join(dataDir, 'x')), { recursive: true, force: true });
     expect(network.hostNamespaces()).toEqual([]);
   }, 120_000);
@@ -264,29 +255,16 @@ describe.runIf(canRun)('serve with NIMBUS_PUBLIC_UPLINK', { timeout: 120_000 }, 
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-uplink-'));
     const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
     try {
-      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          [path.join(ROOT, 'bin', 'nimbus'), 'serve'],
-          {
-            env: {
-              ...process.env,
-              NIMBUS_DRIVER: 'qemu',
-              NIMBUS_NETWORK: 'ovn',
-              NIMBUS_PUBLIC_UPLINK: 'nimbus-nope0',
-              NIMBUS_DATA_DIR: dataDir,
-              NIMBUS_IMAGE_DIR: IMAGE_DIR,
-              NIMBUS_HTTPS_PORT: '0',
-              NIMBUS_HTTP_PORT: '0',
-              NIMBUS_METRICS_PORT: '0',
-              NIMBUS_METADATA_PORT: '0',
-            },
-            timeout: 100_000,
-          },
-          (error, _stdout, stderr) =>
-            resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
-        );
-      });
+      const { code, stderr } = await serveUntilExit(
+        {
+          NIMBUS_DRIVER: 'qemu',
+          NIMBUS_NETWORK: 'ovn',
+          NIMBUS_PUBLIC_UPLINK: 'nimbus-nope0',
+          NIMBUS_DATA_DIR: dataDir,
+          NIMBUS_IMAGE_DIR: IMAGE_DIR,
+        },
+        100_000,
+      );
       expect(code).toBe(2);
       expect(stderr).toContain('NIMBUS_PUBLIC_UPLINK=nimbus-nope0');
       expect(stderr).toContain('not an interface of this host');
@@ -303,22 +281,3 @@ describe.runIf(canRun)('serve with NIMBUS_PUBLIC_UPLINK', { timeout: 120_000 }, 
     }
   });
 });
-
-function sshOptions(privateKey: string): string[] {
-  return [
-    '-i',
-    privateKey,
-    '-o',
-    'BatchMode=yes',
-    '-o',
-    'StrictHostKeyChecking=no',
-    '-o',
-    'UserKnownHostsFile=/dev/null',
-    '-o',
-    'LogLevel=ERROR',
-    '-o',
-    'ConnectTimeout=10',
-    '-o',
-    'PasswordAuthentication=no',
-  ];
-}

@@ -1,22 +1,3 @@
-/**
- * Real VMs on OVN (issue 31, items 1, 2, 6, 8 and 9): a child server with NIMBUS_DRIVER=qemu and
- * NIMBUS_NETWORK=ovn, driven through its HTTPS API. Two VMs of one account and one of another, on the
- * same private block: the first two ping each other on their private IPs (inside the guest, over SSH)
- * and the third reaches neither; the guests took their address and gateway from OVN's DHCP; the NIC's
- * traffic is still counted. A kill -9 of Nimbus leaves the daemons and the VMs running, and the next
- * server converges on the same rows with the VMs still reachable. Each guest reads its own metadata at
- * 169.254.169.254 through its VPC, whatever instance it names. Deleting instances leaves no row, tap
- * or host namespace; `nimbus admin network check` reports drift, and none when there is none.
- *
- * How SSH reaches a guest with no user-mode forward: the API's `ssh` endpoint is still Nimbus's proxy on
- * NIMBUS_HOST (the firewall's verdict in front), which connects to the guest's private address from its
- * VPC's host namespace (drivers/ovn/network.ts) — the same way Nimbus tells that the guest booted. The
- * test adds no route to the root namespace and makes no port of its own.
- *
- * Everything is removed at the end, also when a case fails: the server stopped (its OVN with it), QEMU
- * killed, taps and namespaces deleted, any daemon left killed, the data dir removed.
- */
-import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,10 +7,10 @@ import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
 import { DRIVER_PROGRAMS } from '../src/drivers/qemu/qemu.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
-import { runNimbus } from './helpers/cli.js';
+import { runNimbus, serveUntilExit } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
-import { qemuProcessesOf } from './helpers/driver.js';
-import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, sh, succeeds } from './helpers/ovn.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, sh } from './helpers/ovn.js';
+import { removeOvnServer } from './helpers/ovn-server.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
@@ -48,28 +29,12 @@ describe('serve with NIMBUS_NETWORK=ovn', { timeout: 60_000 }, () => {
         writeFileSync(path.join(dir, program), '#!/bin/sh\nexit 0\n');
         chmodSync(path.join(dir, program), 0o755);
       }
-      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          [path.resolve(import.meta.dirname, '..', 'bin', 'nimbus'), 'serve'],
-          {
-            env: {
-              ...process.env,
-              PATH: dir,
-              NIMBUS_DRIVER: 'qemu',
-              NIMBUS_NETWORK: 'ovn',
-              NIMBUS_DATA_DIR: path.join(dir, 'data'),
-              NIMBUS_IMAGE_DIR: path.join(dir, 'images'),
-              NIMBUS_HTTPS_PORT: '0',
-              NIMBUS_HTTP_PORT: '0',
-              NIMBUS_METRICS_PORT: '0',
-              NIMBUS_METADATA_PORT: '0',
-            },
-            timeout: 50_000,
-          },
-          (error, _stdout, stderr) =>
-            resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
-        );
+      const { code, stderr } = await serveUntilExit({
+        PATH: dir,
+        NIMBUS_DRIVER: 'qemu',
+        NIMBUS_NETWORK: 'ovn',
+        NIMBUS_DATA_DIR: path.join(dir, 'data'),
+        NIMBUS_IMAGE_DIR: path.join(dir, 'images'),
       });
       expect(code).toBe(2);
       expect(stderr).toContain('NIMBUS_DRIVER=qemu NIMBUS_NETWORK=ovn needs programs that are not installed');
@@ -150,19 +115,7 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
   }, 600_000);
 
   afterAll(async () => {
-    network.nb.close();
-    await server?.stop().catch(() => server?.kill());
-    for (const pid of qemuProcessesOf(dataDir)) process.kill(pid, 'SIGKILL');
-    for (const id of made) {
-      const tap = network.tapName(id);
-      if (existsSync(`/sys/class/net/${tap}`)) succeeds('ip', ['link', 'del', tap]);
-    }
-    // The host ports' namespaces (their veth pairs go with them).
-    for (const namespace of network.hostNamespaces()) succeeds('ip', ['netns', 'del', namespace]);
-    for (const pid of processesNaming(dataDir)) process.kill(pid, 'SIGKILL');
-    const bridge = network.endpoints.integrationBridge;
-    if (existsSync(`/sys/class/net/${bridge}`)) succeeds('ip', ['link', 'del', bridge]);
-    rmSync(dataDir, { recursive: true, force: true });
+    await removeOvnServer({ server, dataDir, network, instanceIds: made });
     rmSync(path.dirname(keys?.privateKey ?? path.join(dataDir, 'x')), { recursive: true, force: true });
     expect(network.hostNamespaces()).toEqual([]);
   }, 120_000);

@@ -1,17 +1,11 @@
-/**
- * `serve` with the qemu driver checks every program the driver runs before it starts: a missing one stops
- * it at once, naming the program and the Debian package, instead of failing a create minutes later.
- * The programs here are stand-ins (scripts that do nothing) on a PATH of their own, so the check is what
- * is tested, on any machine, and nothing is booted.
- */
-import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DRIVER_PROGRAMS } from '../src/drivers/qemu/qemu.js';
+import { serveUntilExit } from './helpers/cli.js';
 
-const bin = path.resolve(import.meta.dirname, '..', 'bin', 'nimbus');
+const _bin = path.resolve(import.meta.dirname, '..', 'bin', 'nimbus');
 const made: string[] = [];
 
 afterEach(() => {
@@ -33,28 +27,11 @@ function pathWithout(without: readonly string[]): string {
 function serveQemu(pathVariable: string): Promise<{ code: number | null; stderr: string }> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-programs-data-'));
   made.push(dataDir);
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [bin, 'serve'],
-      {
-        env: {
-          ...process.env,
-          PATH: pathVariable,
-          NIMBUS_DRIVER: 'qemu',
-          NIMBUS_DATA_DIR: dataDir,
-          NIMBUS_IMAGE_DIR: path.join(dataDir, 'images'),
-          NIMBUS_HTTPS_PORT: '0',
-          NIMBUS_HTTP_PORT: '0',
-          NIMBUS_METRICS_PORT: '0',
-          NIMBUS_METADATA_PORT: '0',
-        },
-        timeout: 50_000,
-      },
-      (error, _stdout, stderr) => {
-        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr });
-      },
-    );
+  return serveUntilExit({
+    PATH: pathVariable,
+    NIMBUS_DRIVER: 'qemu',
+    NIMBUS_DATA_DIR: dataDir,
+    NIMBUS_IMAGE_DIR: path.join(dataDir, 'images'),
   });
 }
 

@@ -28,7 +28,7 @@ import { CONSOLE_MARKS } from '../src/drivers/qemu/guest-files.js';
 import { withQmp } from '../src/drivers/qemu/qmp.js';
 import { account, waitFor } from './helpers/common.js';
 import { act, eventsOf, getInstance, waitForStatus } from './helpers/instances.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
+import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshArguments, sshKeyPair } from './helpers/qemu.js';
 import { freePort, serverForSuite } from './helpers/server.js';
 import { availableSnapshot, restore } from './helpers/snapshots.js';
 
@@ -323,12 +323,7 @@ describe.skipIf(!canRun)('QEMU driver: real VMs', () => {
     const fromGuest = await new Promise<{ code: number | null; stdout: Buffer }>((resolve, reject) => {
       const child = spawn(
         'ssh',
-        [
-          ...['-i', keys.privateKey, '-p', String(instance.ssh.port), '-o', 'BatchMode=yes'],
-          ...['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'],
-          `${instance.ssh.user}@${instance.ssh.host}`,
-          'wc -c; head -c 524288 /dev/zero',
-        ],
+        [...sshArguments(instance.ssh, keys.privateKey), 'wc -c; head -c 524288 /dev/zero'],
         { stdio: ['pipe', 'pipe', 'inherit'] },
       );
       const chunks: Buffer[] = [];

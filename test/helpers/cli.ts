@@ -4,7 +4,7 @@
  * self-signed certificate trusted through NIMBUS_CA_FILE. Nothing of the test runner's own NIMBUS_*
  * environment reaches the child.
  */
-import { execSync, spawn } from 'node:child_process';
+import { execFile, execSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -208,4 +208,33 @@ export function expectErrorLine(run: CliRun, exitCode: number, code: string | Re
   expect(line).toMatch(/^Error: /);
   if (typeof code === 'string') expect(line).toContain(`code: ${code}`);
   else expect(line).toMatch(code);
+}
+
+/**
+ * `nimbus serve` run until it exits, for a start it should refuse: its exit code (null: killed at the
+ * timeout) and standard error. The ports are the system's pick; `env` goes over the runner's environment.
+ */
+export function serveUntilExit(
+  env: Record<string, string>,
+  timeoutMs = 50_000,
+): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, 'serve'],
+      {
+        env: {
+          ...process.env,
+          NIMBUS_HTTPS_PORT: '0',
+          NIMBUS_HTTP_PORT: '0',
+          NIMBUS_METRICS_PORT: '0',
+          NIMBUS_METADATA_PORT: '0',
+          ...env,
+        },
+        timeout: timeoutMs,
+      },
+      (error, _stdout, stderr) =>
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stderr }),
+    );
+  });
 }

@@ -66,6 +66,25 @@ export async function sshKeyPair(): Promise<{ privateKey: string; publicKey: str
   return { privateKey, publicKey: readFileSync(`${privateKey}.pub`, 'utf8').trim() };
 }
 
+/**
+ * OpenSSH's arguments for logging into a guest with `privateKey` as `endpoint`'s user: key only (no
+ * password is ever tried), no host key kept, quiet; `port` omitted for a guest reached on port 22.
+ */
+export function sshArguments(
+  endpoint: { host: string; port?: number; user: string },
+  privateKey: string,
+  connectTimeoutSeconds = 20,
+): string[] {
+  return [
+    ...['-i', privateKey],
+    ...(endpoint.port === undefined ? [] : ['-p', String(endpoint.port)]),
+    ...['-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'],
+    ...['-o', 'LogLevel=ERROR', '-o', `ConnectTimeout=${connectTimeoutSeconds}`],
+    ...['-o', 'PasswordAuthentication=no'],
+    `${endpoint.user}@${endpoint.host}`,
+  ];
+}
+
 /** Runs `command` in the guest over OpenSSH as the endpoint's user, with the key; no password is ever tried. */
 export function ssh(
   endpoint: { host: string; port: number; user: string },
@@ -73,28 +92,5 @@ export function ssh(
   command: string,
   timeoutMs = 60_000,
 ): Promise<{ stdout: string; stderr: string; code: number }> {
-  return run(
-    'ssh',
-    [
-      '-i',
-      privateKey,
-      '-p',
-      String(endpoint.port),
-      '-o',
-      'BatchMode=yes',
-      '-o',
-      'StrictHostKeyChecking=no',
-      '-o',
-      'UserKnownHostsFile=/dev/null',
-      '-o',
-      'LogLevel=ERROR',
-      '-o',
-      'ConnectTimeout=20',
-      '-o',
-      'PasswordAuthentication=no',
-      `${endpoint.user}@${endpoint.host}`,
-      command,
-    ],
-    timeoutMs,
-  );
+  return run('ssh', [...sshArguments(endpoint, privateKey), command], timeoutMs);
 }
