@@ -12,6 +12,7 @@ import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { useInstanceChoices } from '../components/instance-picker.tsx';
 import { type Column, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
@@ -25,7 +26,6 @@ import {
   takesPorts,
 } from './firewall-rule-draft.ts';
 import { REGIONS } from './instances.tsx';
-import { useInstanceChoices } from './volumes.tsx';
 
 type Rule = Schemas['FirewallRule'];
 type CheckAnswer =

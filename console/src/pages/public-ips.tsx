@@ -11,6 +11,7 @@ import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { InstancePickerDialog, useInstanceChoices } from '../components/instance-picker.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
 import { currentSession } from '../session.ts';
@@ -18,7 +19,6 @@ import { formatTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { REGIONS } from './instances.tsx';
 import { NameTagsDialog } from './name-tags-edit.tsx';
-import { useInstanceChoices } from './volumes.tsx';
 import './storage-network.css';
 
 type PublicIp = Schemas['PublicIp'];
@@ -173,8 +173,11 @@ export function PublicIpsPage() {
         />
       )}
       {panel?.kind === 'assign' && (
-        <AssignForm
-          ip={panel.ip}
+        <InstancePickerDialog
+          title={`Assign ${panel.ip.address}`}
+          submitLabel="Assign"
+          region={panel.ip.region}
+          noneMessage={`No instance in ${panel.ip.region} is without a public IP: unassign one first, or create one with no public IP.`}
           instances={assignableInstances(panel.ip, instances.data ?? [])}
           onCancel={closePanel}
           onSubmit={(instanceId) => {
@@ -233,38 +236,6 @@ function AllocateForm(props: { onCancel: () => void; onAllocated: (ip: PublicIp)
         <SelectField label="Region" value={region} options={REGIONS} onValue={setRegion} />
       </div>
       <p class="muted">An address held but not assigned to an instance costs 0.005 USD per hour.</p>
-    </FormDialog>
-  );
-}
-
-function AssignForm(props: {
-  ip: PublicIp;
-  instances: Instance[];
-  onCancel: () => void;
-  onSubmit: (instanceId: string) => void;
-}) {
-  const [instanceId, setInstanceId] = useState(props.instances[0]?.id ?? '');
-  return (
-    <FormDialog
-      title={`Assign ${props.ip.address}`}
-      submitLabel="Assign"
-      canSubmit={Boolean(instanceId)}
-      onSubmit={() => props.onSubmit(instanceId)}
-      onCancel={props.onCancel}
-    >
-      {props.instances.length === 0 ? (
-        <p>
-          No instance in {props.ip.region} is without a public IP: unassign one first, or create one with no
-          public IP.
-        </p>
-      ) : (
-        <SelectField
-          label={`Instance in ${props.ip.region}`}
-          value={instanceId}
-          options={props.instances.map((i) => ({ value: i.id, label: `${i.name} (${i.status})` }))}
-          onValue={setInstanceId}
-        />
-      )}
     </FormDialog>
   );
 }

@@ -11,6 +11,7 @@ import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { useInstanceChoices } from '../components/instance-picker.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
 import { formatDate } from '../format.ts';
@@ -20,7 +21,6 @@ import { currentSession } from '../session.ts';
 import { formatTags } from '../tags.ts';
 import { useAttempt } from '../use-attempt.ts';
 import { NameTagsDialog } from './name-tags-edit.tsx';
-import { useInstanceChoices } from './volumes.tsx';
 import './storage-network.css';
 
 type Snapshot = Schemas['Snapshot'];

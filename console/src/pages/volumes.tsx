@@ -11,6 +11,7 @@ import { EmptyState } from '../components/empty-state.tsx';
 import { ErrorNotice } from '../components/error-notice.tsx';
 import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
+import { InstancePickerDialog, useInstanceChoices } from '../components/instance-picker.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Pager, Table } from '../components/table.tsx';
 import { useLoad } from '../load.ts';
@@ -25,15 +26,6 @@ import './storage-network.css';
 type Volume = Schemas['Volume'];
 type Region = (typeof REGIONS)[number];
 const PAGE_SIZE = 20;
-
-/** The account's instances, for the attach and create pickers (names, ids and regions). */
-export function useInstanceChoices() {
-  return useLoad(
-    async () =>
-      (await unwrap(currentSession().api.GET('/v1/instances', { params: { query: { limit: 100 } } }))).data,
-    [],
-  );
-}
 
 type Panel =
   | { kind: 'create' }
@@ -201,8 +193,11 @@ export function VolumesPage() {
         />
       )}
       {panel?.kind === 'attach' && (
-        <AttachForm
-          volume={panel.volume}
+        <InstancePickerDialog
+          title={`Attach ${panel.volume.name}`}
+          submitLabel="Attach"
+          region={panel.volume.region}
+          noneMessage={`No instance in ${panel.volume.region} can take this volume: create one there first.`}
           instances={(instances.data ?? []).filter(
             (i) => i.region === panel.volume.region && i.status !== 'deleting',
           )}
@@ -345,35 +340,6 @@ function CreateVolumeForm(props: {
           onValue={setInstanceId}
         />
       </div>
-    </FormDialog>
-  );
-}
-
-function AttachForm(props: {
-  volume: Volume;
-  instances: InstanceChoice[];
-  onCancel: () => void;
-  onSubmit: (instanceId: string) => void;
-}) {
-  const [instanceId, setInstanceId] = useState(props.instances[0]?.id ?? '');
-  return (
-    <FormDialog
-      title={`Attach ${props.volume.name}`}
-      submitLabel="Attach"
-      canSubmit={Boolean(instanceId)}
-      onSubmit={() => props.onSubmit(instanceId)}
-      onCancel={props.onCancel}
-    >
-      {props.instances.length === 0 ? (
-        <p>No instance in {props.volume.region} can take this volume: create one there first.</p>
-      ) : (
-        <SelectField
-          label={`Instance in ${props.volume.region}`}
-          value={instanceId}
-          options={props.instances.map((i) => ({ value: i.id, label: `${i.name} (${i.status})` }))}
-          onValue={setInstanceId}
-        />
-      )}
     </FormDialog>
   );
 }
