@@ -16,6 +16,7 @@ export interface EstimateItemRequest {
   volume_gb?: number | undefined;
   snapshot_gb?: number | undefined;
   vpn_count?: number | undefined;
+  transfer_gb?: number | undefined;
 }
 
 export interface EstimatedItem {
@@ -68,6 +69,7 @@ export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedIt
     volume_gb: item.volume_gb ?? 0,
     snapshot_gb: item.snapshot_gb ?? 0,
     vpn_count: item.vpn_count ?? 0,
+    transfer_gb: item.transfer_gb ?? 0,
   };
   if (request.count > 0 && !type) {
     throw new InvalidRequest('count needs an instance_type', {
@@ -79,7 +81,7 @@ export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedIt
   const lines = estimateLines({ ...request, instance_type: type });
   if (lines.length === 0) {
     throw new InvalidRequest(
-      'Nothing to estimate: give an instance_type, volume_gb, snapshot_gb or vpn_count',
+      'Nothing to estimate: give an instance_type, volume_gb, snapshot_gb, vpn_count or transfer_gb',
       { field: `${field}instance_type`, value: null, allowed_values: [...TYPES.keys()] },
     );
   }

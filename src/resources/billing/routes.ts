@@ -21,7 +21,7 @@ import {
 import { INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { estimateItem, estimatePlan } from './estimate.js';
 import { INVOICE_SORTS, INVOICE_STATUSES } from './invoice-rules.js';
-import { GROUP_BYS, PERIOD_PATTERN } from './rules.js';
+import { GROUP_BYS, METERS, PERIOD_PATTERN } from './rules.js';
 import { type BillingService, type Download, USAGE_PAGE_SIZE } from './service.js';
 import { estimateView, invoiceSummaryView, invoiceView, pagedUsageView, planEstimateView } from './view.js';
 
@@ -39,17 +39,18 @@ const LineItem = Type.Object(
       description: 'The resource (group_by=resource); null for lines that add up several',
     }),
     resource_type: StringEnum(['instance', 'volume', 'snapshot', 'vpn'] as const),
-    meter: StringEnum(
-      ['instance_compute', 'instance_storage', 'volume_storage', 'snapshot_storage', 'vpn'] as const,
-      {
-        description: 'What is paid for: an instance running, its root disk while not running, storage, a VPN',
-      },
-    ),
+    meter: StringEnum(METERS, {
+      description:
+        'What is paid for: an instance running, its root disk while not running, storage, a VPN, bytes an ' +
+        'instance sent to public addresses (data_transfer), or received from them (data_transfer_in, free)',
+    }),
     description: Type.String(),
     instance_type: orNull<string>('string'),
     day: orNull<string>('string', { format: 'date', description: 'group_by=day: the UTC day' }),
-    quantity: Type.Number({ description: 'Hours or GB-months (730 h), 6 decimals' }),
-    unit: StringEnum(['hour', 'GB-month'] as const),
+    quantity: Type.Number({
+      description: 'Hours, GB-months (730 h) or GB of data transfer (2^30 bytes), 6 decimals',
+    }),
+    unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
     unit_price: orNull<number>('number', {
       description: 'USD per unit; null when the line adds up several prices',
     }),
@@ -153,16 +154,25 @@ const estimateFields = {
   volume_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   snapshot_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   vpn_count: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  transfer_gb: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 10_000_000,
+      description: 'GB (2^30 bytes) sent to public addresses over the hours; received is free',
+    }),
+  ),
 };
 
 const EstimateQuery = Type.Object(estimateFields, { additionalProperties: false });
 const EstimateItem = Type.Object(estimateFields, { additionalProperties: false });
 
 const EstimateLine = Type.Object({
-  item: StringEnum(['instances', 'volume_storage', 'snapshot_storage', 'vpn'] as const),
+  item: StringEnum(['instances', 'volume_storage', 'snapshot_storage', 'vpn', 'data_transfer'] as const),
   description: Type.String(),
-  quantity: Type.Number({ description: 'Hours (instances × hours, VPNs × hours) or GB-months' }),
-  unit: StringEnum(['hour', 'GB-month'] as const),
+  quantity: Type.Number({
+    description: 'Hours (instances × hours, VPNs × hours), GB-months, or GB of data transfer',
+  }),
+  unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
   unit_price: Usd('USD per unit'),
   amount: Usd('USD, 6 decimals'),
 });
@@ -176,6 +186,7 @@ const estimateOutFields = {
   volume_gb: Type.Integer(),
   snapshot_gb: Type.Integer(),
   vpn_count: Type.Integer(),
+  transfer_gb: Type.Integer(),
   breakdown: Type.Array(EstimateLine),
   total: Usd('USD, 6 decimals'),
 };
@@ -333,7 +344,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ billing: BillingService 
         summary: 'Estimate cost',
         description:
           'What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN ' +
-          'gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
+          'gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
           'that offer it.',
         querystring: EstimateQuery,
         response: { 200: described(Envelope(Estimate), 'The estimate with its breakdown') },

@@ -223,6 +223,7 @@ describe('meters and prices', () => {
       hours: 730,
       volume_gb: 100,
       snapshot_gb: 40,
+      transfer_gb: 0,
       vpn_count: 1,
     });
     expect(lines.map((line) => usdShown(line.amount))).toEqual([3650, 10, 2, 36.5]);

@@ -18,6 +18,7 @@ import * as idempotencyCommits from './0016_idempotency_commits.js';
 import * as eventActor from './0017_event_actor.js';
 import * as accountEmailNotUnique from './0018_account_email_not_unique.js';
 import * as instancesRegionName from './0019_instances_region_name.js';
+import * as dataTransfer from './0022_data_transfer.js';
 
 /** The one migration history, for SQLite and PostgreSQL alike. Append; never edit a released one. */
 const migrations: Record<string, Migration> = {
@@ -40,6 +41,7 @@ const migrations: Record<string, Migration> = {
   '0017_event_actor': eventActor,
   '0018_account_email_not_unique': accountEmailNotUnique,
   '0019_instances_region_name': instancesRegionName,
+  '0022_data_transfer': dataTransfer,
 };
 
 export const migrationProvider: MigrationProvider = {
