@@ -1207,7 +1207,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getBillingEstimate"];
         put?: never;
@@ -2497,7 +2497,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getV2BillingEstimate"];
         put?: never;
@@ -2850,10 +2850,10 @@ export interface components {
             /** @enum {string} */
             resource_type: "instance" | "volume" | "snapshot" | "vpn";
             /**
-             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN
+             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN, bytes an instance sent to public addresses (data_transfer), or received from them (data_transfer_in, free)
              * @enum {string}
              */
-            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn";
+            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn" | "data_transfer" | "data_transfer_in";
             description: string;
             instance_type: string | null;
             /**
@@ -2861,10 +2861,10 @@ export interface components {
              * @description group_by=day: the UTC day
              */
             day: string | null;
-            /** @description Hours or GB-months (730 h), 6 decimals */
+            /** @description Hours, GB-months (730 h) or GB of data transfer (2^30 bytes), 6 decimals */
             quantity: number;
             /** @enum {string} */
-            unit: "hour" | "GB-month";
+            unit: "hour" | "GB-month" | "GB";
             /** @description USD per unit; null when the line adds up several prices */
             unit_price: number | null;
             /** @description USD, exact to the micro-dollar (6 decimals); not rounded before the total */
@@ -2979,14 +2979,15 @@ export interface components {
             volume_gb: number;
             snapshot_gb: number;
             vpn_count: number;
+            transfer_gb: number;
             breakdown: {
                 /** @enum {string} */
-                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn";
+                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn" | "data_transfer";
                 description: string;
-                /** @description Hours (instances × hours, VPNs × hours) or GB-months */
+                /** @description Hours (instances × hours, VPNs × hours), GB-months, or GB of data transfer */
                 quantity: number;
                 /** @enum {string} */
-                unit: "hour" | "GB-month";
+                unit: "hour" | "GB-month" | "GB";
                 /** @description USD per unit */
                 unit_price: number;
                 /** @description USD, 6 decimals */
@@ -3019,6 +3020,8 @@ export interface components {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                transfer_gb?: number;
             }[];
         };
         /** Event */
@@ -7872,6 +7875,8 @@ export interface operations {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                transfer_gb?: number;
             };
             header?: never;
             path?: never;
@@ -11647,6 +11652,8 @@ export interface operations {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                transfer_gb?: number;
             };
             header?: never;
             path?: never;
