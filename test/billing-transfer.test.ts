@@ -18,6 +18,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
+import { accrueBytes, BYTES_PER_GB, UNITS_PER_MICRO } from '../src/resources/billing/rules.js';
 import { type TransferBase, type TransferReading, transferDelta } from '../src/resources/billing/transfer.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
@@ -237,6 +238,18 @@ describe('the counter rule (pure)', () => {
           expect(billedOut).toBe(sentOut);
           expect(billedIn).toBe(sentIn);
         }
+      }),
+    );
+  });
+
+  it('a GB (2^30 bytes) costs exactly 0.01 USD, and bytes are priced to within one accrual unit', () => {
+    expect(accrueBytes(BYTES_PER_GB, 10_000)).toBe(10_000n * UNITS_PER_MICRO);
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: 2n ** 50n }), (bytes) => {
+        const exactTimesGb = bytes * 10_000n * UNITS_PER_MICRO;
+        const amount = accrueBytes(bytes, 10_000);
+        const error = amount * BYTES_PER_GB - exactTimesGb;
+        expect(error * 2n <= BYTES_PER_GB && error * 2n > -BYTES_PER_GB).toBe(true);
       }),
     );
   });
