@@ -107,7 +107,14 @@ describe.each(STORES)('data transfer across kill -9 (%s)', (store) => {
       // And the usage shows it.
       const usage = (await call('GET', '/v1/billing/usage')).body.data;
       const line = usage.line_items.find((item: any) => item.meter === 'data_transfer');
-      expect(line.quantity).toBeCloseTo(final.billed / 2 ** 30, 5);
+      // What the store holds, named in a failure.
+      const held = await inspect(async (db) => ({
+        days: await db.selectFrom('transfer_day_totals').selectAll().execute(),
+        bases: await db.selectFrom('transfer_counters').selectAll().execute(),
+        sim: (await sql`select * from sim_transfer`.execute(db)).rows,
+        lines: usage.line_items,
+      }));
+      expect(line.quantity, JSON.stringify(held)).toBeCloseTo(final.billed / 2 ** 30, 5);
       expect(line.quantity).toBeCloseTo((4 * 3600 * OUT_PER_SECOND) / 2 ** 30, 2);
     },
     STEP_TIMEOUT_MS,

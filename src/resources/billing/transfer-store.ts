@@ -53,6 +53,15 @@ export async function recordTransfer(
   const total = { out: 0, in: 0 };
   if (readings.length === 0) return total;
   const ids = readings.map((r) => r.instance.id);
+  const readAt = at.toISOString();
+  // An instance read for the first time gets a zero base first (which counts its reading whole, as no
+  // base would), so that the rows below exist and are locked: two rounds that overlap (a collector
+  // whose lease lapsed) then take turns even on an instance's first reading, instead of both counting it.
+  await trx
+    .insertInto('transfer_counters')
+    .values(ids.map((id) => ({ resource_id: id, bytes_out: 0, bytes_in: 0, epoch: null, read_at: readAt })))
+    .onConflict((oc) => oc.column('resource_id').doNothing())
+    .execute();
   let query = trx.selectFrom('transfer_counters').selectAll().where('resource_id', 'in', ids);
   if (isPostgres(trx)) query = query.forUpdate();
   const bases = new Map<string, TransferBase>(
@@ -62,7 +71,6 @@ export async function recordTransfer(
     ]),
   );
   const daySecond = Math.floor(at.getTime() / 1000 / DAY_S) * DAY_S;
-  const readAt = at.toISOString();
   for (const { instance, reading } of readings) {
     const delta = transferDelta(bases.get(instance.id) ?? null, reading);
     await trx
