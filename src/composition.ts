@@ -18,10 +18,13 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ComputeDriver, GuestHost } from './drivers/driver.js';
+import { type PublicLink, publicGateways } from './drivers/ovn/uplink.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
-import type { Config } from './platform/config.js';
+import { EVENT_CATALOGUE } from './events.js';
+import { MIGRATIONS } from './migrations.js';
+import type { Config, PublicUplinkConfig } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
 import type { QuotaName } from './platform/domain/plans.js';
@@ -47,6 +50,13 @@ import { ApiKeyService } from './resources/account/api-key-service.js';
 import { accountModule } from './resources/account/index.js';
 import { AccountService } from './resources/account/service.js';
 import { quotaSettings } from './resources/account/store.js';
+import {
+  holdGatewayAddress,
+  holdRouterAddress,
+  releaseRouterAddress,
+  routerAddresses,
+} from './resources/addresses/address-holds.js';
+import { parseCidr } from './resources/addresses/addresses.js';
 import { AlertEvaluator } from './resources/alerts/evaluator.js';
 import { IncidentWriter } from './resources/alerts/incidents.js';
 import { alertsModule } from './resources/alerts/index.js';
@@ -65,7 +75,7 @@ import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { type RegionSettings, regionSettings } from './resources/instances/region-settings.js';
 import { InstanceService } from './resources/instances/service.js';
-import { findInstance, lockAccountInstance } from './resources/instances/store.js';
+import { findInstance, lockAccountInstance, setInstancePublicIp } from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
 import { metricsModule } from './resources/metrics/index.js';
@@ -73,8 +83,11 @@ import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
 import { MetricsStreams } from './resources/metrics/streams.js';
 import { FirewallRuleService } from './resources/networking/firewall-service.js';
+import { firewallRulesInRegion } from './resources/networking/firewall-store.js';
 import { networkingModule } from './resources/networking/index.js';
 import { NetworkService } from './resources/networking/service.js';
+import { publicIpsModule } from './resources/public-ips/index.js';
+import { PublicIpService } from './resources/public-ips/service.js';
 import { snapshotsModule } from './resources/snapshots/index.js';
 import { SNAPSHOT_KIND, sourceTagsOf } from './resources/snapshots/kind.js';
 import { SnapshotReconciler } from './resources/snapshots/reconciler.js';
@@ -117,6 +130,7 @@ export interface Services {
   network: NetworkService;
   snapshots: SnapshotService;
   vpns: VpnService;
+  publicIps: PublicIpService;
   webhooks: WebhookService;
   deliveries: WebhookDeliveryWorker;
   metrics: MetricsService;
@@ -145,7 +159,9 @@ export interface Backends {
    * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
    * and the address its port may be bound to.
    */
-  metadataService(logger: Logger): Promise<{ app: FastifyInstance; host: string }>;
+  metadataService(
+    logger: Logger,
+  ): Promise<{ app: FastifyInstance; host: string; guest: GuestHost['metadata'] }>;
   /** The server's last start step: the job runner and the webhook delivery worker (the admin CLI runs neither). */
   startWorkers(): void;
   close(): Promise<void>;
@@ -198,7 +214,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     commitDelayMs: config.testCommitDelayMs,
   });
   try {
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     await checkMasterKey(store.db, masterKey, SEALED_SECRETS);
   } catch (error) {
     await store.close();
@@ -214,7 +230,7 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     automatic: options.steppedJobs !== true,
     ...(options.onJobError ? { onError: options.onJobError } : {}),
   });
-  const driver = await openDriver(config, store, clock);
+  const driver = await openDriver(config, store, clock, regions.publicIpPools);
   const infrastructure = { store, clock, broadcaster, rateCounters, jobs, driver, secretBox: masterKey.box };
   const { services, modules } = compose(config, regions, options, infrastructure);
   return {
@@ -229,8 +245,15 @@ export async function openBackends(config: Config, options: BackendOptions = {})
     guests: guestsOf(store, jobs, services.network),
     metadataService: async (logger) => {
       // Loaded only here: it is a Fastify app, which operator commands never pay for.
-      const { buildMetadataApp, metadataHost } = await import('./resources/instances/metadata-server.js');
-      return { app: await buildMetadataApp(services.instances, logger), host: metadataHost(config.host) };
+      const { buildMetadataApp, metadataHost, serveGuestRequest } = await import(
+        './resources/instances/metadata-server.js'
+      );
+      const app = await buildMetadataApp(services.instances, logger);
+      return {
+        app,
+        host: metadataHost(config.host),
+        guest: (instanceId, request, response) => serveGuestRequest(app, instanceId, request, response),
+      };
     },
     startWorkers: () => {
       jobs.start();
@@ -307,9 +330,16 @@ function compose(
   const firewallRules = new FirewallRuleService(store, clock, quotas);
   const network = new NetworkService(store, instances, firewallRules);
   const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
+  const publicIps = new PublicIpService(
+    store,
+    clock,
+    quotas,
+    { lockForAddress: lockAccountInstance, setPublicIp: setInstancePublicIp },
+    regions.publicIpPools,
+  );
 
   // Events and the webhooks they are delivered to.
-  const events = new EventService(store);
+  const events = new EventService(store, EVENT_CATALOGUE);
   const webhookReceivers = {
     allowPrivate: config.webhooks.allowPrivate,
     extraCa: config.webhooks.caFile ? readFileSync(config.webhooks.caFile, 'utf8') : null,
@@ -327,6 +357,7 @@ function compose(
   );
   const webhooks = new WebhookService(store, clock, quotas, secretBox, deliveries, {
     allowPrivate: config.webhooks.allowPrivate,
+    catalogue: EVENT_CATALOGUE,
   });
 
   // Monitoring: samples collected, alert policies evaluated on them, notifications sent.
@@ -406,10 +437,11 @@ function compose(
     networkingModule({ network, firewallRules }),
     volumesModule({ volumes }),
     vpnsModule({ vpns }),
+    publicIpsModule({ publicIps }),
     snapshotsModule({ snapshots, scheduler }),
     sshKeysModule({ sshKeys }),
     eventsModule({ events }),
-    webhooksModule({ webhooks }),
+    webhooksModule({ webhooks, catalogue: EVENT_CATALOGUE }),
     metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
     billingModule({ billing, transfer }),
     alertsModule({ alerts, notifier: alertNotifier }),
@@ -433,10 +465,11 @@ function compose(
     for (const [kind, handler] of Object.entries(module.jobs ?? {})) jobs.register(kind, handler);
     if (module.onEventRecorded) subscribeToEvents(module.onEventRecorded);
   }
-  // NIMBUS_NETWORK=ovn: a change of an account's instances reconciles its VPCs (drivers/ovn/vpcs.ts).
-  const vpcReconcile = driver instanceof QemuDriver ? driver.vpcReconcile : null;
-  if (vpcReconcile) {
-    jobs.register(VPC_JOB, vpcReconcile);
+  // A driver with a network per account (qemu with NIMBUS_NETWORK=ovn: its VPCs, drivers/ovn/vpcs.ts):
+  // a change of an account's instances reconciles it.
+  const networkReconcile = driver.networkReconcile ?? null;
+  if (networkReconcile) {
+    jobs.register(VPC_JOB, networkReconcile);
     subscribeToEvents(queueVpcReconcile(jobs));
   }
 
@@ -457,6 +490,7 @@ function compose(
       network,
       snapshots,
       vpns,
+      publicIps,
       webhooks,
       deliveries,
       metrics,
@@ -476,7 +510,12 @@ function compose(
  * The driver NIMBUS_DRIVER names: the simulator, or QEMU, given what a guest's seed needs from the store
  * (the instance's hostname and the public keys of its SSH keys).
  */
-async function openDriver(config: Config, store: Store, clock: Clock): Promise<ComputeDriver> {
+async function openDriver(
+  config: Config,
+  store: Store,
+  clock: Clock,
+  publicIpPools: Record<string, string>,
+): Promise<ComputeDriver> {
   if (config.driver !== 'qemu') {
     return SimulatedDriver.open({
       db: store.background,
@@ -497,14 +536,36 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
     memoryScale: config.qemu.memoryScale,
     accel: config.qemu.accel,
     network: config.network,
+    ...(config.network.mode === 'ovn' && config.network.uplink
+      ? { publicLink: publicLinkOf(config.network.uplink, publicIpPools, store, clock) }
+      : {}),
     vpcInstances: {
-      list: (accountId) => {
+      list: async (accountId) => {
         const query = store.db
           .selectFrom('instances')
-          .select(['id', 'account_id', 'region', 'name', 'private_ip']);
-        return (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+          .select([
+            'id',
+            'account_id',
+            'region',
+            'name',
+            'private_ip',
+            'public_ip',
+            'tags',
+            'firewall_preset',
+          ]);
+        const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+        return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
       },
       find: async (id) => (await findInstance(store.db, id)) ?? null,
+      firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
+      atAddress: async (accountId, region, privateIp) =>
+        (await store.db
+          .selectFrom('instances')
+          .select(['id', 'account_id', 'region', 'name', 'private_ip'])
+          .where('account_id', '=', accountId)
+          .where('region', '=', region)
+          .where('private_ip', '=', privateIp)
+          .executeTakeFirst()) ?? null,
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);
@@ -516,6 +577,35 @@ async function openDriver(config: Config, store: Store, clock: Clock): Promise<C
       return { hostname: hostnames(spec, config.publicDomain).hostname, sshKeys: keys };
     },
   });
+}
+
+/**
+ * NIMBUS_PUBLIC_UPLINK's link: every region's pool on it, each with its upstream router, and the VPCs'
+ * router addresses held in the addresses resource so no instance or VPN gateway is ever given one.
+ */
+function publicLinkOf(
+  uplink: PublicUplinkConfig,
+  pools: Record<string, string>,
+  store: Store,
+  clock: Clock,
+): PublicLink {
+  const block = (region: string) => {
+    const pool = pools[region];
+    if (pool === undefined) throw new Error(`no public pool for ${region}`);
+    return parseCidr(pool);
+  };
+  const now = () => clock.now().toISOString();
+  return {
+    uplink: uplink.interface,
+    pools,
+    gateways: publicGateways(pools, uplink.gateway),
+    routers: {
+      hold: (accountId, region) => holdRouterAddress(store.db, accountId, region, block(region), now()),
+      release: (accountId, region) => releaseRouterAddress(store.db, accountId, region),
+      held: (accountId) => routerAddresses(store.db, accountId),
+      holdGateway: (region, ip) => holdGatewayAddress(store.db, region, ip, block(region), now()),
+    },
+  };
 }
 
 /**

@@ -161,7 +161,7 @@ export async function startServer(
     let metadataPort: number | null = null;
     const { driver } = backends;
     if (config.metadataPort > 0 || driver.serve) {
-      const { app: metadata, host: metadataHost } = await backends.metadataService(logger);
+      const { app: metadata, host: metadataHost, guest } = await backends.metadataService(logger);
       closers.push(() => metadata.close());
       if (config.metadataPort > 0) {
         await metadata.listen({ port: config.metadataPort, host: metadataHost });
@@ -171,7 +171,7 @@ export async function startServer(
       // they reach the same metadata app.
       await driver.serve?.({
         ...backends.guests,
-        metadata: (request, response) => metadata.routing(request, response),
+        metadata: guest,
         log: logger,
       });
     }

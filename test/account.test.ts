@@ -19,6 +19,7 @@ const QUOTAS = {
     snapshots: 20,
     firewall_rules: 50,
     vpns: 1,
+    public_ips: 2,
     api_keys: 10,
     webhooks: 5,
     alerts: 10,
@@ -32,6 +33,7 @@ const QUOTAS = {
     snapshots: 500,
     firewall_rules: 500,
     vpns: 10,
+    public_ips: 20,
     api_keys: 50,
     webhooks: 25,
     alerts: 100,
@@ -45,6 +47,7 @@ const QUOTAS = {
     snapshots: 5000,
     firewall_rules: 5000,
     vpns: 100,
+    public_ips: 200,
     api_keys: 200,
     webhooks: 100,
     alerts: 1_000,
@@ -246,12 +249,12 @@ describe.each(STORES)('account (%s)', (store) => {
     expect(billing.status).toBe(200);
   });
 
-  it('GET /v1/account/quota lists all eleven quotas with the free plan limits and usage', async () => {
+  it('GET /v1/account/quota lists all twelve quotas with the free plan limits and usage', async () => {
     const account = await server.createAccount({ plan: 'free' });
     const reply = await server.request('GET', '/v1/account/quota', { key: account.key });
     expect(reply.status).toBe(200);
     const items = reply.body.data as QuotaItem[];
-    expect(items).toHaveLength(11);
+    expect(items).toHaveLength(12);
     for (const item of items) expect(Object.keys(item).sort()).toEqual(['limit', 'name', 'used']);
     const byName = Object.fromEntries(items.map((q) => [q.name, q]));
     for (const [name, limit] of Object.entries(QUOTAS.free)) {

@@ -217,6 +217,27 @@ const firewallRule: ResourceFactory = async (server, key) => {
 };
 
 /** The body of a request on the endpoint, for the resource ids (or placeholders) it is sent with. */
+/** An unassigned public IP. */
+const publicIp: ResourceFactory = async (server, key) => {
+  const reply = await server.request('POST', '/v1/public-ips', { key, body: { region: 'us-east-1' } });
+  expect(reply.status, reply.text).toBe(201);
+  return reply.body.data.id as string;
+};
+
+/** An unassigned public IP and an instance made without one. */
+const publicIpAndInstance: ResourceFactory = async (server, key) => {
+  const { id: instanceId } = await createInstance(server, key, { public_ip: false });
+  return { id: (await publicIp(server, key)) as string, instance_id: instanceId as string };
+};
+
+/** A public IP assigned to an instance: the one the instance was made with. */
+const assignedPublicIp: ResourceFactory = async (server, key) => {
+  const { id: instanceId } = await createInstance(server, key);
+  const reply = await server.request('GET', `/v1/public-ips?instance_id=${instanceId}`, { key });
+  expect(reply.status, reply.text).toBe(200);
+  return reply.body.data[0].id as string;
+};
+
 function bodyOf(endpoint: Endpoint, ids: string | Record<string, string> | undefined): { body?: unknown } {
   if (endpoint.bodyFor) {
     const values = typeof ids === 'string' ? { id: ids } : (ids ?? {});
@@ -461,6 +482,47 @@ const ENDPOINTS: Endpoint[] = [
     permission: 'networking:write',
     ok: 200,
     resource: firewallRule,
+  },
+  {
+    method: 'POST',
+    path: '/v1/public-ips',
+    permission: 'networking:write',
+    ok: 201,
+    body: { region: 'us-east-1' },
+  },
+  { method: 'GET', path: '/v1/public-ips', permission: 'networking:read', ok: 200 },
+  { method: 'GET', path: '/v1/public-ips/{id}', permission: 'networking:read', ok: 200, resource: publicIp },
+  {
+    method: 'PATCH',
+    path: '/v1/public-ips/{id}',
+    permission: 'networking:write',
+    ok: 200,
+    body: { name: 'renamed' },
+    resource: publicIp,
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/public-ips/{id}',
+    permission: 'networking:write',
+    ok: 200,
+    resource: publicIp,
+  },
+  {
+    method: 'POST',
+    path: '/v1/public-ips/{id}/assign',
+    permission: 'networking:write',
+    ok: 200,
+    resource: publicIpAndInstance,
+    bodyFor: (ids) => ({ instance_id: ids.instance_id ?? 'ins_00000000000000000000000000' }),
+    readPath: '/v1/public-ips/{id}',
+  },
+  {
+    method: 'POST',
+    path: '/v1/public-ips/{id}/unassign',
+    permission: 'networking:write',
+    ok: 200,
+    resource: assignedPublicIp,
+    readPath: '/v1/public-ips/{id}',
   },
   {
     method: 'POST',
@@ -727,6 +789,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         ['vpns', '1000'],
         ['snapshots', '1000'],
         ['firewall_rules', '1000'],
+        ['public_ips', '1000'],
       ] as const) {
         await server.admin('set-quota', '--account', account.id, '--name', name, '--limit', limit);
       }
@@ -820,7 +883,7 @@ describe.each(STORES)('authorization matrix (%s)', (store) => {
         const details = reply.body.error.details;
         expect(details).toEqual({
           resource: expect.stringMatching(
-            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule|invoice|alert)$/,
+            /^(api_key|instance|ssh_key|event|webhook|volume|snapshot|vpn|firewall_rule|invoice|alert|public_ip)$/,
           ),
           id: firstId(theirs),
           ...(details?.field !== undefined ? { field: expect.any(String) } : {}),

@@ -522,6 +522,7 @@ describe.each(STORES)('Estimates (%s)', (store) => {
       volume_gb: 100,
       snapshot_gb: 40,
       vpn_count: 1,
+      public_ip_count: 0,
       transfer_gb: 0,
       breakdown: [
         {

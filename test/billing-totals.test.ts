@@ -14,8 +14,8 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../src/migrations.js';
 import { migrateToLatest, openStore, type Store } from '../src/platform/store/db.js';
-import { up as totalsMigration } from '../src/platform/store/migrations/0012_billing_totals.js';
 import {
   switchMeter,
   usagePieces,
@@ -23,6 +23,7 @@ import {
   usagePiecesOfAll,
   type Window,
 } from '../src/resources/billing/meter-store.js';
+import { up as totalsMigration } from '../src/resources/billing/migrations/0012_billing_totals.js';
 import { type Meter, monthOf } from '../src/resources/billing/rules.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 
@@ -115,7 +116,7 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
     let databaseUrl: string | undefined;
     if (store === 'postgres') ({ url: databaseUrl, drop } = await createPostgresDatabase());
     opened = openStore({ dataDir, ...(databaseUrl ? { databaseUrl } : {}) });
-    await migrateToLatest(opened.db);
+    await migrateToLatest(opened.db, MIGRATIONS);
   });
   afterAll(async () => {
     await opened?.close();

@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../src/migrations.js';
 import { ManualClock } from '../src/platform/domain/clock.js';
 import type { JobHandler } from '../src/platform/jobs/runner.js';
 import { claimDueJobs, upsertJob } from '../src/platform/jobs/store.js';
@@ -274,7 +275,7 @@ describe.each(STORES)('claimDueJobs side by side (%s)', (store) => {
       dropDatabase = database.drop;
     }
     opened = openStore({ databaseUrl, dataDir, poolSize: 8 });
-    await migrateToLatest(opened.db);
+    await migrateToLatest(opened.db, MIGRATIONS);
   });
   afterAll(async () => {
     await opened?.close();

@@ -14,7 +14,7 @@ import { EmbeddedOvn, missingOvnPrograms } from '../src/drivers/ovn/daemons.js';
 import { describeMissing } from '../src/drivers/qemu/tools.js';
 import { ensureBuilt, ROOT } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
-import { CAN_RUN_OVN, processesNaming } from './helpers/ovn.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming } from './helpers/ovn.js';
 
 const DAEMONS = ['ovsdb-server', 'ovs-vswitchd', 'ovnnb', 'ovnsb', 'ovn-northd', 'ovn-controller'];
 const dirs: string[] = [];
@@ -54,6 +54,7 @@ describe('the programs the embedded OVN needs', () => {
 });
 
 describe.runIf(CAN_RUN_OVN)('the embedded OVN daemons', () => {
+  oneOvnSuiteAtATime();
   it('runs every daemon, starts again one that dies, and leaves nothing behind when closed', async () => {
     const dir = tempDir();
     const restarted: string[] = [];

@@ -42,7 +42,14 @@ import {
 } from '../src/resources/networking/firewall-rules.js';
 import { waitFor } from './helpers/common.js';
 import { denyEverything, firewallRule } from './helpers/firewall.js';
-import { CAN_RUN_OVN, type Guest, GuestNamespaces, processesNaming, sh } from './helpers/ovn.js';
+import {
+  CAN_RUN_OVN,
+  type Guest,
+  GuestNamespaces,
+  oneOvnSuiteAtATime,
+  processesNaming,
+  sh,
+} from './helpers/ovn.js';
 
 const PRIVATE = '10.10.0.0/16';
 const ACCOUNT = 'acct_ovnfwtest';
@@ -242,6 +249,7 @@ class Agent {
 const run = promisify(execFile);
 
 describe.runIf(CAN_RUN_OVN)('the firewall on OVN, with real packets', () => {
+  oneOvnSuiteAtATime();
   let dir: string;
   let ovn: EmbeddedOvn;
   let nb: Northbound;

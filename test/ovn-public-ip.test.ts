@@ -4,7 +4,9 @@
  * whose other end is the uplink Nimbus plugs into its provider bridge, and a VPC whose instances are
  * namespaces plugged into the integration bridge. Real packets show: a TCP connection from the internet
  * side to an instance's public IP reaches that instance's listener; the instance reaches the internet
- * side as its public IP; a public IP moved to another instance answers as that one within 2 s; and one
+ * side as its public IP; the instance's port ACLs decide what reaches its public IP, by the client's own
+ * address (NAT on the router, ACLs on the port); the VPC's snat lets an instance without a public IP out
+ * as the router's address; a public IP moved to another instance answers as that one within 2 s; and one
  * taken away stops answering.
  *
  * Nothing is routed in the root namespace: the uplink there has no address, and all traffic is between
@@ -14,6 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aclInputsFor } from '../src/drivers/ovn/acls.js';
 import { EmbeddedOvn } from '../src/drivers/ovn/daemons.js';
 import { Northbound } from '../src/drivers/ovn/northbound.js';
 import { type ApplyResult, applyTopology, type DesiredVpc, vpcKey } from '../src/drivers/ovn/topology.js';
@@ -24,13 +27,16 @@ import {
   unplugUplink,
   type VpcPublicSide,
 } from '../src/drivers/ovn/uplink.js';
+import type { FirewallRule } from '../src/resources/networking/firewall-rules.js';
 import { waitFor } from './helpers/common.js';
+import { firewallRule } from './helpers/firewall.js';
 import {
   askTcp,
   CAN_RUN_OVN,
   type Guest,
   GuestNamespaces,
   InternetNamespace,
+  oneOvnSuiteAtATime,
   processesNaming,
   serveTcp,
   sh,
@@ -76,6 +82,7 @@ const OTHER_PUBLIC_IP = '203.0.113.20';
 
 // ovn-controller's first binding of ports on a loaded machine takes most of the time (seen: 30 s).
 describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90_000 }, () => {
+  oneOvnSuiteAtATime();
   let dir: string;
   let ovn: EmbeddedOvn;
   let nb: Northbound;
@@ -156,6 +163,74 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     // All of it went between the suite's namespaces: the host has no way onto the link.
     expect(sh('ip', ['-4', 'route', 'show', 'root', POOL]).trim()).toBe('');
     expect(sh('ip', ['-4', 'addr', 'show', 'dev', internet.uplink]).includes('inet ')).toBe(false);
+  });
+
+  it("lets through a public IP only what the instance's port ACLs allow, judged by the client's own address", async () => {
+    const nat = [{ instanceId: one.instanceId, publicIp: PUBLIC_IP, privateIp: one.ip }];
+    const instance = {
+      id: one.instanceId,
+      account_id: vpc.accountId,
+      region: vpc.region,
+      tags: {},
+      firewall_preset: 'web',
+    };
+    /** The public side with `one`'s firewall: the web preset (22, 80, 443) and `rules`. */
+    const guarded = (rules: FirewallRule[]): DesiredVpc => {
+      const side = publicSide(nat);
+      return {
+        ...side,
+        ports: side.ports.map((port) =>
+          port.instanceId === one.instanceId
+            ? { ...port, firewall: aclInputsFor(instance, rules, vpc.cidr) }
+            : port,
+        ),
+      };
+    };
+    const answers = (expected: string | null) =>
+      waitFor(
+        `the public IP answering ${expected}`,
+        () => (askTcp(internet.namespace, PUBLIC_IP, PORT) === expected ? true : undefined),
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
+    // The NAT is on the router, the ACLs on the port: the port sees the translated packet and drops it.
+    await apply(guarded([]));
+    await answers(null);
+    const opening = (remote: string) =>
+      firewallRule({
+        direction: 'inbound',
+        action: 'allow',
+        protocol: 'tcp',
+        ports: String(PORT),
+        remote: [remote],
+        accountId: vpc.accountId,
+      });
+    // Opened for the internet side's own address: the source is the client's, not the router's.
+    await apply(guarded([opening(`${GATEWAY}/32`)]));
+    await answers(`pub-one ${GATEWAY}`);
+    await apply(guarded([opening('198.51.100.0/24')]));
+    await answers(null);
+    await apply(publicSide(nat));
+    await answers(`pub-one ${GATEWAY}`);
+  });
+
+  it("lets an instance without a public IP out as its router's address, with the VPC's snat", async () => {
+    const nat = [{ instanceId: one.instanceId, publicIp: PUBLIC_IP, privateIp: one.ip }];
+    const side = publicSide(nat);
+    await apply({ ...side, public: { ...side.public!, snatBlock: vpc.cidr } });
+    const routerIp = side.public!.router.ip;
+    await waitFor(
+      'two out as the router',
+      () => (askTcp(g.two!.namespace, GATEWAY, PORT) === `internet ${routerIp}` ? true : undefined),
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
+    // The instance's own NAT is the more specific: it still goes out as its public IP.
+    expect(askTcp(g.one!.namespace, GATEWAY, PORT)).toBe(`internet ${PUBLIC_IP}`);
+    await apply(side);
+    await waitFor(
+      'two without a way out again',
+      () => (askTcp(g.two!.namespace, GATEWAY, PORT) === null ? true : undefined),
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
   });
 
   it("shares the link with another account's VPC, each public IP answering as its own VPC's instance", async () => {

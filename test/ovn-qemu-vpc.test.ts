@@ -1,10 +1,11 @@
 /**
- * Real VMs on OVN (issue 31, items 1, 2, 8 and 9): a child server with NIMBUS_DRIVER=qemu and
+ * Real VMs on OVN (issue 31, items 1, 2, 6, 8 and 9): a child server with NIMBUS_DRIVER=qemu and
  * NIMBUS_NETWORK=ovn, driven through its HTTPS API. Two VMs of one account and one of another, on the
  * same private block: the first two ping each other on their private IPs (inside the guest, over SSH)
  * and the third reaches neither; the guests took their address and gateway from OVN's DHCP; the NIC's
  * traffic is still counted. A kill -9 of Nimbus leaves the daemons and the VMs running, and the next
- * server converges on the same rows with the VMs still reachable. Deleting instances leaves no row, tap
+ * server converges on the same rows with the VMs still reachable. Each guest reads its own metadata at
+ * 169.254.169.254 through its VPC, whatever instance it names. Deleting instances leaves no row, tap
  * or host namespace; `nimbus admin network check` reports drift, and none when there is none.
  *
  * How SSH reaches a guest with no user-mode forward: the API's `ssh` endpoint is still Nimbus's proxy on
@@ -28,7 +29,7 @@ import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-serv
 import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { qemuProcessesOf } from './helpers/driver.js';
-import { CAN_RUN_OVN, processesNaming, sh, succeeds } from './helpers/ovn.js';
+import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, sh, succeeds } from './helpers/ovn.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
 
@@ -84,6 +85,7 @@ describe('serve with NIMBUS_NETWORK=ovn', { timeout: 60_000 }, () => {
 const BOOT_MS = 420_000;
 
 describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
+  oneOvnSuiteAtATime();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-ovn-qemu-'));
   const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
   let server: ChildServer | undefined;
@@ -235,6 +237,43 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     expect(await greets(vms.b1, vms.a2.private_ip)).toBe(false);
   }, 180_000);
 
+  /** What the guest reads at http://169.254.169.254`path`, sending `header` if given. */
+  const metadataOf = async (vm: Json, path: string, header?: string) =>
+    (
+      await inGuest(
+        vm,
+        // Busybox's wget crashes with its own -T (timeout): the timeout applet bounds it instead.
+        `timeout 10 wget -q ${header ? `--header '${header}' ` : ''}-O - http://169.254.169.254${path}; echo " ($?)"`,
+      )
+    ).stdout.trim();
+
+  it('answers each guest its own metadata through the network, whatever id it names', async () => {
+    // a1 and b1 hold the same private address in their accounts' VPCs: the VPC tells them apart.
+    expect(vms.b1.private_ip).toBe(vms.a1.private_ip);
+    for (const name of ['a1', 'a2', 'b1'] as const) {
+      const vm = vms[name];
+      expect(await metadataOf(vm, '/latest/meta-data/instance-id')).toBe(`${vm.id} (0)`);
+      expect(await metadataOf(vm, '/latest/meta-data/local-ipv4')).toBe(`${vm.private_ip} (0)`);
+      expect(await metadataOf(vm, '/latest/meta-data/hostname')).toBe(`${vm.hostname} (0)`);
+      expect(await metadataOf(vm, '/latest/user-data')).toContain('cp /bin/busybox /usr/local/bin/ping');
+    }
+    // Naming another instance changes nothing: the caller is its port, not its header.
+    const named = await metadataOf(
+      vms.a1,
+      '/latest/meta-data/instance-id',
+      `X-Nimbus-Instance-Id: ${vms.b1.id}`,
+    );
+    expect(named).toBe(`${vms.a1.id} (0)`);
+    // The service's own answers for what does not exist, never a 5xx; garbage is refused and served on.
+    expect(await metadataOf(vms.a1, '/latest/meta-data/nothing')).toMatch(/\(1\)$/);
+    const garbage = await inGuest(
+      vms.a1,
+      `printf 'NOT HTTP AT ALL\\r\\n\\r\\n' | nc -w 3 169.254.169.254 80 | head -n 1`,
+    );
+    expect(garbage.stdout).toMatch(/^HTTP\/1\.1 400/);
+    expect(await metadataOf(vms.a1, '/latest/meta-data/instance-id')).toBe(`${vms.a1.id} (0)`);
+  }, 180_000);
+
   it('still counts the NIC’s traffic for the metrics', async () => {
     const sent = await inGuest(
       vms.a1,
@@ -276,6 +315,8 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     expect(network.hostNamespaces()).toHaveLength(2);
     expect(await pings(vms.a1, vms.a2.private_ip)).toBe(true);
     expect(await pings(vms.b1, vms.a2.private_ip)).toBe(false);
+    // The metadata listeners died with the process; the new one listens again.
+    expect(await metadataOf(vms.b1, '/latest/meta-data/instance-id')).toBe(`${vms.b1.id} (0)`);
     const check = await admin('network', 'check');
     expect(check.code, check.stderr).toBe(0);
     expect(check.stdout).toContain('OVN matches the store');
@@ -299,8 +340,10 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     await waitFor('A’s VPC gone', async () =>
       (await vpcsInOvn()).size === 1 && network.hostNamespaces().length === 1 ? true : undefined,
     );
-    // B's VPC alone: switch, router, router port, the switch's router port, DHCP, b1's port, host port.
-    expect((await rows()).length).toBe(7);
+    // B's VPC alone: switch, router, router port, the switch's router port, DHCP, b1's port, host port
+    // (and b1's firewall and the VPC's DNS records: test/ovn-qemu-firewall.test.ts).
+    const firewallAndDns = /^(ACL|Address_Set|Port_Group|DNS) /;
+    expect((await rows()).filter((row) => !firewallAndDns.test(row)).length).toBe(7);
     expect((await rows()).some((row) => row.includes(vms.b1.id))).toBe(true);
     expect(network.hostNamespaces()).toHaveLength(1);
     expect((await network.instanceTaps()).map((t) => t.instanceId)).toEqual([vms.b1.id]);

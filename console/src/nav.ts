@@ -7,6 +7,7 @@ import { AlertsPage } from './pages/alerts.tsx';
 import { BillingPage } from './pages/billing.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { NetworkingPage } from './pages/networking.tsx';
+import { PublicIpsPage } from './pages/public-ips.tsx';
 import { SettingsPage } from './pages/settings.tsx';
 import { SnapshotsPage } from './pages/snapshots.tsx';
 import { VolumesPage } from './pages/volumes.tsx';
@@ -23,6 +24,7 @@ export const NAV: NavEntry[] = [
   { label: 'Volumes', path: '/console/volumes', page: VolumesPage },
   { label: 'Snapshots', path: '/console/snapshots', page: SnapshotsPage },
   { label: 'Networking', path: '/console/networking', page: NetworkingPage },
+  { label: 'Public IPs', path: '/console/public-ips', page: PublicIpsPage },
   { label: 'Alerts', path: '/console/alerts', page: AlertsPage },
   { label: 'Webhooks', path: '/console/webhooks', page: WebhooksPage },
   { label: 'Billing', path: '/console/billing', page: BillingPage },

@@ -35,11 +35,10 @@ async function admin(args: string[]): Promise<number> {
   const { DomainError } = await import('../platform/errors.js');
   const { runAdmin, UsageError } = await import('./admin.js');
   try {
-    await runAdmin(args, loadConfig(), {
+    return await runAdmin(args, loadConfig(), {
       out: (line) => process.stdout.write(`${line}\n`),
       progress: (line) => process.stderr.write(`${line}\n`),
     });
-    return 0;
   } catch (error) {
     if (error instanceof Error && error.name === 'ImageBuildError') {
       process.stderr.write(`${error.message}\n`);

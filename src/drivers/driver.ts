@@ -205,13 +205,35 @@ export interface DriverLog {
 
 /** What the control plane lends a driver that serves its guests itself (ComputeDriver.serve). */
 export interface GuestHost {
-  /** The instance metadata service (resources/instances/metadata-server.ts), answering one guest request. */
-  metadata(request: IncomingMessage, response: ServerResponse): void;
+  /**
+   * The instance metadata service (resources/instances/metadata-server.ts), answering one request of the
+   * guest of `instanceId` — which the driver knows from where the request came in, never from the request.
+   */
+  metadata(instanceId: string, request: IncomingMessage, response: ServerResponse): void;
   /** Whether a TCP connection from `address` to the instance's `port` is let in: its firewall's verdict. */
   allowsInbound(instanceId: string, port: number, address: string): Promise<boolean>;
   /** Has the instance looked at again, because its machine changed by itself (went away, powered off). */
   machineChanged(instanceId: string): Promise<void>;
   log: DriverLog;
+}
+
+/** What `nimbus admin network check` reports: rows of Nimbus's the store and the network disagree on. */
+export interface NetworkDrift {
+  /** Rows the store wants that the network lacks or holds otherwise, and rows it holds that it does not want. */
+  missing: string[];
+  differing: string[];
+  extra: string[];
+  /** Taps and host ports on the bridge for no instance or VPC of the store. */
+  strayInterfaces: string[];
+}
+
+/**
+ * The job that makes an account's virtual network match the store (qemu with NIMBUS_NETWORK=ovn: its
+ * VPCs), run by the job runner for one account at a time.
+ */
+export interface NetworkReconcile {
+  run(accountId: string): Promise<null>;
+  giveUp(accountId: string, error: unknown): Promise<void>;
 }
 
 export interface ComputeDriver {
@@ -299,4 +321,15 @@ export interface ComputeDriver {
   serve?(host: GuestHost): Promise<void>;
   /** Stops whatever the driver runs in this process (its servers, its watcher). */
   close?(): Promise<void>;
+
+  /**
+   * A driver that keeps a virtual network per account: the job that reconciles one account's, which the
+   * composition root registers and queues when the account's instances change; null or absent: none.
+   */
+  readonly networkReconcile?: NetworkReconcile | null;
+  /**
+   * Where the driver's network differs from what the store wants (`nimbus admin network check`); null
+   * or absent for a driver that keeps no network of its own.
+   */
+  networkDrift?(): Promise<NetworkDrift | null>;
 }

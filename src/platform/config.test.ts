@@ -117,6 +117,29 @@ describe('loadConfig', () => {
         }),
       ).toThrow(/NIMBUS_OVN_NB_URL/);
     });
+
+    it('takes a public uplink and its gateway with ovn only', () => {
+      const ovn = { ...qemu, NIMBUS_NETWORK: 'ovn' };
+      expect(loadConfig({ ...ovn, NIMBUS_PUBLIC_UPLINK: 'eth1' }).network).toEqual({
+        mode: 'ovn',
+        central: null,
+        uplink: { interface: 'eth1', gateway: null },
+      });
+      expect(
+        loadConfig({ ...ovn, NIMBUS_PUBLIC_UPLINK: 'eth1', NIMBUS_PUBLIC_GATEWAY: '203.0.113.254' }).network,
+      ).toMatchObject({ uplink: { interface: 'eth1', gateway: '203.0.113.254' } });
+      const refused = (env: Record<string, string>) => () => loadConfig(env);
+      expect(refused({ ...qemu, NIMBUS_PUBLIC_UPLINK: 'eth1' })).toThrow(
+        /NIMBUS_PUBLIC_UPLINK need NIMBUS_NETWORK=ovn/,
+      );
+      expect(refused({ ...ovn, NIMBUS_PUBLIC_GATEWAY: '203.0.113.1' })).toThrow(/set the uplink too/);
+      expect(refused({ ...ovn, NIMBUS_PUBLIC_UPLINK: 'a-name-far-too-long' })).toThrow(
+        /NIMBUS_PUBLIC_UPLINK/,
+      );
+      expect(
+        refused({ ...ovn, NIMBUS_PUBLIC_UPLINK: 'eth1', NIMBUS_PUBLIC_GATEWAY: '203.0.113.256' }),
+      ).toThrow(/NIMBUS_PUBLIC_GATEWAY/);
+    });
   });
 
   it('refuses a TLS certificate without its key', () => {

@@ -49,6 +49,12 @@ const EnvSchema = Type.Object({
   NIMBUS_OVN_SB_URL: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
   /** With an existing OVN central: this host's Open vSwitch database. */
   NIMBUS_OVS_DB: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
+  /** With `ovn`: the host interface the public pools live on (a NIC, or one end of a veth pair). */
+  NIMBUS_PUBLIC_UPLINK: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.:-]{1,15}$' })),
+  /** With NIMBUS_PUBLIC_UPLINK: the upstream router on the link (default: each pool's first address). */
+  NIMBUS_PUBLIC_GATEWAY: Type.Optional(
+    Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}$' }),
+  ),
   NIMBUS_PUBLIC_DOMAIN: Type.String({ default: 'nimbus.example.net' }),
   NIMBUS_METRICS_PORT: Type.Optional(Port),
   /** When set, the metrics port answers only `Authorization: Bearer <this>` (16+ printable characters). */
@@ -117,7 +123,17 @@ const EnvSchema = Type.Object({
  */
 export type NetworkConfig =
   | { mode: 'user' }
-  | { mode: 'ovn'; central: { nbUrl: string; sbUrl: string; ovsDb: string } | null };
+  | {
+      mode: 'ovn';
+      central: { nbUrl: string; sbUrl: string; ovsDb: string } | null;
+      /** NIMBUS_PUBLIC_UPLINK and NIMBUS_PUBLIC_GATEWAY (null: each pool's first address); absent: no public link. */
+      uplink?: PublicUplinkConfig;
+    };
+
+export interface PublicUplinkConfig {
+  interface: string;
+  gateway: string | null;
+}
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -320,9 +336,15 @@ function parseTrustProxy(value: string | undefined): boolean | string {
 }
 
 function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
-  const ovnOnly = (['NIMBUS_OVN_NB_URL', 'NIMBUS_OVN_SB_URL', 'NIMBUS_OVS_DB'] as const).filter(
-    (name) => raw[name] !== undefined,
-  );
+  const ovnOnly = (
+    [
+      'NIMBUS_OVN_NB_URL',
+      'NIMBUS_OVN_SB_URL',
+      'NIMBUS_OVS_DB',
+      'NIMBUS_PUBLIC_UPLINK',
+      'NIMBUS_PUBLIC_GATEWAY',
+    ] as const
+  ).filter((name) => raw[name] !== undefined);
   if (raw.NIMBUS_NETWORK === 'user') {
     if (ovnOnly.length > 0) {
       throw new ConfigError(`Invalid configuration: ${ovnOnly.join(', ')} need NIMBUS_NETWORK=ovn`);
@@ -333,6 +355,16 @@ function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
   if (raw.NIMBUS_DRIVER !== 'qemu') {
     throw new ConfigError('Invalid configuration: NIMBUS_NETWORK=ovn needs NIMBUS_DRIVER=qemu');
   }
+  if (raw.NIMBUS_PUBLIC_GATEWAY !== undefined && raw.NIMBUS_PUBLIC_UPLINK === undefined) {
+    throw new ConfigError(
+      'Invalid configuration: NIMBUS_PUBLIC_GATEWAY is the upstream router on NIMBUS_PUBLIC_UPLINK: set the uplink too',
+    );
+  }
+  // Whether the gateway lies in a region's pool is checked with the pools (drivers/ovn/uplink.ts).
+  const uplink: { uplink?: PublicUplinkConfig } =
+    raw.NIMBUS_PUBLIC_UPLINK === undefined
+      ? {}
+      : { uplink: { interface: raw.NIMBUS_PUBLIC_UPLINK, gateway: raw.NIMBUS_PUBLIC_GATEWAY ?? null } };
   const { NIMBUS_OVN_NB_URL: nbUrl, NIMBUS_OVN_SB_URL: sbUrl } = raw;
   if (Boolean(nbUrl) !== Boolean(sbUrl)) {
     throw new ConfigError(
@@ -345,9 +377,9 @@ function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
         'Invalid configuration: NIMBUS_OVS_DB is for an existing OVN central (NIMBUS_OVN_NB_URL); without one Nimbus runs its own Open vSwitch',
       );
     }
-    return { mode: 'ovn', central: null };
+    return { mode: 'ovn', central: null, ...uplink };
   }
-  return { mode: 'ovn', central: { nbUrl, sbUrl, ovsDb: raw.NIMBUS_OVS_DB ?? SYSTEM_OVS_DB } };
+  return { mode: 'ovn', central: { nbUrl, sbUrl, ovsDb: raw.NIMBUS_OVS_DB ?? SYSTEM_OVS_DB }, ...uplink };
 }
 
 function parsePortRange(value: string): { first: number; last: number } {

@@ -53,6 +53,7 @@ const RESOURCE_LABELS = {
   ssh_key: 'SSH key',
   vpn: 'VPN',
   vpn_peer: 'VPN peer',
+  public_ip: 'Public IP',
   firewall_rule: 'Firewall rule',
   event: 'Event',
   invoice: 'Invoice',

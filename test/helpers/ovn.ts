@@ -5,6 +5,7 @@
  * Every namespace, veth and OVS port made here is removed by `remove`, which a suite calls in afterAll.
  */
 import { execFileSync, spawn } from 'node:child_process';
+import { afterAll, beforeAll } from 'vitest';
 import { missingOvnPrograms, type OvnEndpoints } from '../../src/drivers/ovn/daemons.js';
 import { describeMissing } from '../../src/drivers/qemu/tools.js';
 
@@ -227,4 +228,34 @@ export function askTcp(namespace: string, host: string, port: number): string | 
   } catch {
     return null;
   }
+}
+
+/** The lock the OVN suites take in turn (`flock` on this file), whichever vitest worker runs them. */
+const OVN_SUITE_LOCK = '/tmp/nimbus-ovn-suites.lock';
+/** The longest an OVN suite waits for the one before it: the VM suites take minutes on a loaded host. */
+const OVN_SUITE_WAIT_MS = 30 * 60_000;
+
+/**
+ * Has the calling describe block run alone among the OVN suites: each runs its own OVS and OVN daemons,
+ * and two at once on two shared cores leave ovn-controller too slow for the suites' own time limits
+ * (measured: a chassis taking over 30 s to install flows). The other suites still run beside it.
+ * The lock is held by a `flock` child, so a worker that dies releases it with its pipes.
+ */
+export function oneOvnSuiteAtATime(): void {
+  let holder: ReturnType<typeof spawn> | null = null;
+  beforeAll(async () => {
+    const child = spawn('flock', ['--exclusive', OVN_SUITE_LOCK, '--command', 'echo held && exec cat'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    holder = child;
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.once('data', () => resolve());
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`flock ${OVN_SUITE_LOCK} exited (${code})`)));
+    });
+  }, OVN_SUITE_WAIT_MS);
+  afterAll(() => {
+    holder?.stdin?.end();
+    holder?.kill();
+  });
 }

@@ -672,6 +672,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/public-ips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List public IPs
+         * @description Newest first unless sorted otherwise; the filters combine.
+         */
+        get: operations["getPublicIps"];
+        put?: never;
+        /**
+         * Allocate a public IP (201)
+         * @description An address from the region’s pool, kept until released; billed while unassigned (`public_ip_idle`, 0.005 USD/h). Quota `public_ips` counts addresses with `auto_delete: false` (403); no address left: 503.
+         */
+        post: operations["postPublicIps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public-ips/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get public IP
+         * @description One public IP.
+         */
+        get: operations["getPublicIpsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Release public IP
+         * @description Returns to the pool 24 h later. 409 while assigned.
+         */
+        delete: operations["deletePublicIpsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update public IP (name, tags, auto_delete)
+         * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
+         */
+        patch: operations["patchPublicIpsById"];
+        trace?: never;
+    };
+    "/v1/public-ips/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign to an instance
+         * @description To an instance of this account (else 404) and region (else 400) that has no public IP and is not being deleted (409); 409 while assigned elsewhere. The instance’s `public_ip` follows at once.
+         */
+        post: operations["postPublicIpsByIdAssign"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public-ips/{id}/unassign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unassign from its instance
+         * @description The instance is left with `public_ip: null`; the account keeps the address.
+         */
+        post: operations["postPublicIpsByIdUnassign"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/snapshots": {
         parameters: {
             query?: never;
@@ -1207,7 +1299,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getBillingEstimate"];
         put?: never;
@@ -1962,6 +2054,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2/public-ips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List public IPs
+         * @description Newest first unless sorted otherwise; the filters combine.
+         */
+        get: operations["getV2PublicIps"];
+        put?: never;
+        /**
+         * Allocate a public IP (201)
+         * @description An address from the region’s pool, kept until released; billed while unassigned (`public_ip_idle`, 0.005 USD/h). Quota `public_ips` counts addresses with `auto_delete: false` (403); no address left: 503.
+         */
+        post: operations["postV2PublicIps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/public-ips/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get public IP
+         * @description One public IP.
+         */
+        get: operations["getV2PublicIpsById"];
+        put?: never;
+        post?: never;
+        /**
+         * Release public IP
+         * @description Returns to the pool 24 h later. 409 while assigned.
+         */
+        delete: operations["deleteV2PublicIpsById"];
+        options?: never;
+        head?: never;
+        /**
+         * Update public IP (name, tags, auto_delete)
+         * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
+         */
+        patch: operations["patchV2PublicIpsById"];
+        trace?: never;
+    };
+    "/v2/public-ips/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign to an instance
+         * @description To an instance of this account (else 404) and region (else 400) that has no public IP and is not being deleted (409); 409 while assigned elsewhere. The instance’s `public_ip` follows at once.
+         */
+        post: operations["postV2PublicIpsByIdAssign"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/public-ips/{id}/unassign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unassign from its instance
+         * @description The instance is left with `public_ip: null`; the account keeps the address.
+         */
+        post: operations["postV2PublicIpsByIdUnassign"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2/snapshots": {
         parameters: {
             query?: never;
@@ -2497,7 +2681,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getV2BillingEstimate"];
         put?: never;
@@ -2848,12 +3032,12 @@ export interface components {
             /** @description The resource (group_by=resource); null for lines that add up several */
             resource_id: string | null;
             /** @enum {string} */
-            resource_type: "instance" | "volume" | "snapshot" | "vpn";
+            resource_type: "instance" | "volume" | "snapshot" | "vpn" | "public_ip";
             /**
-             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN, bytes an instance sent to public addresses (data_transfer), or received from them (data_transfer_in, free)
+             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN, a public IP held unassigned, bytes to public addresses (data_transfer; received: data_transfer_in, free)
              * @enum {string}
              */
-            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn" | "data_transfer" | "data_transfer_in";
+            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle" | "data_transfer" | "data_transfer_in";
             description: string;
             instance_type: string | null;
             /**
@@ -2861,7 +3045,7 @@ export interface components {
              * @description group_by=day: the UTC day
              */
             day: string | null;
-            /** @description Hours, GB-months (730 h) or GB of data transfer (2^30 bytes), 6 decimals */
+            /** @description Hours, GB-months (730 h) or GB (2^30 bytes), 6 decimals */
             quantity: number;
             /** @enum {string} */
             unit: "hour" | "GB-month" | "GB";
@@ -2979,12 +3163,13 @@ export interface components {
             volume_gb: number;
             snapshot_gb: number;
             vpn_count: number;
+            public_ip_count: number;
             transfer_gb: number;
             breakdown: {
                 /** @enum {string} */
-                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn" | "data_transfer";
+                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle" | "data_transfer";
                 description: string;
-                /** @description Hours (instances × hours, VPNs × hours), GB-months, or GB of data transfer */
+                /** @description Hours (instances × hours, VPNs × hours), GB-months or GB */
                 quantity: number;
                 /** @enum {string} */
                 unit: "hour" | "GB-month" | "GB";
@@ -3020,7 +3205,9 @@ export interface components {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
-                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                /** @description Public IPs held unassigned the whole time */
+                public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
                 transfer_gb?: number;
             }[];
         };
@@ -3183,8 +3370,7 @@ export interface components {
             image: string;
             /** @description Ids of the SSH keys installed for the login user */
             ssh_keys: string[];
-            /** @description Static public IPv4 address */
-            public_ip: string;
+            public_ip: string | null;
             /** @description IPv4 address on the account's private network in the region */
             private_ip: string;
             hostname: string;
@@ -3246,7 +3432,8 @@ export interface components {
         /** InstanceNetwork */
         InstanceNetwork: {
             instance_id: string;
-            public_ip: string;
+            /** @description null: the instance has none */
+            public_ip: string | null;
             private_ip: string;
             mac_address: string;
             hostname: string;
@@ -3584,6 +3771,22 @@ export interface components {
             /** @default true */
             monitoring?: boolean;
             backup_schedule?: components["schemas"]["BackupSchedule"] | null;
+            /**
+             * @description false: no public IP (`public_ip: null`; reachable privately and through a VPN). true: one from the region’s pool, a public IP with `auto_delete: true`
+             * @default true
+             */
+            public_ip?: boolean;
+        };
+        /** NewPublicIp */
+        NewPublicIp: {
+            /** @enum {string} */
+            region: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+            /** @description Default: `ip-` and the address */
+            name?: string;
+            /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+            tags?: {
+                [key: string]: string;
+            };
         };
         /** NewSnapshot */
         NewSnapshot: {
@@ -3680,6 +3883,54 @@ export interface components {
             success: true;
             data: components["schemas"]["PlanEstimate"];
             metadata: components["schemas"]["Metadata"];
+        };
+        /** PublicIp */
+        PublicIp: {
+            id: string;
+            name: string;
+            region: string;
+            /** @description The IPv4 address, from the region’s public pool */
+            address: string;
+            instance_id: string | null;
+            /** @description Released with its instance when the instance is deleted (the address made with an instance) */
+            auto_delete: boolean;
+            tags: {
+                [key: string]: string;
+            };
+            assigned_at: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            updated_at: string;
+        };
+        /** PublicIpAssignRequest */
+        PublicIpAssignRequest: {
+            /** @description An instance of this account */
+            instance_id: string;
+        };
+        /** PublicIpEnvelope */
+        PublicIpEnvelope: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["PublicIp"];
+            metadata: components["schemas"]["Metadata"];
+        };
+        /** PublicIpUpdate */
+        PublicIpUpdate: {
+            /** @description 1–64 characters: letters, digits, . _ - */
+            name?: string;
+            /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
+            tags?: {
+                [key: string]: string;
+            };
+            /** @description false: keep the address when its instance is deleted (counts in the quota) */
+            auto_delete?: boolean;
         };
         /** Region */
         Region: {
@@ -3783,6 +4034,11 @@ export interface components {
                 /** @default true */
                 monitoring?: boolean;
                 backup_schedule?: components["schemas"]["BackupSchedule"] | null;
+                /**
+                 * @description false: no public IP (`public_ip: null`; reachable privately and through a VPN). true: one from the region’s pool, a public IP with `auto_delete: true`
+                 * @default true
+                 */
+                public_ip?: boolean;
                 /** @enum {string} */
                 region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
                 /** @enum {string} */
@@ -3800,7 +4056,7 @@ export interface components {
         };
         /**
          * SshEndpoint
-         * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM
+         * @description `ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM, or, on OVN with a public link, the public address and port 22
          */
         SshEndpoint: {
             /** @description Host to connect to */
@@ -4650,7 +4906,7 @@ export interface operations {
                         success: true;
                         data: {
                             /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks" | "alerts";
+                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "public_ips" | "api_keys" | "webhooks" | "alerts";
                             limit: number;
                             used: number;
                         }[];
@@ -6488,6 +6744,310 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getPublicIps: {
+        parameters: {
+            query?: {
+                page?: components["parameters"]["page"];
+                limit?: components["parameters"]["limit"];
+                sort?: "created_at" | "name" | "address";
+                order?: components["parameters"]["order"];
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                name?: string;
+                instance_id?: string;
+                /** @description true: assigned to an instance; false: unassigned */
+                assigned?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of public IPs */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["PublicIp"][];
+                        pagination: components["schemas"]["Pagination"];
+                        metadata: components["schemas"]["Metadata"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postPublicIps: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "region": "us-east-1",
+                 *       "name": "web-frontend"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewPublicIp"];
+            };
+        };
+        responses: {
+            /** @description The public IP allocated */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            402: components["responses"]["PaymentRequiredReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getPublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deletePublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP released */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    patchPublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublicIpUpdate"];
+            };
+        };
+        responses: {
+            /** @description The public IP as changed */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postPublicIpsByIdAssign: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PublicIpAssignRequest"];
+            };
+        };
+        responses: {
+            /** @description The public IP, assigned */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            404: components["responses"]["NotFoundReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postPublicIpsByIdUnassign: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP, unassigned */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            404: components["responses"]["NotFoundReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getSnapshots: {
         parameters: {
             query?: {
@@ -7338,7 +7898,7 @@ export interface operations {
                 sort?: "created_at";
                 order?: components["parameters"]["order"];
                 status?: "pending" | "succeeded" | "failed";
-                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "public_ip.created" | "public_ip.assigned" | "public_ip.unassigned" | "public_ip.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
             };
             header?: never;
             path: {
@@ -7875,7 +8435,9 @@ export interface operations {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
-                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                /** @description Public IPs held unassigned the whole time */
+                public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
                 transfer_gb?: number;
             };
             header?: never;
@@ -8412,7 +8974,7 @@ export interface operations {
                         success: true;
                         data: {
                             /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "api_keys" | "webhooks" | "alerts";
+                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "public_ips" | "api_keys" | "webhooks" | "alerts";
                             limit: number;
                             used: number;
                         }[];
@@ -10259,6 +10821,311 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getV2PublicIps: {
+        parameters: {
+            query?: {
+                /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
+                cursor?: components["parameters"]["cursor"];
+                limit?: components["parameters"]["limit"];
+                sort?: "created_at" | "name" | "address";
+                order?: components["parameters"]["order"];
+                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                name?: string;
+                instance_id?: string;
+                /** @description true: assigned to an instance; false: unassigned */
+                assigned?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of public IPs */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["PublicIp"][];
+                        pagination: components["schemas"]["CursorPagination"];
+                        metadata: components["schemas"]["Metadata"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postV2PublicIps: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "region": "us-east-1",
+                 *       "name": "web-frontend"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewPublicIp"];
+            };
+        };
+        responses: {
+            /** @description The public IP allocated */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            402: components["responses"]["PaymentRequiredReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getV2PublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteV2PublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP released */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    patchV2PublicIpsById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublicIpUpdate"];
+            };
+        };
+        responses: {
+            /** @description The public IP as changed */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postV2PublicIpsByIdAssign: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PublicIpAssignRequest"];
+            };
+        };
+        responses: {
+            /** @description The public IP, assigned */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            404: components["responses"]["NotFoundReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postV2PublicIpsByIdUnassign: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
+                "Idempotency-Key"?: components["parameters"]["Idempotency-Key"];
+            };
+            path: {
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public IP, unassigned */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicIpEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequestReplayable"];
+            401: components["responses"]["UnauthorizedReplayable"];
+            403: components["responses"]["ForbiddenReplayable"];
+            404: components["responses"]["NotFoundReplayable"];
+            408: components["responses"]["RequestTimeoutReplayable"];
+            409: components["responses"]["ConflictReplayable"];
+            413: components["responses"]["PayloadTooLargeReplayable"];
+            422: components["responses"]["UnprocessableEntityReplayable"];
+            429: components["responses"]["TooManyRequestsReplayable"];
+            431: components["responses"]["RequestHeaderFieldsTooLargeReplayable"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getV2Snapshots: {
         parameters: {
             query?: {
@@ -11114,7 +11981,7 @@ export interface operations {
                 sort?: "created_at";
                 order?: components["parameters"]["order"];
                 status?: "pending" | "succeeded" | "failed";
-                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "public_ip.created" | "public_ip.assigned" | "public_ip.unassigned" | "public_ip.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
             };
             header?: never;
             path: {
@@ -11652,7 +12519,9 @@ export interface operations {
                 volume_gb?: number;
                 snapshot_gb?: number;
                 vpn_count?: number;
-                /** @description GB (2^30 bytes) sent to public addresses over the hours; received is free */
+                /** @description Public IPs held unassigned the whole time */
+                public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
                 transfer_gb?: number;
             };
             header?: never;

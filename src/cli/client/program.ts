@@ -14,6 +14,7 @@ import { firewallCommand } from './commands/firewall.js';
 import { instancesCommand } from './commands/instances.js';
 import { keysCommand } from './commands/keys.js';
 import { metricsCommand } from './commands/metrics.js';
+import { publicIpsCommand } from './commands/public-ips.js';
 import { example } from './commands/shared.js';
 import { snapshotsCommand } from './commands/snapshots.js';
 import { sshKeysCommand } from './commands/ssh-keys.js';
@@ -75,6 +76,7 @@ export function buildProgram(): Command {
     .addCommand(volumesCommand())
     .addCommand(snapshotsCommand())
     .addCommand(firewallCommand())
+    .addCommand(publicIpsCommand())
     .addCommand(vpnCommand())
     .addCommand(webhooksCommand())
     .addCommand(metricsCommand())

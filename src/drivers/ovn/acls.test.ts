@@ -454,6 +454,53 @@ describe('the OVN firewall compiler', () => {
     ).toBe('deny');
   });
 
+  it("lets Nimbus's own traffic through the host port, and DNS queries to the resolver, through whatever the rules say", () => {
+    const host = '169.254.169.254';
+    const services = { ...NETWORK, hostAddress: host, resolver: '10.10.0.1' };
+    const compiled = compileFirewall(
+      instancePort,
+      aclInputsFor({ ...INSTANCE, firewall_preset: 'none' }, denyEverything('acct_x'), PRIVATE),
+      services,
+    );
+    const tcp = (inbound: boolean, remote: string, port: number): WirePacket => ({
+      inport: inbound ? 'x' : instancePort,
+      outport: inbound ? instancePort : 'x',
+      kind: 'ip',
+      src: inbound ? parseIp(remote)! : INSTANCE_V4,
+      dst: inbound ? INSTANCE_V4 : parseIp(remote)!,
+      proto: 6,
+      srcPort: 40_000,
+      dstPort: port,
+    });
+    const dns = (to: string, proto = 17): WirePacket => ({
+      inport: instancePort,
+      outport: 'x',
+      kind: 'ip',
+      src: INSTANCE_V4,
+      dst: parseIp(to)!,
+      proto,
+      srcPort: 40_000,
+      dstPort: 53,
+    });
+    // The host reaching the guest's SSH (readiness, the SSH forward), the guest reaching the metadata.
+    expect(fate(compiled, tcp(true, host, 22), 'to-lport')).toBe('allow');
+    expect(fate(compiled, tcp(false, host, 80), 'from-lport')).toBe('allow');
+    expect(fate(compiled, dns('10.10.0.1'), 'from-lport')).toBe('allow');
+    // Only those: another link-local source, another resolver, DNS over TCP are the rules' to decide.
+    expect(fate(compiled, tcp(true, '169.254.169.253', 22), 'to-lport')).toBe('deny');
+    expect(fate(compiled, tcp(true, '10.10.0.20', 22), 'to-lport')).toBe('deny');
+    expect(fate(compiled, dns('198.51.100.7'), 'from-lport')).toBe('deny');
+    expect(fate(compiled, dns('10.10.0.1', 6), 'from-lport')).toBe('deny');
+    // Without them named (a network with no host port), none of these ACLs exist.
+    const bare = compileFirewall(
+      instancePort,
+      aclInputsFor({ ...INSTANCE, firewall_preset: 'none' }, denyEverything('acct_x'), PRIVATE),
+      NETWORK,
+    );
+    expect(fate(bare, tcp(true, host, 22), 'to-lport')).toBe('deny');
+    expect(fate(bare, dns('10.10.0.1'), 'from-lport')).toBe('deny');
+  });
+
   it('makes rows the topology diff owns: unique keys, references that resolve, idempotent', () => {
     fc.assert(
       fc.property(firewall, firewall, ({ rules, preset }, other) => {

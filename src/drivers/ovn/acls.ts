@@ -21,8 +21,13 @@
  * Around the rules, what keeps the network working and what the rules do not speak of: above every rule,
  * ARP and IPv6 neighbour discovery both ways and the guest's DHCP requests to the VPC's DHCP server
  * (OVN answers them itself); at the bottom, a drop of everything else (the rules speak of IP only, and
- * their defaults already decide every IP packet). Those DHCP requests and neighbour discovery are the
- * only IP packets whose fate can differ from the evaluator's verdict: they pass even when a rule denies.
+ * their defaults already decide every IP packet). When the network names them, also above every rule:
+ * Nimbus's own traffic with the guest through the VPC's host port (network.ts: the host reaching the
+ * guest's SSH to tell it booted and for the SSH proxy, which asks the firewall's verdict itself; the
+ * guest reaching the metadata service), and the guest's DNS queries to the VPC's resolver (OVN answers
+ * them from the switch's DNS records, dns-records.ts). Those, DHCP requests and neighbour discovery are
+ * the only IP packets whose fate can differ from the evaluator's verdict: they pass even when a rule
+ * denies.
  *
  * Rows carry the same marks as topology.ts's (`nimbus:key`, `nimbus:vpc`), so its diff owns them:
  * topology.ts's vpcRows adds `firewallRows` for every port given a firewall.
@@ -87,6 +92,10 @@ export interface FirewallNetwork {
   vpc: string;
   /** The VPC's DHCP server (its router's address), which guests' DHCP requests go to once leased. */
   dhcpServer: string;
+  /** The host port's address (169.254.169.254), through which Nimbus itself talks with the guests. */
+  hostAddress?: string;
+  /** The resolver DHCP gives the guests, whose DNS queries OVN answers. */
+  resolver?: string;
 }
 
 /**
@@ -224,6 +233,7 @@ export function compileFirewall(
       action: 'drop',
       origin: 'network',
     },
+    ...networkServices(group, network),
   ];
   const sets = new Map<string, string[]>();
   const position = { inbound: 0, outbound: 0 };
@@ -259,6 +269,36 @@ export function compileFirewall(
     acls,
     addressSets: [...sets].map(([name, addresses]) => ({ name, addresses })),
   };
+}
+
+/** Nimbus's own traffic and the VPC's resolver, as the network names them (see the top of the file). */
+function networkServices(group: string, network: FirewallNetwork): CompiledAcl[] {
+  const acls: CompiledAcl[] = [];
+  const service = (key: string, direction: AclDirection, match: string): CompiledAcl => ({
+    key: `${group}:${key}`,
+    direction,
+    priority: NETWORK_SERVICES_PRIORITY,
+    match,
+    // Stateful, so the replies pass whatever the other direction's rules say.
+    action: 'allow-related',
+    origin: 'network',
+  });
+  if (network.hostAddress !== undefined) {
+    acls.push(
+      service('host:in', 'to-lport', `outport == @${group} && ip4.src == ${network.hostAddress}`),
+      service('host:out', 'from-lport', `inport == @${group} && ip4.dst == ${network.hostAddress}`),
+    );
+  }
+  if (network.resolver !== undefined) {
+    acls.push(
+      service(
+        'dns:out',
+        'from-lport',
+        `inport == @${group} && ip4.dst == ${network.resolver} && udp.dst == 53`,
+      ),
+    );
+  }
+  return acls;
 }
 
 export interface PortFirewallInput {

@@ -19,10 +19,14 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
+import type { Server, Socket } from 'node:net';
 import path from 'node:path';
 import { Duplex } from 'node:stream';
+import { macAddressFor } from '../../resources/addresses/addresses.js';
 import { run } from '../qemu/tools.js';
 import { EmbeddedOvn, integrationBridgeName, type OvnEndpoints } from './daemons.js';
+import type { VpcPlace } from './metadata-path.js';
+import { listenInNamespace } from './namespace-listener.js';
 import { mapEntries, Northbound, ovsdbMap } from './northbound.js';
 import {
   type ApplyResult,
@@ -32,7 +36,8 @@ import {
   VPC_ID,
   vpcKey,
 } from './topology.js';
-import { type VpcInstance, vpcsOf } from './vpcs.js';
+import { type PublicLink, publicSideOf } from './uplink.js';
+import { type VpcFirewallRules, type VpcInstance, vpcsOf } from './vpcs.js';
 
 export interface OvnNetworkOptions {
   /** `<data dir>/ovn`: the embedded OVN's directory (unused with an existing central). */
@@ -40,7 +45,17 @@ export interface OvnNetworkOptions {
   /** An existing OVN central and this host's Open vSwitch; null: Nimbus runs its own. */
   central: { nbUrl: string; sbUrl: string; ovsDb: string } | null;
   onRestart?: (daemon: string, error: Error | null) => void;
+  /**
+   * Connections guests open to the host port's TCP port 80 (the metadata address), with the VPC they came
+   * from; unset: nothing listens there (the admin CLI's view).
+   */
+  onGuestConnection?: (place: VpcPlace, socket: Socket) => void;
 }
+
+/** The TCP port guests reach the metadata service on, at the host port's address. */
+export const METADATA_PORT = 80;
+/** Open metadata connections per VPC: a guest opening many more only refuses its own VPC's newest ones. */
+const MAX_GUEST_CONNECTIONS = 512;
 
 /** The endpoints of the OVN Nimbus runs under `dir`, whether it runs now or not (the admin CLI reads them). */
 export function embeddedEndpoints(dir: string): OvnEndpoints {
@@ -71,12 +86,13 @@ export class OvnNetwork {
 
   /** Starts (or adopts) the embedded OVN, or connects to the central named. */
   static async start(options: OvnNetworkOptions): Promise<OvnNetwork> {
-    if (options.central) return new OvnNetwork(centralEndpoints(options.central), null);
+    const onGuestConnection = options.onGuestConnection ?? null;
+    if (options.central) return new OvnNetwork(centralEndpoints(options.central), null, onGuestConnection);
     const embedded = await EmbeddedOvn.start({
       dir: options.dir,
       ...(options.onRestart ? { onRestart: options.onRestart } : {}),
     });
-    return new OvnNetwork(embedded.endpoints, embedded);
+    return new OvnNetwork(embedded.endpoints, embedded, onGuestConnection);
   }
 
   /** A network whose daemons this process neither starts nor stops (the admin CLI's view of the server's). */
@@ -84,12 +100,17 @@ export class OvnNetwork {
     return new OvnNetwork(
       options.central ? centralEndpoints(options.central) : embeddedEndpoints(options.dir),
       null,
+      null,
     );
   }
+
+  /** The metadata listener in each VPC's host namespace, by VPC key (a promise while it binds). */
+  private readonly guestListeners = new Map<string, Promise<Server>>();
 
   private constructor(
     readonly endpoints: OvnEndpoints,
     private readonly embedded: EmbeddedOvn | null,
+    private readonly onGuestConnection: ((place: VpcPlace, socket: Socket) => void) | null,
   ) {
     this.nb = new Northbound(endpoints.nbUrl);
   }
@@ -180,9 +201,42 @@ export class OvnNetwork {
       `external_ids:iface-id=${hostPortName(vpc)}`,
       `external_ids:nimbus-vpc=${vpcKey(vpc)}`,
     );
+    await this.listenForGuests(vpc, namespace, host.ip);
+  }
+
+  /**
+   * The metadata listener of the VPC's namespace, bound once per process: a restarted Nimbus binds it
+   * again (the socket died with the process before it), a reconcile finding it open leaves it.
+   */
+  private async listenForGuests(vpc: VpcPlace, namespace: string, ip: string): Promise<void> {
+    const onGuestConnection = this.onGuestConnection;
+    if (!onGuestConnection) return;
+    const key = vpcKey(vpc);
+    let listening = this.guestListeners.get(key);
+    if (!listening) {
+      const place = { accountId: vpc.accountId, region: vpc.region };
+      listening = listenInNamespace(namespace, ip, METADATA_PORT).then((server) => {
+        server.maxConnections = MAX_GUEST_CONNECTIONS;
+        server.on('connection', (socket: Socket) => onGuestConnection(place, socket));
+        return server;
+      });
+      this.guestListeners.set(key, listening);
+      // A failed bind is tried again by the next reconcile.
+      listening.catch(() => this.guestListeners.delete(key));
+    }
+    await listening;
+  }
+
+  private async stopListeningForGuests(vpc: VpcPlace): Promise<void> {
+    const key = vpcKey(vpc);
+    const listening = this.guestListeners.get(key);
+    this.guestListeners.delete(key);
+    // Stops accepting; connections open now end with their requests (the metadata path closes idle ones).
+    (await listening?.catch(() => null))?.close();
   }
 
   private async removeHostPort(vpc: Pick<DesiredVpc, 'accountId' | 'region'>): Promise<void> {
+    await this.stopListeningForGuests(vpc);
     const hostEnd = this.hostEndOf(vpc);
     await this.vsctl('--if-exists', 'del-port', this.endpoints.integrationBridge, hostEnd);
     if (existsSync(`/sys/class/net/${hostEnd}`)) await run('ip', ['link', 'del', hostEnd]);
@@ -190,13 +244,67 @@ export class OvnNetwork {
     if (existsSync(`/run/netns/${namespace}`)) await run('ip', ['netns', 'del', namespace]);
   }
 
+  /** This host's chassis name: the embedded OVN's, or the system-id of the host's Open vSwitch. */
+  async chassis(): Promise<string> {
+    if (this.embedded) return this.embedded.chassis;
+    const text = (await this.vsctl('get', 'Open_vSwitch', '.', 'external_ids:system-id')).trim();
+    return text.startsWith('"') ? (JSON.parse(text) as string) : text;
+  }
+
+  /**
+   * The VPCs of `instances` (all of one account's, or everyone's when `accountId` is null), each with its
+   * public side when there is a link: its router's address on it (`routerIp`: the one held, or, with
+   * `hold`, held now) and a NAT per public IP. A VPC whose router holds no address yet (read only) has none.
+   */
+  async desiredVpcs(
+    accountId: string | null,
+    instances: readonly VpcInstance[],
+    rules: VpcFirewallRules | undefined,
+    link: PublicLink | undefined,
+    hold: boolean,
+  ): Promise<DesiredVpc[]> {
+    const mine = instances.filter((i) => accountId === null || i.account_id === accountId);
+    const desired = vpcsOf(mine, rules);
+    if (!link) return desired;
+    const chassis = await this.chassis();
+    const held = new Map(
+      (await link.routers.held(accountId)).map((h) => [`${h.accountId}/${h.region}`, h.ip] as const),
+    );
+    const withPublic: DesiredVpc[] = [];
+    for (const vpc of desired) {
+      const ip = hold
+        ? await link.routers.hold(vpc.accountId, vpc.region)
+        : held.get(`${vpc.accountId}/${vpc.region}`);
+      const members = mine.filter((i) => i.account_id === vpc.accountId && i.region === vpc.region);
+      const side =
+        ip === undefined || ip === null
+          ? undefined
+          : publicSideOf(
+              { key: vpcKey(vpc), region: vpc.region, cidr: vpc.cidr },
+              members.map((i) => ({ id: i.id, public_ip: i.public_ip ?? null, private_ip: i.private_ip })),
+              link,
+              { ip, mac: macAddressFor(`${vpcKey(vpc)}/public`) },
+              chassis,
+            );
+      withPublic.push(side ? { ...vpc, public: side } : vpc);
+    }
+    return withPublic;
+  }
+
   /**
    * Makes OVN and this host hold exactly the VPCs of `instances` (all of one account's, or everyone's
    * when `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
-   * host ports and namespaces of VPCs left with no instance removed. Idempotent.
+   * host ports and namespaces of VPCs left with no instance removed. Idempotent. With `rules`, each
+   * port's firewall is part of its VPC (vpcs.ts). With a public `link`, each VPC's router holds an
+   * address on it, given back once the VPC is out of OVN.
    */
-  async reconcile(accountId: string | null, instances: readonly VpcInstance[]): Promise<ApplyResult> {
-    const desired = vpcsOf(instances.filter((i) => accountId === null || i.account_id === accountId));
+  async reconcile(
+    accountId: string | null,
+    instances: readonly VpcInstance[],
+    rules?: VpcFirewallRules,
+    link?: PublicLink,
+  ): Promise<ApplyResult> {
+    const desired = await this.desiredVpcs(accountId, instances, rules, link, true);
     const total: ApplyResult = { inserted: 0, updated: 0, deleted: 0 };
     const add = (result: ApplyResult) => {
       total.inserted += result.inserted;
@@ -220,6 +328,13 @@ export class OvnNetwork {
     }
     for (const vpc of desired) await this.ensureHostPort(vpc);
     await this.removeStrayHostPorts(desired, accountId);
+    if (link) {
+      // Only now that OVN no longer holds them: an address given back may go to an instance at once.
+      const wanted = new Set(desired.map(vpcKey));
+      for (const held of await link.routers.held(accountId)) {
+        if (!wanted.has(vpcKey(held))) await link.routers.release(held.accountId, held.region);
+      }
+    }
     return total;
   }
 
@@ -286,6 +401,10 @@ export class OvnNetwork {
 
   /** Stops the embedded OVN (when Nimbus runs it) and closes the database connection. */
   async close(): Promise<void> {
+    for (const key of [...this.guestListeners.keys()]) {
+      const place = parseVpcKey(key);
+      if (place) await this.stopListeningForGuests(place);
+    }
     this.nb.close();
     await this.embedded?.close();
   }

@@ -13,6 +13,7 @@
  */
 import { parseCidrBlock } from '../../platform/domain/cidrs.js';
 import { ACL_COLUMNS, type AclTable, firewallRows, type PortFirewallInput } from './acls.js';
+import { DNS_COLUMNS, type DnsTable, dnsRows } from './dns-records.js';
 import {
   mapEntries,
   type Northbound,
@@ -70,6 +71,7 @@ export type Table =
   | 'Logical_Router_Port'
   | 'DHCP_Options'
   | AclTable
+  | DnsTable
   | PublicTable;
 
 /** A cell: a string, a set of strings, a string map, or a set of references to other rows by key. */
@@ -81,7 +83,7 @@ export type Cell =
 
 /** The column types Nimbus writes, per table: every desired row has each of them. */
 export const COLUMNS: Record<Table, Record<string, 'string' | 'integer' | 'strings' | 'map' | 'refs'>> = {
-  Logical_Switch: { name: 'string', ports: 'refs', external_ids: 'map' },
+  Logical_Switch: { name: 'string', ports: 'refs', dns_records: 'refs', external_ids: 'map' },
   Logical_Switch_Port: {
     name: 'string',
     type: 'string',
@@ -101,6 +103,7 @@ export const COLUMNS: Record<Table, Record<string, 'string' | 'integer' | 'strin
   },
   DHCP_Options: { cidr: 'string', options: 'map', external_ids: 'map' },
   ...ACL_COLUMNS,
+  ...DNS_COLUMNS,
   ...PUBLIC_COLUMNS,
 };
 
@@ -115,6 +118,7 @@ export const TABLES: readonly Table[] = [
   'ACL',
   'Address_Set',
   'Port_Group',
+  'DNS',
   'Logical_Router',
   'Logical_Switch',
 ];
@@ -152,6 +156,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     routerPort: `${key}-lrp`,
     switchRouterPort: `${key}-rsp`,
     dhcp: `${key}-dhcp`,
+    dns: `${key}-dns`,
     hostPort: hostPortName(vpc),
   };
   const host = vpc.hostPort;
@@ -165,6 +170,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
   const publicSide = publicRows(key, vpc.public, ids);
+  const dns = dnsRows(vpc, names.dns, ids);
   return [
     {
       table: 'DHCP_Options',
@@ -248,6 +254,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
             ...(host ? [names.hostPort] : []),
           ],
         },
+        dns_records: { refs: dns.refs },
         external_ids: ids(names.switch),
       },
     },
@@ -255,9 +262,15 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
       instancePorts.flatMap((port) =>
         port.firewall ? [{ instanceId: port.instanceId, firewall: port.firewall }] : [],
       ),
-      { vpc: key, dhcpServer: vpc.router.ip },
+      {
+        vpc: key,
+        dhcpServer: vpc.router.ip,
+        resolver: vpc.router.ip,
+        ...(host ? { hostAddress: host.ip } : {}),
+      },
       ids,
     ),
+    ...dns.rows,
   ];
 }
 

@@ -2,7 +2,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { integrationBridgeName } from './daemons.js';
 import { type DesiredVpc, diffRows, type ExistingRow, vpcRows } from './topology.js';
-import { defaultPublicGateway, providerBridgeName, type VpcPublicSide, withBridgeMapping } from './uplink.js';
+import {
+  defaultPublicGateway,
+  providerBridgeName,
+  publicGateways,
+  publicSideOf,
+  type VpcPublicSide,
+  withBridgeMapping,
+} from './uplink.js';
 
 const side: VpcPublicSide = {
   pool: '203.0.113.0/24',
@@ -143,5 +150,55 @@ describe('the provider bridge', () => {
         expect(unmapped).toBe(keep.join(','));
       }),
     );
+  });
+});
+
+describe('the public link of the server', () => {
+  const pools = { 'us-east-1': '203.0.113.0/24', 'eu-central-1': '192.0.2.0/25' };
+
+  it("routes each region through its pool's first address unless NIMBUS_PUBLIC_GATEWAY is in its pool", () => {
+    expect(publicGateways(pools, null)).toEqual({ 'us-east-1': '203.0.113.1', 'eu-central-1': '192.0.2.1' });
+    expect(publicGateways(pools, '192.0.2.100')).toEqual({
+      'us-east-1': '203.0.113.1',
+      'eu-central-1': '192.0.2.100',
+    });
+  });
+
+  it('refuses a gateway in no pool, or a pool’s network or broadcast address', () => {
+    expect(() => publicGateways(pools, '198.51.100.1')).toThrow(/in no region's public pool/);
+    expect(() => publicGateways(pools, '203.0.113.0')).toThrow(/network or broadcast/);
+    expect(() => publicGateways(pools, '192.0.2.127')).toThrow(/network or broadcast/);
+  });
+
+  it('NATs each instance whose public IP is in the pool, and snats the rest of the block', () => {
+    const link = { pools, gateways: publicGateways(pools, null) };
+    const side = publicSideOf(
+      { key: 'nimbus-acct_1-us-east-1', region: 'us-east-1', cidr: '10.10.0.0/16' },
+      [
+        { id: 'ins_a', public_ip: '203.0.113.10', private_ip: '10.10.0.2' },
+        { id: 'ins_b', public_ip: null, private_ip: '10.10.0.3' },
+        // Left by a pool configured otherwise since: no NAT, rather than a reconcile that fails.
+        { id: 'ins_c', public_ip: '198.51.100.7', private_ip: '10.10.0.4' },
+      ],
+      link,
+      { ip: '203.0.113.2', mac: '02:00:00:00:00:01' },
+      'chassis-1',
+    );
+    expect(side).toMatchObject({
+      pool: '203.0.113.0/24',
+      gateway: '203.0.113.1',
+      chassis: 'chassis-1',
+      nats: [{ instanceId: 'ins_a', publicIp: '203.0.113.10', privateIp: '10.10.0.2' }],
+      snatBlock: '10.10.0.0/16',
+    });
+    const rows = vpcRows({ ...vpc, public: side! });
+    const snat = rows.find((r) => r.table === 'NAT' && r.columns.type === 'snat')!;
+    expect(snat.columns).toMatchObject({ external_ip: '203.0.113.2', logical_ip: '10.10.0.0/16' });
+    const router = rows.find((r) => r.table === 'Logical_Router')!;
+    expect((router.columns.nat as { refs: string[] }).refs).toContain(snat.key);
+    // A region without a pool has no public side.
+    expect(
+      publicSideOf({ key: 'k', region: 'sa-east-1', cidr: '10.50.0.0/16' }, [], link, side!.router, 'c'),
+    ).toBeUndefined();
   });
 });

@@ -19,6 +19,8 @@
  * NAT (each instance's chassis answering for its public IP with an external_mac of its own) is a choice
  * for when there are several chassis, each with the uplink mapped.
  */
+import { existsSync } from 'node:fs';
+import { ConfigError } from '../../platform/config.js';
 import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.js';
 import { run } from '../qemu/tools.js';
 import { addNetdevBridge, type OvnEndpoints } from './daemons.js';
@@ -59,6 +61,11 @@ export interface VpcPublicSide {
   /** The chassis that answers for the VPC's public addresses (the one whose OVS holds the uplink). */
   chassis: string;
   nats: readonly PublicNat[];
+  /**
+   * The VPC's private block, when its instances without a public IP reach out through the router's own
+   * address (a `snat` row; an instance's `dnat_and_snat` is the more specific and wins for it).
+   */
+  snatBlock?: string;
 }
 
 /** The pool's first address, which the address plan never assigns: the upstream router's by default. */
@@ -78,6 +85,7 @@ export function publicNames(vpcKey: string) {
     gatewayChassis: `${vpcKey}-public-gw`,
     defaultRoute: `${vpcKey}-public-route`,
     nat: (publicIp: string) => `${vpcKey}-nat-${publicIp}`,
+    snat: `${vpcKey}-snat`,
   };
 }
 
@@ -155,6 +163,20 @@ export function publicRows(
         },
       }),
     ),
+    ...(side.snatBlock === undefined
+      ? []
+      : [
+          {
+            table: 'NAT',
+            key: names.snat,
+            columns: {
+              type: 'snat',
+              external_ip: side.router.ip,
+              logical_ip: side.snatBlock,
+              external_ids: ids(names.snat),
+            },
+          } satisfies Row,
+        ]),
     {
       table: 'Logical_Switch_Port',
       key: names.localnetPort,
@@ -184,10 +206,118 @@ export function publicRows(
     router: {
       ports: [names.routerPort],
       columns: {
-        nat: { refs: nats.map((nat) => names.nat(nat.publicIp)) },
+        nat: {
+          refs: [
+            ...nats.map((nat) => names.nat(nat.publicIp)),
+            ...(side.snatBlock === undefined ? [] : [names.snat]),
+          ],
+        },
         static_routes: { refs: [names.defaultRoute] },
       },
     },
+  };
+}
+
+/**
+ * Each region's upstream router on the link: the pool's first address, except in the one region whose
+ * pool holds `configured` (NIMBUS_PUBLIC_GATEWAY). A configured address in no pool, or a pool's network
+ * or broadcast address, is refused.
+ */
+export function publicGateways(
+  pools: Readonly<Record<string, string>>,
+  configured: string | null,
+): Record<string, string> {
+  const gateways: Record<string, string> = {};
+  let placed = configured === null;
+  for (const [region, pool] of Object.entries(pools)) {
+    gateways[region] = defaultPublicGateway(pool);
+    if (configured === null) continue;
+    const block = parseCidrBlock(pool);
+    const ip = parseIp(configured);
+    if (ip === null || ip.family !== 4) continue;
+    const size = 1n << BigInt(32 - block.prefix);
+    if (ip.value < block.network || ip.value >= block.network + size) continue;
+    if (ip.value === block.network || ip.value === block.network + size - 1n) {
+      throw new ConfigError(
+        `Invalid configuration: NIMBUS_PUBLIC_GATEWAY ${configured} is the network or broadcast address of ${region}'s pool ${pool}`,
+      );
+    }
+    gateways[region] = configured;
+    placed = true;
+  }
+  if (!placed) {
+    throw new ConfigError(
+      `Invalid configuration: NIMBUS_PUBLIC_GATEWAY ${configured} is in no region's public pool (NIMBUS_PUBLIC_IP_POOLS: ${Object.entries(
+        pools,
+      )
+        .map(([region, pool]) => `${region}=${pool}`)
+        .join(',')})`,
+    );
+  }
+  return gateways;
+}
+
+/** The router addresses on the public link, held in the store so no instance is given one (resources/addresses). */
+export interface RouterAddressHolds {
+  /**
+   * The address the account's router holds in the region, held now if it held none; null when the pool
+   * has none left (the VPC then has no public side, and its private network works as before).
+   */
+  hold(accountId: string, region: string): Promise<string | null>;
+  /** Gives it back (the VPC is gone). */
+  release(accountId: string, region: string): Promise<void>;
+  /** Those held, of one account or of all. */
+  held(accountId: string | null): Promise<{ accountId: string; region: string; ip: string }[]>;
+  /** Holds the region's upstream router address when the pool would hand it out; refuses one held. */
+  holdGateway(region: string, ip: string): Promise<void>;
+}
+
+/** What the network needs to give VPCs a public side: the link, its pools and gateways, the router addresses. */
+export interface PublicLink {
+  /** NIMBUS_PUBLIC_UPLINK. */
+  uplink: string;
+  /** Each region's pool (NIMBUS_PUBLIC_IP_POOLS and the defaults). */
+  pools: Readonly<Record<string, string>>;
+  /** Each region's upstream router (publicGateways). */
+  gateways: Readonly<Record<string, string>>;
+  routers: RouterAddressHolds;
+}
+
+/**
+ * A VPC's public side: its router's address and MAC on the link, and a NAT per instance whose public IP
+ * lies in the region's pool (one outside it, left by a pool configured otherwise since, gets none).
+ */
+export function publicSideOf(
+  vpc: { key: string; region: string; cidr: string },
+  instances: readonly { id: string; public_ip: string | null; private_ip: string }[],
+  link: Pick<PublicLink, 'pools' | 'gateways'>,
+  router: { ip: string; mac: string },
+  chassis: string,
+): VpcPublicSide | undefined {
+  const pool = link.pools[vpc.region];
+  const gateway = link.gateways[vpc.region];
+  if (pool === undefined || gateway === undefined) return undefined;
+  const block = parseCidrBlock(pool);
+  const inPool = (address: string) => {
+    const ip = parseIp(address);
+    return (
+      ip !== null &&
+      ip.family === 4 &&
+      ip.value >= block.network &&
+      ip.value < block.network + (1n << BigInt(32 - block.prefix))
+    );
+  };
+  return {
+    pool,
+    gateway,
+    router,
+    chassis,
+    nats: instances.flatMap((instance) =>
+      instance.public_ip !== null && inPool(instance.public_ip) && instance.public_ip !== router.ip
+        ? [{ instanceId: instance.id, publicIp: instance.public_ip, privateIp: instance.private_ip }]
+        : [],
+    ),
+    snatBlock: vpc.cidr,
   };
 }
 
@@ -234,15 +364,30 @@ function mappingArgs(mappings: string): string[] {
     : ['set', 'Open_vSwitch', '.', `external_ids:ovn-bridge-mappings=${JSON.stringify(mappings)}`];
 }
 
+/** How the uplink was before Nimbus plugged it, so that unplugging leaves it so. */
+export interface UplinkState {
+  up: boolean;
+  txChecksumming: boolean;
+}
+
 /**
  * Plugs `uplink` (NIMBUS_PUBLIC_UPLINK) into this chassis' provider bridge, made on the userspace
  * datapath if missing, and maps PUBLIC_PHYSNET to it. Idempotent. The interface keeps no address: the
- * host itself is not on the public link, only the VPCs' routers are.
+ * host itself is not on the public link, only the VPCs' routers are. Returns how the interface was.
  */
-export async function plugUplink(ovn: OvnEndpoints, uplink: string): Promise<{ bridge: string }> {
-  await run('ip', ['link', 'show', uplink]).catch(() => {
+export async function plugUplink(
+  ovn: OvnEndpoints,
+  uplink: string,
+): Promise<{ bridge: string; before: UplinkState }> {
+  const link = await run('ip', ['-j', 'link', 'show', uplink]).catch(() => {
     throw new Error(`NIMBUS_PUBLIC_UPLINK names ${uplink}, which is not an interface of this host`);
   });
+  const flags = (JSON.parse(link) as { flags?: string[] }[])[0]?.flags ?? [];
+  const features = await run('ethtool', ['-k', uplink]);
+  const before: UplinkState = {
+    up: flags.includes('UP'),
+    txChecksumming: /^tx-checksumming: on/m.test(features),
+  };
   // The userspace datapath's conntrack (the NATs) drops packets whose checksum was left to the hardware.
   await run('ethtool', ['-K', uplink, 'tx', 'off']);
   await run('ip', ['link', 'set', uplink, 'up']);
@@ -258,11 +403,14 @@ export async function plugUplink(ovn: OvnEndpoints, uplink: string): Promise<{ b
     '--',
     ...mappingArgs(mappings),
   ]);
-  return { bridge };
+  return { bridge, before };
 }
 
-/** Takes the uplink and the provider bridge out of OVS and the mapping off the chassis. */
-export async function unplugUplink(ovn: OvnEndpoints, uplink: string): Promise<void> {
+/**
+ * Takes the uplink and the provider bridge out of OVS and the mapping off the chassis, and puts the
+ * interface back as it was (`before`, when known).
+ */
+export async function unplugUplink(ovn: OvnEndpoints, uplink: string, before?: UplinkState): Promise<void> {
   const bridge = providerBridgeName(ovn.integrationBridge);
   const mappings = withBridgeMapping(await bridgeMappings(ovn), PUBLIC_PHYSNET, null);
   await vsctl(ovn, [
@@ -277,4 +425,7 @@ export async function unplugUplink(ovn: OvnEndpoints, uplink: string): Promise<v
     '--',
     ...mappingArgs(mappings),
   ]);
+  if (before === undefined || !existsSync(`/sys/class/net/${uplink}`)) return;
+  if (before.txChecksumming) await run('ethtool', ['-K', uplink, 'tx', 'on']);
+  if (!before.up) await run('ip', ['link', 'set', uplink, 'down']);
 }

@@ -1,9 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { firewallRule } from '../../../test/helpers/firewall.js';
 import { macAddressFor } from '../../resources/addresses/addresses.js';
 import { parseVpcKey } from './network.js';
 import { vpcKey, vpcRows } from './topology.js';
-import { HOST_PORT, type VpcInstance, vpcsOf } from './vpcs.js';
+import { HOST_PORT, queueVpcReconcile, VPC_WAKES_MS, type VpcInstance, vpcsOf } from './vpcs.js';
 
 const instance = fc.record({
   id: fc.stringMatching(/^ins_[0-9a-z]{6}$/),
@@ -66,5 +67,90 @@ describe('the VPCs the store describes', () => {
     expect(routerPort?.columns.networks).toEqual(['10.10.0.1/16', '169.254.0.1/16']);
     const ls = rows.find((r) => r.table === 'Logical_Switch');
     expect(ls?.columns.ports).toMatchObject({ refs: expect.arrayContaining([`${vpcKey(vpc!)}-host`]) });
+  });
+});
+
+describe("the VPC's firewall", () => {
+  const rule = {
+    ...firewallRule({
+      accountId: 'acct_a',
+      direction: 'inbound',
+      action: 'deny',
+      protocol: 'tcp',
+      ports: '8080',
+      remote: ['10.10.0.0/16'],
+      targets: { instance_ids: [], tags: { role: 'web' } },
+    }),
+    id: 'fwr_1',
+  };
+  const base = { account_id: 'acct_a', region: 'us-east-1', firewall_preset: 'ssh-only' };
+
+  it("gives each port the effective rules of its instance (tags, preset) when the VPC's rules are read", () => {
+    const list: VpcInstance[] = [
+      { ...base, id: 'ins_1', name: 'x', private_ip: '10.10.0.2', tags: { role: 'web' } },
+      { ...base, id: 'ins_2', name: 'y', private_ip: '10.10.0.3', tags: {}, firewall_preset: 'web' },
+    ];
+    const rules = new Map([[vpcKey({ accountId: 'acct_a', region: 'us-east-1' }), [rule]]]);
+    const [vpc] = vpcsOf(list, rules);
+    const [one, two] = vpc!.ports;
+    expect(one!.firewall?.map((r) => r.id ?? r.source)).toEqual([
+      'fwr_1',
+      'preset',
+      'default',
+      'default',
+      'default',
+    ]);
+    expect(two!.firewall?.map((r) => r.id ?? r.source)).toEqual([
+      'preset',
+      'preset',
+      'preset',
+      'default',
+      'default',
+      'default',
+    ]);
+    const rows = vpcRows(vpc!);
+    // Nimbus's own traffic through the host port, and DNS queries to the resolver, above every rule.
+    const acls = rows.filter((row) => row.table === 'ACL').map((row) => row.key);
+    expect(acls).toEqual(
+      expect.arrayContaining(['nimbus_ins_1:host:in', 'nimbus_ins_1:host:out', 'nimbus_ins_1:dns:out']),
+    );
+    expect(rows.filter((row) => row.table === 'Port_Group').map((row) => row.key)).toEqual([
+      'nimbus_ins_1',
+      'nimbus_ins_2',
+    ]);
+    // Without rules read (or a preset), a port has no firewall: nothing is made up.
+    expect(vpcsOf(list)[0]!.ports.every((p) => p.firewall === undefined)).toBe(true);
+  });
+
+  it('queues the account’s VPC job, and wakes the runner, for the events that change a VPC', async () => {
+    const queued: string[] = [];
+    const wakes: number[] = [];
+    const subscriber = queueVpcReconcile({
+      enqueue: async (_trx, kind, subject) => {
+        queued.push(`${kind}:${subject}`);
+      },
+      wake: (at) => wakes.push(at?.getTime() ?? 0),
+    });
+    const event = (type: string) =>
+      ({
+        type,
+        accountId: 'acct_a',
+        resourceId: 'r',
+        data: {},
+        id: 'e',
+        recordedAt: new Date(1000),
+      }) as never;
+    for (const type of [
+      'firewall_rule.created',
+      'firewall_rule.updated',
+      'firewall_rule.deleted',
+      'instance.updated',
+    ]) {
+      await subscriber({} as never, event(type));
+    }
+    await subscriber({} as never, event('volume.created'));
+    expect(queued).toEqual(Array(4).fill('vpc:acct_a'));
+    expect(wakes.length).toBe(4 * VPC_WAKES_MS.length);
+    expect(Math.min(...wakes)).toBeGreaterThan(1000);
   });
 });

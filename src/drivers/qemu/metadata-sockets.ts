@@ -2,7 +2,7 @@
  * The metadata service as each guest reaches it. QEMU's user-mode network forwards the guest's
  * connections to 169.254.169.254:80 (`guestfwd … cmd:socat`) to a unix socket of that VM alone,
  * `run/<instance id>.meta`; Nimbus serves HTTP there and knows the instance by the socket the connection
- * came in on. The guest never names itself: whatever `X-Nimbus-Instance-Id` it sends is replaced.
+ * came in on, and hands the request over with that instance named: the guest never names itself.
  *
  * The requests go to the same metadata app as the simulator's TCP port (resources/instances/metadata-server.ts), handed over
  * by the composition root; until then, answers are 503.
@@ -11,9 +11,11 @@
 import { chmodSync, rmSync } from 'node:fs';
 import http from 'node:http';
 
-export const INSTANCE_HEADER = 'x-nimbus-instance-id';
-
-export type MetadataHandler = (request: http.IncomingMessage, response: http.ServerResponse) => void;
+export type MetadataHandler = (
+  instanceId: string,
+  request: http.IncomingMessage,
+  response: http.ServerResponse,
+) => void;
 
 export class MetadataSockets {
   private readonly servers = new Map<string, http.Server>();
@@ -27,12 +29,11 @@ export class MetadataSockets {
   async open(instanceId: string, socketPath: string): Promise<void> {
     if (this.servers.has(instanceId)) return;
     const server = http.createServer((request, response) => {
-      request.headers[INSTANCE_HEADER] = instanceId;
       if (!this.handler) {
         response.writeHead(503, { 'content-type': 'text/plain' }).end('metadata service starting\n');
         return;
       }
-      this.handler(request, response);
+      this.handler(instanceId, request, response);
     });
     server.keepAliveTimeout = 1000;
     rmSync(socketPath, { force: true });

@@ -16,8 +16,9 @@
  *
  * With NIMBUS_NETWORK=ovn the VMs' NICs are taps on OVN (drivers/ovn/network.ts): `serve` starts the
  * embedded OVN (or connects to the configured central) and reconciles every VPC before the jobs run,
- * the per-account VPC job (`vpcReconcile`) keeps them matching the store, and `close` stops the daemons.
+ * the per-account VPC job (`networkReconcile`, through the driver interface) keeps them matching the store, and `close` stops the daemons.
  */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
@@ -27,6 +28,8 @@ import type {
   MachineSpec,
   MachineState,
   MetricSample,
+  NetworkDrift,
+  NetworkReconcile,
   RestoreSpec,
   RestoreState,
   SnapshotSpec,
@@ -36,9 +39,11 @@ import type {
   VolumeState,
 } from '../driver.js';
 import { missingOvnPrograms } from '../ovn/daemons.js';
+import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
-import { type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
+import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
+import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -85,16 +90,8 @@ export interface QemuDriverOptions {
   /** NIMBUS_NETWORK; with `ovn`, the instances the VPCs are made of (read from the store). */
   network?: NetworkConfig;
   vpcInstances?: VpcInstanceReader;
-}
-
-/** What `nimbus admin network check` reports: rows of Nimbus's the store and OVN disagree on. */
-export interface NetworkDrift {
-  /** Rows the store wants that OVN lacks or holds otherwise, and rows OVN holds that it does not want. */
-  missing: string[];
-  differing: string[];
-  extra: string[];
-  /** Taps and host ports on the bridge for no instance or VPC of the store. */
-  strayInterfaces: string[];
+  /** With `ovn` and NIMBUS_PUBLIC_UPLINK: the public link the VPCs' routers stand on (drivers/ovn/uplink.ts). */
+  publicLink?: PublicLink;
 }
 
 /** A setting or a host the driver cannot run with: the process refuses to start, saying why. */
@@ -119,6 +116,11 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly dataDir: string;
   /** The OVN network while serving with NIMBUS_NETWORK=ovn. */
   private network: OvnNetwork | null = null;
+  /** How guests on OVN reach the metadata service (drivers/ovn/metadata-path.ts), while serving. */
+  private metadataPath: VpcMetadataPath | null = null;
+  private readonly publicLink: PublicLink | undefined;
+  /** How the uplink was before serve plugged it (put back at close). */
+  private uplinkBefore: UplinkState | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -158,6 +160,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     this.dataDir = options.dataDir;
     this.networkConfig = options.network ?? { mode: 'user' };
     this.vpcInstances = options.vpcInstances ?? null;
+    this.publicLink = this.networkConfig.mode === 'ovn' ? options.publicLink : undefined;
     if (this.networkConfig.mode === 'ovn' && !this.vpcInstances) {
       throw new QemuDriverError('NIMBUS_NETWORK=ovn: the driver was given no reader of the instances');
     }
@@ -211,15 +214,13 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
    * The per-account VPC reconcile (drivers/ovn/vpcs.ts), the handler of the `vpc` job; null with the
    * user-mode network.
    */
-  get vpcReconcile(): {
-    run(accountId: string): Promise<null>;
-    giveUp(accountId: string, error: unknown): Promise<void>;
-  } | null {
+  get networkReconcile(): NetworkReconcile | null {
     if (this.networkConfig.mode !== 'ovn') return null;
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        await this.network.reconcile(accountId, await this.vpcInstances!.list(accountId));
+        const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
+        await this.network.reconcile(accountId, instances, rules, this.publicLink);
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -233,7 +234,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    return this.network!.reconcile(null, await this.vpcInstances!.list(null));
+    const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+    return this.network!.reconcile(null, instances, rules, this.publicLink);
   }
 
   /**
@@ -245,13 +247,16 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.networkConfig.mode !== 'ovn') return null;
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
-      const instances = await this.vpcInstances!.list(null);
-      const desired = vpcsOf(instances).flatMap(vpcRows);
+      const { instances, rules } = await readVpcState(this.vpcInstances!, null);
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
+      // Read only: a VPC whose router holds no public address yet is shown without its public side.
+      const desired = (await network.desiredVpcs(null, instances, rules, this.publicLink, false)).flatMap(
+        vpcRows,
+      );
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
@@ -279,7 +284,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return [...listImages(this.imageDir).keys()].sort();
   }
 
+  /** With a public link a guest answers SSH on its public IP (null: the API shows it, port 22). */
   sshEndpoint(instanceId: string): { host: string; port: number } | null {
+    if (this.publicLink) return null;
     return this.machines.sshEndpoint(instanceId);
   }
 
@@ -299,27 +306,43 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     }
     if (this.networkConfig.mode === 'ovn' && !this.network) {
       const central = this.networkConfig.central;
+      const metadataPath = new VpcMetadataPath(
+        ({ accountId, region }, ip) => this.vpcInstances!.atAddress(accountId, region, ip),
+        (error) => host.log.warn({ err: error }, 'metadata: a guest connection could not be looked up'),
+      );
+      metadataPath.setHandler((instanceId, request, response) =>
+        host.metadata(instanceId, request, response),
+      );
+      this.metadataPath = metadataPath;
       this.network = await OvnNetwork.start({
         dir: this.ovnDir(),
         central,
+        onGuestConnection: (place, socket) => metadataPath.accept(place, socket),
         onRestart: (daemon, error) =>
           error
             ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
       try {
+        if (this.publicLink) await this.plugPublicLink(this.network, this.publicLink);
         const applied = await this.reconcileAll();
         host.log.info(
-          { ...applied, embedded: central === null, bridge: this.network.endpoints.integrationBridge },
+          {
+            ...applied,
+            embedded: central === null,
+            bridge: this.network.endpoints.integrationBridge,
+            uplink: this.publicLink?.uplink ?? null,
+          },
           'qemu driver: OVN network up, every VPC reconciled with the store',
         );
       } catch (error) {
+        await this.unplugPublicLink(this.network).catch(() => {});
         await this.network.close();
         this.network = null;
         throw error;
       }
     }
-    this.metadata.setHandler((request, response) => host.metadata(request, response));
+    this.metadata.setHandler((instanceId, request, response) => host.metadata(instanceId, request, response));
     this.proxies.setCheck((instanceId, port, address) => host.allowsInbound(instanceId, port, address));
     const adopted = await this.machines.adopt();
     this.host = host;
@@ -333,12 +356,69 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     );
   }
 
+  /**
+   * The upstream routers' addresses held where the pools would hand them out, then the uplink plugged
+   * into the provider bridge. An uplink that is no interface of this host refuses the start, naming it.
+   * How the interface was is kept in `<data dir>/ovn/uplink.json` until it is put back, so a server
+   * killed with -9 and started again still knows it (the interface is plugged by then).
+   */
+  private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<void> {
+    for (const [region, gateway] of Object.entries(link.gateways)) {
+      await link.routers.holdGateway(region, gateway).catch((error: unknown) => {
+        throw new QemuDriverError((error as Error).message);
+      });
+    }
+    try {
+      const { before } = await plugUplink(network.endpoints, link.uplink);
+      const kept = this.keptUplinkState(link.uplink);
+      this.uplinkBefore = kept ?? before;
+      if (!kept) {
+        mkdirSync(this.ovnDir(), { recursive: true });
+        writeFileSync(this.uplinkStateFile(), JSON.stringify({ uplink: link.uplink, before }), {
+          mode: 0o600,
+        });
+      }
+    } catch (error) {
+      throw new QemuDriverError(`NIMBUS_PUBLIC_UPLINK=${link.uplink}: ${(error as Error).message}`);
+    }
+  }
+
+  private uplinkStateFile(): string {
+    return path.join(this.ovnDir(), 'uplink.json');
+  }
+
+  private keptUplinkState(uplink: string): UplinkState | null {
+    try {
+      const kept = JSON.parse(readFileSync(this.uplinkStateFile(), 'utf8')) as {
+        uplink: string;
+        before: UplinkState;
+      };
+      return kept.uplink === uplink ? kept.before : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The uplink out of OVS and as it was before serve; the VPCs' rows stay (the next serve converges). */
+  private async unplugPublicLink(network: OvnNetwork): Promise<void> {
+    if (!this.publicLink || !this.uplinkBefore) return;
+    await unplugUplink(network.endpoints, this.publicLink.uplink, this.uplinkBefore);
+    this.uplinkBefore = null;
+    rmSync(this.uplinkStateFile(), { force: true });
+  }
+
   async close(): Promise<void> {
     if (this.watcher) clearInterval(this.watcher);
     this.watcher = null;
     await this.metadata.closeAll();
+    this.metadataPath?.close();
     await this.proxies.closeAll();
     await this.metrics.traffic.closeAll();
+    if (this.network) {
+      await this.unplugPublicLink(this.network).catch((error: unknown) => {
+        this.host?.log.warn({ err: error }, 'qemu driver: could not unplug the public uplink');
+      });
+    }
     await this.network?.close();
     this.network = null;
   }

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../migrations.js';
 import { ManualClock } from '../../platform/domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
 import { INSTANCE_TYPES } from '../../resources/catalog/catalog.js';
@@ -41,7 +42,7 @@ describe('SimulatedDriver', () => {
   beforeEach(async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-sim-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     clock = new ManualClock();
     driver = await SimulatedDriver.open({ db: store.db, clock, speedup: 1 });
   });

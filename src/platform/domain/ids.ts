@@ -20,6 +20,7 @@ export const ID_PREFIXES = {
   invoice: 'inv',
   account: 'acct',
   sshKey: 'sshk',
+  publicIp: 'ip',
   job: 'job',
   request: 'req',
 } as const;

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../../test/helpers/common.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { systemClock } from '../domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import { JobRunner } from './runner.js';
@@ -24,7 +25,7 @@ describe('job runner wakes', () => {
   beforeEach(async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-runner-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     runner = new JobRunner(store, systemClock, { automatic: true, pollMs: 60_000 });
     process.on('warning', onWarning);
   });

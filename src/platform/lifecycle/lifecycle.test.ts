@@ -5,13 +5,14 @@
  * up all come from the kind's table, store functions and reconciler. It also covers what the core offers
  * kinds beyond that: a kind's own reason for a refusal, records held before the kind's, an advance that
  * carries an event, writes made inside another record's transaction, a create's quota claim at the end of
- * its transaction, and the counts a kind keeps.
+ * its transaction, the counts a kind keeps, and a record made as part of another's create.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../migrations.js';
 import { quotaSettings } from '../../resources/account/store.js';
 import { ManualClock } from '../domain/clock.js';
 import { Conflict, NotFound } from '../errors.js';
@@ -112,7 +113,7 @@ describe('Lifecycle (a kind other than instances)', () => {
   beforeEach(async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-lifecycle-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     await tables(store.db)
       .schema.createTable('test_disks')
       .addColumn('id', 'text', (c) => c.primaryKey())
@@ -492,6 +493,44 @@ describe('Lifecycle (a kind other than instances)', () => {
       lifecycle.writeWithin(ctx, counting, disk!, { instance_id: 'ins_1' }),
     );
     expect(writes).toHaveLength(1);
+  });
+
+  it('a part of another create is inserted with its counts, in that transaction, with no event, job or key of its own unless asked', async () => {
+    const writes: Record<string, number>[] = [];
+    const counting: typeof DISK_KIND = {
+      ...DISK_KIND,
+      counts: {
+        keyOf: (disk) => disk.status,
+        write: async (_trx, changes) => void writes.push(Object.fromEntries(changes)),
+      },
+    };
+    const part = (id: string): Disk => ({
+      id,
+      account_id: 'acct_a',
+      name: id,
+      status: 'in-use',
+      instance_id: 'ins_parent',
+      version: 1,
+      updated_at: clock.now().toISOString(),
+    });
+    await lifecycle.transaction(async (ctx) => {
+      await lifecycle.createPartWithin(ctx, counting, { record: part('disk_p1') });
+      await lifecycle.createPartWithin(ctx, counting, { record: part('disk_p2'), reconcile: true });
+    });
+    expect(await counting.find(store.db, 'disk_p1')).toMatchObject({ status: 'in-use', version: 1 });
+    expect(writes).toEqual([{ 'in-use': 2 }]);
+    expect(await eventsOf('disk_p1')).toEqual([]);
+    expect(await eventsOf('disk_p2')).toEqual([]);
+    expect(await jobOf('disk_p1')).toBeUndefined();
+    expect(await jobOf('disk_p2')).toMatchObject({ kind: 'disk', subject_id: 'disk_p2' });
+    // Rolled back with the parent's transaction.
+    await expect(
+      lifecycle.transaction(async (ctx) => {
+        await lifecycle.createPartWithin(ctx, counting, { record: part('disk_p3') });
+        throw new Error('the parent failed');
+      }),
+    ).rejects.toThrow('the parent failed');
+    expect(await counting.find(store.db, 'disk_p3')).toBeUndefined();
   });
 
   it('a step that keeps throwing ends in what giveUp says, after the runner’s attempts', async () => {

@@ -14,6 +14,8 @@
  *   created event and enqueue its job, mark the request's Idempotency-Key committed with it
  *   (platform/idempotency/context.ts), and claim its quotas, guarded, as the last statements; the job
  *   runner is woken once it commits.
+ *   A record made as part of another's create (an instance's root volume) goes through `createPartWithin`
+ *   in the parent's transaction: inserted the same way, announced and claimed by its parent.
  * - the reconcile job (one per kind, registered with the job runner under the kind's name): it loads the
  *   record, asks the reconciler for one step, and applies what the step says — a guarded write, a write
  *   with its event, a removal with its event — so reconcilers decide and never write themselves.
@@ -134,6 +136,18 @@ export interface CreatePlan<S extends string, R extends LifecycleRecord<S>, E ex
    * says false.
    */
   answersRequest?: boolean;
+}
+
+/**
+ * What a service gives `createPartWithin` for a record made as part of another record's create (an
+ * instance's root volume). The parent's create announces both, answers the request and takes the quotas,
+ * so the part has no created event, job, Idempotency-Key mark or quota claim of its own.
+ */
+export interface PartPlan<S extends string, R extends LifecycleRecord<S>> {
+  /** The record, in the status the parent's create gives it (a root volume: in-use, or restoring). */
+  record: R;
+  /** Whether its reconciler must look at it from the start (a root volume restored from a snapshot). */
+  reconcile?: boolean;
 }
 
 export interface LifecycleOptions {
@@ -261,6 +275,25 @@ export class Lifecycle {
     const claim = plan.claim;
     if (claim) ctx.atEnd(() => claim(ctx, record));
     return record;
+  }
+
+  /**
+   * Makes a record of `kind` that is part of another's create, inside that create's transaction (an
+   * instance's root volume, in the instance's `build`). It is inserted with the usage, counts and meter
+   * the kind declares, like every record the core makes, and its job is enqueued only when the plan says
+   * so; see `PartPlan` for what it leaves to the parent.
+   */
+  async createPartWithin<
+    S extends string,
+    A extends string,
+    R extends LifecycleRecord<S>,
+    C,
+    E extends EventType,
+  >(ctx: WriteContext, kind: ResourceKind<S, A, R, C, E>, plan: PartPlan<S, R>): Promise<R> {
+    await kind.insert(ctx.trx, plan.record);
+    await this.moved(ctx, kind, undefined, plan.record);
+    if (plan.reconcile) await this.enqueue(ctx, kind, plan.record.id);
+    return plan.record;
   }
 
   /**

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../migrations.js';
 import { columnsShape, compiledOnce, compiledPerShape } from './compiled-query.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import type { Database } from './schema.js';
@@ -14,7 +15,7 @@ describe('compiledOnce (SQLite)', () => {
   beforeEach(async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-compiled-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
 
   afterEach(async () => {

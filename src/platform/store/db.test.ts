@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 
 describe('the SQLite store', () => {
@@ -16,7 +17,7 @@ describe('the SQLite store', () => {
   it('creates an owner-only WAL file with 16 KiB pages (deep list pages depend on it) and in-memory sub-journals', async () => {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-db-'));
     store = openStore({ dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     const pragma = async (name: string) =>
       Object.values((await sql.raw(`pragma ${name}`).execute(store!.db)).rows[0] as object)[0];
     expect(await pragma('page_size')).toBe(16384);

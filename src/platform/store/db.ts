@@ -5,7 +5,14 @@
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
+import {
+  Kysely,
+  type MigrationProvider,
+  type MigrationResultSet,
+  Migrator,
+  PostgresDialect,
+  sql,
+} from 'kysely';
 import pg from 'pg';
 import { isPostgres } from './dialect.js';
 import {
@@ -14,7 +21,6 @@ import {
   GroupCommitSqliteDialect,
   type GroupCommitStats,
 } from './group-commit.js';
-import { migrationProvider } from './migrations/index.js';
 import { preparingPool } from './postgres-prepared.js';
 import type { Database } from './schema.js';
 
@@ -148,17 +154,18 @@ function openSqlite(
 }
 
 /**
- * Brings the schema up to date; safe to run from several replicas at once (Kysely takes a lock). On
- * SQLite the migrations run with foreign keys off, as SQLite's way of changing a table's constraints
- * (a rebuild: new table, copy, drop the old one) requires, and are checked once they are done.
+ * Brings the schema up to date with `history` (the one history the composition root puts together:
+ * src/migrations.ts); safe to run from several replicas at once (Kysely takes a lock). On SQLite the
+ * migrations run with foreign keys off, as SQLite's way of changing a table's constraints (a rebuild:
+ * new table, copy, drop the old one) requires, and are checked once they are done.
  */
-export function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
-  return withForeignKeysDeferred(db, () => migrate(db, (migrator) => migrator.migrateToLatest()));
+export function migrateToLatest(db: Kysely<Database>, history: MigrationProvider): Promise<string[]> {
+  return withForeignKeysDeferred(db, () => migrate(db, history, (migrator) => migrator.migrateToLatest()));
 }
 
 /** Migrates up or down to `name`, as migrateToLatest does (tests of a migration's way back use it). */
-export function migrateTo(db: Kysely<Database>, name: string): Promise<string[]> {
-  return withForeignKeysDeferred(db, () => migrate(db, (migrator) => migrator.migrateTo(name)));
+export function migrateTo(db: Kysely<Database>, history: MigrationProvider, name: string): Promise<string[]> {
+  return withForeignKeysDeferred(db, () => migrate(db, history, (migrator) => migrator.migrateTo(name)));
 }
 
 async function withForeignKeysDeferred(
@@ -191,9 +198,10 @@ async function withForeignKeysDeferred(
 
 async function migrate(
   db: Kysely<Database>,
+  history: MigrationProvider,
   move: (migrator: Migrator) => Promise<MigrationResultSet>,
 ): Promise<string[]> {
-  const { error, results } = await move(new Migrator({ db, provider: migrationProvider }));
+  const { error, results } = await move(new Migrator({ db, provider: history }));
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

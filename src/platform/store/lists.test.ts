@@ -8,6 +8,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { insertEvent } from '../events/store.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import { fetchPage } from './lists.js';
@@ -20,7 +21,7 @@ describe.each(STORES)('a numbered page behind a stale count (%s)', (kind) => {
   let accounts = 0;
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();

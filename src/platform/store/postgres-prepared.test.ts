@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresDatabase, HAVE_POSTGRES } from '../../../test/helpers/backends.js';
 import { waitFor } from '../../../test/helpers/common.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { claimDueJobs, finishJob, upsertJob } from '../jobs/store.js';
 import { compiledOnce } from './compiled-query.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
@@ -50,7 +51,7 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
   const open = async (poolSize: number) => {
     const store = openStore({ databaseUrl: database.url, dataDir: '', poolSize });
     stores.push(store);
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     return store;
   };
 

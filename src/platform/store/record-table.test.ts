@@ -7,6 +7,7 @@ import { Type } from '@sinclair/typebox';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import { booleanInteger, jsonText, nullableJsonText, recordTable } from './record-table.js';
 
@@ -100,7 +101,7 @@ describe.each(STORES)('a record table (%s)', (kind) => {
   let store: Store;
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();

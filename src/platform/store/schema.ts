@@ -132,6 +132,17 @@ export interface FreeAddressesTable {
   ip: number;
 }
 
+/**
+ * Public addresses held by neither an instance nor a VPN gateway (resources/addresses/address-holds.ts):
+ * `router:<account id>` (a VPC's router on the public link) or `gateway` (the upstream router).
+ */
+export interface PublicAddressHoldsTable {
+  region: string;
+  ip: string;
+  holder: string;
+  created_at: string;
+}
+
 /** GPUs held per region by instances of every account, checked against the region's capacity. */
 export interface RegionGpuUsageTable {
   region: string;
@@ -274,6 +285,7 @@ export interface Database extends BillingTables, AlertTables {
   account_usage: AccountUsageTable;
   address_pools: AddressPoolsTable;
   free_addresses: FreeAddressesTable;
+  public_address_holds: PublicAddressHoldsTable;
   volume_tags: VolumeTagsTable;
   backup_schedules: BackupSchedulesTable;
   jobs: JobsTable;

@@ -9,6 +9,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
 import { type AddressScope, returnAddress, takeAddress } from './address-store.js';
 import { intToIp, lowestFree, parseCidr } from './addresses.js';
@@ -18,7 +19,7 @@ describe.each(STORES)('address scopes (%s)', (kind) => {
   let store: Store;
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();

@@ -21,7 +21,7 @@ import {
 import { INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { estimateItem, estimatePlan } from './estimate.js';
 import { INVOICE_SORTS, INVOICE_STATUSES } from './invoice-rules.js';
-import { GROUP_BYS, METERS, PERIOD_PATTERN } from './rules.js';
+import { ESTIMATE_ITEMS, GROUP_BYS, METERS, PERIOD_PATTERN, RESOURCE_TYPES } from './rules.js';
 import { type BillingService, type Download, USAGE_PAGE_SIZE } from './service.js';
 import { estimateView, invoiceSummaryView, invoiceView, pagedUsageView, planEstimateView } from './view.js';
 
@@ -38,17 +38,17 @@ const LineItem = Type.Object(
     resource_id: orNull<string>('string', {
       description: 'The resource (group_by=resource); null for lines that add up several',
     }),
-    resource_type: StringEnum(['instance', 'volume', 'snapshot', 'vpn'] as const),
+    resource_type: StringEnum(RESOURCE_TYPES),
     meter: StringEnum(METERS, {
       description:
-        'What is paid for: an instance running, its root disk while not running, storage, a VPN, bytes an ' +
-        'instance sent to public addresses (data_transfer), or received from them (data_transfer_in, free)',
+        'What is paid for: an instance running, its root disk while not running, storage, a VPN, ' +
+        'a public IP held unassigned, bytes to public addresses (data_transfer; received: data_transfer_in, free)',
     }),
     description: Type.String(),
     instance_type: orNull<string>('string'),
     day: orNull<string>('string', { format: 'date', description: 'group_by=day: the UTC day' }),
     quantity: Type.Number({
-      description: 'Hours, GB-months (730 h) or GB of data transfer (2^30 bytes), 6 decimals',
+      description: 'Hours, GB-months (730 h) or GB (2^30 bytes), 6 decimals',
     }),
     unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
     unit_price: orNull<number>('number', {
@@ -154,11 +154,14 @@ const estimateFields = {
   volume_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   snapshot_gb: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   vpn_count: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  public_ip_count: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: 10_000, description: 'Public IPs held unassigned the whole time' }),
+  ),
   transfer_gb: Type.Optional(
     Type.Integer({
       minimum: 0,
       maximum: 10_000_000,
-      description: 'GB (2^30 bytes) sent to public addresses over the hours; received is free',
+      description: 'GB (2^30 bytes) sent to public addresses',
     }),
   ),
 };
@@ -167,10 +170,10 @@ const EstimateQuery = Type.Object(estimateFields, { additionalProperties: false 
 const EstimateItem = Type.Object(estimateFields, { additionalProperties: false });
 
 const EstimateLine = Type.Object({
-  item: StringEnum(['instances', 'volume_storage', 'snapshot_storage', 'vpn', 'data_transfer'] as const),
+  item: StringEnum(ESTIMATE_ITEMS),
   description: Type.String(),
   quantity: Type.Number({
-    description: 'Hours (instances × hours, VPNs × hours), GB-months, or GB of data transfer',
+    description: 'Hours (instances × hours, VPNs × hours), GB-months or GB',
   }),
   unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
   unit_price: Usd('USD per unit'),
@@ -186,6 +189,7 @@ const estimateOutFields = {
   volume_gb: Type.Integer(),
   snapshot_gb: Type.Integer(),
   vpn_count: Type.Integer(),
+  public_ip_count: Type.Integer(),
   transfer_gb: Type.Integer(),
   breakdown: Type.Array(EstimateLine),
   total: Usd('USD, 6 decimals'),
@@ -344,7 +348,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ billing: BillingService 
         summary: 'Estimate cost',
         description:
           'What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN ' +
-          'gateways beside them, and `transfer_gb` GB sent to public addresses, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
+          'gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
           'that offer it.',
         querystring: EstimateQuery,
         response: { 200: described(Envelope(Estimate), 'The estimate with its breakdown') },

@@ -225,8 +225,9 @@ describe('meters and prices', () => {
       snapshot_gb: 40,
       transfer_gb: 0,
       vpn_count: 1,
+      public_ip_count: 2,
     });
-    expect(lines.map((line) => usdShown(line.amount))).toEqual([3650, 10, 2, 36.5]);
+    expect(lines.map((line) => usdShown(line.amount))).toEqual([3650, 10, 2, 36.5, 7.3]);
   });
 
   it('months are calendar months in UTC', () => {

@@ -19,6 +19,7 @@
 import {
   HOURS_PER_MONTH,
   type InstanceType,
+  PUBLIC_IP_IDLE_PRICE_PER_HOUR_MICROS,
   STORAGE_PRICES,
   VPN_PRICE_PER_HOUR_MICROS,
 } from '../catalog/catalog.js';
@@ -33,7 +34,7 @@ export const SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600;
 export const UNITS_PER_MICRO = BigInt(SECONDS_PER_MONTH);
 export const UNITS_PER_USD = UNITS_PER_MICRO * 1_000_000n;
 
-export const RESOURCE_TYPES = ['instance', 'volume', 'snapshot', 'vpn'] as const;
+export const RESOURCE_TYPES = ['instance', 'volume', 'snapshot', 'vpn', 'public_ip'] as const;
 export type BilledResourceType = (typeof RESOURCE_TYPES)[number];
 
 /** What is being paid for: an instance's compute while it runs, its root disk otherwise, and so on. */
@@ -43,6 +44,7 @@ export const METERS = [
   'volume_storage',
   'snapshot_storage',
   'vpn',
+  'public_ip_idle',
   // Bytes, not seconds (resources/billing/transfer.ts): sent to public addresses, and received (free).
   'data_transfer',
   'data_transfer_in',
@@ -217,6 +219,31 @@ export function vpnMeter(vpn: VpnLike): Meter | null {
   };
 }
 
+type PublicIpLike = {
+  id: string;
+  account_id: string;
+  name: string;
+  region: string;
+  instance_id: string | null;
+};
+
+/** A public IP pays while it is held and assigned to no instance (an assigned one is part of its instance). */
+export function publicIpMeter(ip: PublicIpLike): Meter | null {
+  if (ip.instance_id !== null) return null;
+  return {
+    account_id: ip.account_id,
+    resource_id: ip.id,
+    resource_type: 'public_ip',
+    resource_name: ip.name,
+    meter: 'public_ip_idle',
+    region: ip.region,
+    instance_type: null,
+    size_gb: null,
+    unit: 'hour',
+    unit_price_micros: PUBLIC_IP_IDLE_PRICE_PER_HOUR_MICROS,
+  };
+}
+
 // ——— Usage: pieces of metered time, grouped into line items ———
 
 /** Seconds of one meter of one resource (within one day when grouping by day). */
@@ -276,6 +303,7 @@ const METER_WORDS: Record<MeterName, string> = {
   vpn: 'VPN gateway',
   data_transfer: 'data sent to public addresses',
   data_transfer_in: 'data received from public addresses (free)',
+  public_ip_idle: 'public IP held unassigned',
 };
 
 function groupKey(piece: UsagePiece, by: GroupBy): string {
@@ -302,7 +330,8 @@ function describe(piece: UsagePiece, by: GroupBy): string {
       if (piece.meter === 'instance_compute') return `${label}: ${piece.instance_type}, ${words}`;
       if (piece.meter === 'instance_storage')
         return `${label}: ${piece.instance_type} ${words}, ${piece.size_gb} GB`;
-      if (piece.meter === 'vpn' || piece.unit === 'GB') return `${label}: ${words}`;
+      if (piece.unit === 'GB' || (piece.unit === 'hour' && piece.instance_type === null))
+        return `${label}: ${words}`;
       return `${label}: ${words}, ${piece.size_gb} GB`;
     }
     case 'instance_type':
@@ -316,7 +345,9 @@ function describe(piece: UsagePiece, by: GroupBy): string {
   }
 }
 
-const capitalised = (word: string) => (word === 'vpn' ? 'VPN' : word.charAt(0).toUpperCase() + word.slice(1));
+const CAPITALISED: Partial<Record<BilledResourceType, string>> = { vpn: 'VPN', public_ip: 'Public IP' };
+const capitalised = (word: BilledResourceType) =>
+  CAPITALISED[word] ?? word.charAt(0).toUpperCase() + word.slice(1);
 
 /** How much one piece is of its unit: seconds, GB-seconds or bytes (see QUANTITY_DENOMINATOR). */
 function quantityNumerator(piece: UsagePiece): bigint {
@@ -503,12 +534,22 @@ export interface EstimateItemInput {
   volume_gb: number;
   snapshot_gb: number;
   vpn_count: number;
+  public_ip_count: number;
   /** GB (2^30 bytes) sent to public addresses over the hours. */
   transfer_gb: number;
 }
 
+export const ESTIMATE_ITEMS = [
+  'instances',
+  'volume_storage',
+  'snapshot_storage',
+  'vpn',
+  'public_ip_idle',
+  'data_transfer',
+] as const;
+
 export interface EstimateLine {
-  item: 'instances' | 'volume_storage' | 'snapshot_storage' | 'vpn' | 'data_transfer';
+  item: (typeof ESTIMATE_ITEMS)[number];
   description: string;
   quantity_numerator: bigint;
   unit: BillingUnit;
@@ -557,6 +598,18 @@ export function estimateLines(input: EstimateItemInput): EstimateLine[] {
       unit: 'hour',
       unit_price_micros: VPN_PRICE_PER_HOUR_MICROS,
       amount: accrue(meter, seconds) * BigInt(input.vpn_count),
+    });
+  }
+  if (input.public_ip_count > 0) {
+    const price = PUBLIC_IP_IDLE_PRICE_PER_HOUR_MICROS;
+    const meter = { unit: 'hour', unit_price_micros: price, size_gb: null } as const;
+    lines.push({
+      item: 'public_ip_idle',
+      description: `${input.public_ip_count} unassigned public IP${input.public_ip_count === 1 ? '' : 's'} for ${input.hours} h`,
+      quantity_numerator: BigInt(seconds) * BigInt(input.public_ip_count),
+      unit: 'hour',
+      unit_price_micros: price,
+      amount: accrue(meter, seconds) * BigInt(input.public_ip_count),
     });
   }
   if (input.transfer_gb > 0) {

@@ -145,6 +145,7 @@ export interface EstimateView {
   volume_gb: number;
   snapshot_gb: number;
   vpn_count: number;
+  public_ip_count: number;
   transfer_gb: number;
   breakdown: EstimateLineView[];
   total: number;

@@ -154,5 +154,7 @@ export const STORAGE_PRICES = {
   snapshot_gb_month_micros: 50_000,
 } as const;
 export const VPN_PRICE_PER_HOUR_MICROS = 50_000;
+/** A public IP held but assigned to no instance (issue 32: the order of DigitalOcean's and Hetzner's prices). */
+export const PUBLIC_IP_IDLE_PRICE_PER_HOUR_MICROS = 5_000;
 /** The hours in a billing month, for GB-month prices and estimates (docs/design.md, "Billing"). */
 export const HOURS_PER_MONTH = 730;

@@ -7,7 +7,7 @@
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { InvalidRequest, NotFound } from '../../platform/errors.js';
 import type { Actor } from '../../platform/events/actor.js';
-import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from '../../platform/events/catalog.js';
+import type { EventCatalogue } from '../../platform/events/catalog.js';
 import * as events from '../../platform/events/store.js';
 import type { Store } from '../../platform/store/db.js';
 
@@ -61,21 +61,24 @@ function sinceText(since: string): string {
 }
 
 /** A type of the catalogue, or a family of them (`instance.*`). */
-function checkTypeFilter(type: string): void {
+function checkTypeFilter(catalogue: EventCatalogue, type: string): void {
   const family = type.endsWith('.*') ? type.slice(0, -2) : null;
-  if (family === null ? isEventType(type) : EVENT_FAMILIES.includes(family)) return;
+  if (family === null ? catalogue.isEventType(type) : catalogue.families.includes(family)) return;
   throw new InvalidRequest(`Unknown event type ${type}`, {
     field: 'type',
     value: type,
-    allowed_values: [...EVENT_TYPES, ...EVENT_FAMILIES.map((f) => `${f}.*`)],
+    allowed_values: [...catalogue.types, ...catalogue.families.map((f) => `${f}.*`)],
   });
 }
 
 export class EventService {
-  constructor(readonly store: Store) {}
+  constructor(
+    readonly store: Store,
+    private readonly catalogue: EventCatalogue,
+  ) {}
 
   async list(accountId: string, query: EventQuery, request: PageRequest): Promise<Page<EventView>> {
-    if (query.type !== undefined) checkTypeFilter(query.type);
+    if (query.type !== undefined) checkTypeFilter(this.catalogue, query.type);
     // 'instance.*' → the prefix 'instance.'
     const prefix = query.type?.endsWith('.*') ? query.type.slice(0, -1) : undefined;
     const page = await events.listEvents(

@@ -5,13 +5,13 @@
  */
 
 import type { MachineSpec } from '../../drivers/driver.js';
-import type { InstanceEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
 import type { Usage } from '../../platform/quotas/usage.js';
 import { instanceMeter } from '../billing/rules.js';
 import { type InstanceType, instanceTypeNamed } from '../catalog/catalog.js';
 import { removeSchedule } from '../volumes/backup-schedule-store.js';
 import { deleteRootVolume } from '../volumes/store.js';
+import type { InstanceEventData } from './events.js';
 import type { Instance, InstanceChanges } from './record.js';
 import {
   INSTANCE_STATES,

@@ -1,14 +1,17 @@
 /**
  * The instance metadata service (docs/design.md, "Metadata service"): what a guest can ask about itself
  * over plain HTTP, in the style of EC2's link-local service: `/latest/meta-data/<item>` and
- * `/latest/user-data`, answered as text/plain. A real guest is known by the address it calls from; the
- * simulator's guests do not exist, so the caller names its instance in `X-Nimbus-Instance-Id`.
- * Served on its own port (NIMBUS_METADATA_PORT), never on the API's.
+ * `/latest/user-data`, answered as text/plain. A real guest is known by where its request came in — its own
+ * socket under the user-mode network, its port-secured address on OVN — and the driver hands the request
+ * over with that instance named (`serveGuestRequest`). The simulator's guests do not exist, so on the
+ * service's own port (NIMBUS_METADATA_PORT, never the API's) the caller names its instance in
+ * `X-Nimbus-Instance-Id`.
  *
- * Whoever can reach that port and knows an instance id reads the instance's user data, so until the
- * network itself names the caller (the OVN issue), the port is on loopback only (metadataHost) and each
- * source address has a budget of requests (a guest's socket under qemu: each instance its own).
+ * Whoever can reach that port and knows an instance id reads the instance's user data, so the port is on
+ * loopback only (metadataHost) and each source address has a budget of requests; a guest's request is
+ * counted against its own instance instead (private addresses repeat across accounts).
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
@@ -22,6 +25,24 @@ import { MemoryRateCounters } from '../../platform/rate-limits/rate-counters.js'
 import type { InstanceMetadata, InstanceService } from './service.js';
 
 export const INSTANCE_HEADER = 'x-nimbus-instance-id';
+
+/** Requests whose instance the driver named: their header is the driver's, not the caller's. */
+const namedByDriver = new WeakSet<IncomingMessage>();
+
+/**
+ * Answers a guest's request as the instance `instanceId`, which the driver knows from where the request
+ * came in; an `X-Nimbus-Instance-Id` the guest sent is replaced.
+ */
+export function serveGuestRequest(
+  app: FastifyInstance,
+  instanceId: string,
+  request: IncomingMessage,
+  response: ServerResponse,
+): void {
+  request.headers[INSTANCE_HEADER] = instanceId;
+  namedByDriver.add(request);
+  app.routing(request, response);
+}
 const ITEMS = [
   'instance-id',
   'instance-type',
@@ -60,8 +81,9 @@ export async function buildMetadataApp(instances: InstanceService, logger: Logge
   const counters = new MemoryRateCounters();
   app.addHook('onClose', async () => counters.close());
   app.addHook('onRequest', (request, reply, done) => {
-    // A guest's own socket (qemu) has no address: its instance, which the socket names, is the subject.
-    const subject = request.socket.remoteAddress ?? `instance:${request.headers[INSTANCE_HEADER]}`;
+    const subject = namedByDriver.has(request.raw)
+      ? `instance:${request.headers[INSTANCE_HEADER]}`
+      : (request.socket.remoteAddress ?? 'unknown');
     const decision = counters.decideNow(subject, METADATA_RATE_LIMIT, Date.now(), 1);
     if (decision.allowed) return done();
     reply.header('Retry-After', String(decision.retryAfter));

@@ -16,8 +16,8 @@
  */
 
 import type { ComputeDriver, MachineSpec, MachineState } from '../../drivers/driver.js';
-import type { InstanceEventData } from '../../platform/events/catalog.js';
 import type { Reconciler, Step } from '../../platform/lifecycle/lifecycle.js';
+import type { InstanceEventData } from './events.js';
 import { type InstanceEventType, machineSpec } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
 import { COMPLETION_EVENT, type InstanceStatus } from './states.js';

@@ -22,7 +22,11 @@ export const InstanceRecord = Type.Object({
   region: Type.String(),
   image: Type.String(),
   ssh_key_ids: Type.Array(Type.String(), { description: 'Ids of the SSH keys installed for the login user' }),
-  public_ip: Type.String({ description: 'Static public IPv4 address' }),
+  public_ip: Nullable(
+    Type.String({
+      description: 'The public IPv4 address assigned now (a public IP, `/v1/public-ips`); null: none',
+    }),
+  ),
   private_ip: Type.String({ description: "IPv4 address on the account's private network in the region" }),
   tags: Type.Record(Type.String(), Type.String()),
   user_data: Nullable(Type.String()),

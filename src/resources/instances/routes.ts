@@ -37,6 +37,14 @@ export const NewInstance = Type.Object(
     firewall_preset: Type.Optional(StringEnum(FIREWALL_PRESETS, { default: 'ssh-only' })),
     monitoring: Type.Optional(Type.Boolean({ default: true })),
     backup_schedule: Type.Optional(BackupSchedule),
+    public_ip: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'false: no public IP (`public_ip: null`; reachable privately and through a VPN). true: one from the ' +
+          'region’s pool, a public IP with `auto_delete: true`',
+      }),
+    ),
   },
   { title: 'NewInstance', additionalProperties: false },
 );

@@ -26,15 +26,18 @@ import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { type AddressScope, replenishAddresses, takeAddress } from '../addresses/address-store.js';
 import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../addresses/addresses.js';
-import { publicAddressScope } from '../addresses/public-ip-store.js';
+import { publicAddressScope, takePublicAddress } from '../addresses/public-ip-store.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../catalog/catalog.js';
+import { addressNameFor, newPublicIp } from '../public-ips/record.js';
+import { noAddressLeft, recordPublicIpEvent } from '../public-ips/service.js';
+import { insertPublicIp } from '../public-ips/store.js';
 import type { SshKeyService } from '../ssh-keys/service.js';
 import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
 import { newRootVolume } from '../volumes/record.js';
 import type { VolumeService } from '../volumes/service.js';
-import { findVolume, insertVolume } from '../volumes/store.js';
+import { findVolume } from '../volumes/store.js';
 import type { AttachedVolumeView } from '../volumes/view.js';
 import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
 import type { Instance, InstanceChanges } from './record.js';
@@ -62,6 +65,8 @@ export interface NewInstance {
   firewall_preset?: string | undefined;
   monitoring?: boolean | undefined;
   backup_schedule?: BackupSchedule | null | undefined;
+  /** false: made without a public address. */
+  public_ip?: boolean | undefined;
 }
 
 export interface InstanceUpdate {
@@ -82,7 +87,7 @@ export interface InstanceListQuery extends PageRequest<instances.InstanceSort> {
 
 export interface NetworkView {
   instance_id: string;
-  public_ip: string;
+  public_ip: string | null;
   private_ip: string;
   mac_address: string;
   hostname: string;
@@ -97,7 +102,7 @@ export interface NetworkView {
 export interface InstanceMetadata {
   'instance-id': string;
   'instance-type': string;
-  'public-ipv4': string;
+  'public-ipv4': string | null;
   'local-ipv4': string;
   hostname: string;
   'user-data': string | null;
@@ -123,6 +128,8 @@ type InstancePlan = ActionPlan<InstanceStatus, InstanceChanges, InstanceEventTyp
 
 /** Where a create's addresses come from: the region's public pool (none configured: null), its private network. */
 interface AddressScopes {
+  /** Whether the instance is made with a public address (`public_ip: false` on create: none). */
+  wanted: boolean;
   public: AddressScope | null;
   private: AddressScope;
 }
@@ -154,7 +161,7 @@ export class InstanceService {
     checkUserData(input.user_data);
     this.checkTags(input.tags);
     const accountId = principal.accountId;
-    const scopes = this.addressScopes(accountId, input.region);
+    const scopes = this.addressScopes(accountId, input.region, input.public_ip !== false);
     if (scopes.public) await replenishAddresses(this.store.db, scopes.public);
     await replenishAddresses(this.store.db, scopes.private);
     // No lock on the account: what every create of the account (the quota counters) or of the region
@@ -177,7 +184,23 @@ export class InstanceService {
         const at = now.toISOString();
         const id = newId('instance', now);
         const rootVolumeId = newId('volume', now);
-        const addresses = await this.allocateAddresses(ctx.trx, scopes, input.region);
+        const addresses = await this.allocateAddresses(ctx.trx, scopes, input.region, now);
+        if (addresses.publicIp !== null) {
+          // The address made with the instance is a public IP like any other, released with it.
+          const address = newPublicIp({
+            id: newId('publicIp', now),
+            accountId,
+            name: addressNameFor(input.name),
+            region: input.region,
+            address: addresses.publicIp,
+            instanceId: id,
+            autoDelete: true,
+            tags: {},
+            at,
+          });
+          await insertPublicIp(ctx.trx, address);
+          await recordPublicIpEvent(ctx.trx, this.clock, address, 'public_ip.created');
+        }
         if (input.backup_schedule) {
           await this.options.schedules.put(
             ctx.trx,
@@ -195,9 +218,12 @@ export class InstanceService {
           at,
           restoreSnapshotId: restore?.snapshotId,
         });
-        // The root disk is part of the instance (it takes no quota and pays on the instance's meter).
-        await insertVolume(ctx.trx, root);
-        if (restore) await this.lifecycle.reconcileWithin(ctx, VOLUME_KIND, rootVolumeId);
+        // The root disk is part of the instance: announced by instance.created, with no quota of its
+        // own (its kind's usage is nothing) and paid on the instance's meter (its own is null).
+        await this.lifecycle.createPartWithin(ctx, VOLUME_KIND, {
+          record: root,
+          reconcile: restore !== null,
+        });
         return {
           id,
           account_id: accountId,
@@ -464,23 +490,18 @@ export class InstanceService {
   }
 
   /** The region's public pool (null when none is configured) and the account's private network there. */
-  private addressScopes(accountId: string, region: string): AddressScopes {
+  private addressScopes(accountId: string, region: string, withPublic: boolean): AddressScopes {
     const pool = this.options.publicIpPools[region];
     return {
-      public: pool ? publicAddressScope(region, configuredBlock(pool)) : null,
+      wanted: withPublic,
+      public: pool && withPublic ? publicAddressScope(region, configuredBlock(pool)) : null,
       private: instances.privateAddressScope(accountId, region, privateNetworkOf(region)),
     };
   }
 
-  private async allocateAddresses(trx: Executor, scopes: AddressScopes, region: string) {
-    const publicIp = scopes.public ? await takeAddress(trx, scopes.public) : null;
-    if (!publicIp) {
-      throw new ServiceUnavailable(`${region} has no public IPv4 address left; try another region or later`, {
-        reason: 'insufficient_capacity',
-        region,
-        resource: 'public_ipv4',
-      });
-    }
+  private async allocateAddresses(trx: Executor, scopes: AddressScopes, region: string, now: Date) {
+    const publicIp = scopes.public ? await takePublicAddress(trx, scopes.public, now) : null;
+    if (scopes.wanted && !publicIp) throw noAddressLeft(region);
     const privateIp = await takeAddress(trx, scopes.private);
     if (!privateIp) {
       throw new Conflict(`Your private network in ${region} has no free address left`, { region });

@@ -8,8 +8,9 @@
  *                 └─boot fails─▶ error ─start─▶ starting
  *   any status but deleting ─delete─▶ deleting ─▶ (gone: 404)
  */
-import type { EventType } from '../../platform/events/catalog.js';
+
 import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
+import type { INSTANCE_EVENTS } from './events.js';
 
 export const INSTANCE_STATUSES = ['starting', 'running', 'stopping', 'stopped', 'deleting', 'error'] as const;
 export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
@@ -46,7 +47,7 @@ export const ALLOWED_FROM: Record<InstanceAction, readonly InstanceStatus[]> = O
 /** What the user asked for; kept on the instance until it settles, so the reconciler knows which event to write. */
 export type InstanceOperation = 'create' | 'start' | 'stop' | 'restart' | 'resize' | 'delete';
 
-export type InstanceEventType = Extract<EventType, `instance.${string}`>;
+export type InstanceEventType = keyof typeof INSTANCE_EVENTS;
 
 /** The event written when an operation completes. */
 export const COMPLETION_EVENT: Record<InstanceOperation, InstanceEventType> = {

@@ -22,12 +22,7 @@ import {
   recordTable,
 } from '../../platform/store/record-table.js';
 import type { Database, Executor } from '../../platform/store/schema.js';
-import {
-  type AddressScope,
-  privateScopeKey,
-  publicScopeKey,
-  returnAddress,
-} from '../addresses/address-store.js';
+import { type AddressScope, privateScopeKey, returnAddress } from '../addresses/address-store.js';
 import type { Cidr } from '../addresses/addresses.js';
 import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import { type Instance, type InstanceChanges, InstanceRecord } from './record.js';
@@ -186,7 +181,7 @@ export async function updateInstance(
 export async function deleteInstance(db: Executor, current: Instance): Promise<boolean> {
   await db.deleteFrom('instance_tags').where('instance_id', '=', current.id).execute();
   if (!(await table.delete(db, current))) return false;
-  await returnAddress(db, publicScopeKey(current.region), current.public_ip);
+  // Its public address is a public IP's, released or kept by resources/public-ips/with-instance.ts.
   await returnAddress(db, privateScopeKey(current.account_id, current.region), current.private_ip);
   return true;
 }
@@ -303,4 +298,17 @@ export async function releaseGpus(db: Executor, region: string, gpus: number): P
     .set({ gpus: sql<number>`gpus - ${gpus}` })
     .where('region', '=', region)
     .execute();
+}
+
+/**
+ * The instance's current public address (resources/public-ips: assign, unassign), in that change's
+ * transaction, under the instance's lock. Not a versioned write: it changes no field a request or the
+ * reconciler decides on, so it does not make their guarded writes fail.
+ */
+export async function setInstancePublicIp(
+  db: Executor,
+  instanceId: string,
+  address: string | null,
+): Promise<void> {
+  await db.updateTable('instances').set({ public_ip: address }).where('id', '=', instanceId).execute();
 }

@@ -10,17 +10,20 @@ export const LOGIN_USER = 'lambda';
 
 /**
  * A driver that forwards a port of its own says where (qemu: NIMBUS_HOST and the VM's port, null until
- * the VM exists); otherwise the public address and port 22 (the simulator).
+ * the VM exists); otherwise the public address and port 22 (the simulator, and qemu on OVN with a
+ * public link, whose driver says null).
  */
 export type SshEndpoints = (instanceId: string) => { host: string; port: number } | null;
 
 export function sshEndpoint(
-  instance: Pick<Instance, 'id' | 'public_ip'>,
+  instance: Pick<Instance, 'id' | 'public_ip' | 'private_ip'>,
   endpoints?: SshEndpoints,
 ): SshEndpoint {
-  if (!endpoints) return { host: instance.public_ip, port: 22, user: LOGIN_USER };
+  // An instance without a public IP is reached privately (another instance, a VPN).
+  const address = instance.public_ip ?? instance.private_ip;
+  if (!endpoints) return { host: address, port: 22, user: LOGIN_USER };
   const forwarded = endpoints(instance.id);
-  return { host: forwarded?.host ?? instance.public_ip, port: forwarded?.port ?? 22, user: LOGIN_USER };
+  return { host: forwarded?.host ?? address, port: forwarded?.port ?? 22, user: LOGIN_USER };
 }
 
 /** Where to SSH in; shared with the network view. */
@@ -33,7 +36,7 @@ export const SshEndpointView = Type.Object(
   {
     title: 'SshEndpoint',
     description:
-      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM',
+      '`ssh -p PORT USER@HOST`. Simulated instances: the public address and port 22. Real VMs (NIMBUS_DRIVER=qemu): the Nimbus host and the port forwarded to the VM, or, on OVN with a public link, the public address and port 22',
   },
 );
 

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { CompiledQuery } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
+import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
 import { insertAccount } from '../account/store.js';
 import type { Instance } from '../instances/record.js';
@@ -51,7 +52,7 @@ describe.each(STORES)('the collector page of monitored instances (%s)', (kind) =
   let accounts = 0;
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir, databaseUrl: backing.databaseUrl });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();
@@ -109,7 +110,7 @@ describe('the collector page of monitored instances, its plan (sqlite)', () => {
   let store: Store;
   beforeAll(async () => {
     store = openStore({ dataDir: backing.dataDir });
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   });
   afterAll(async () => {
     await store.close();

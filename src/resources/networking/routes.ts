@@ -32,7 +32,7 @@ const EffectiveRule = Type.Object(
 const Network = Type.Object(
   {
     instance_id: Type.String(),
-    public_ip: Type.String(),
+    public_ip: Type.Union([Type.String(), Type.Null()], { description: 'null: the instance has none' }),
     private_ip: Type.String(),
     mac_address: Type.String(),
     hostname: Type.String(),

@@ -4,13 +4,13 @@
  */
 
 import type { SnapshotSpec } from '../../drivers/driver.js';
-import type { SnapshotEventData } from '../../platform/events/catalog.js';
 import type { ResourceKind } from '../../platform/lifecycle/lifecycle.js';
 import type { Usage } from '../../platform/quotas/usage.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { snapshotMeter } from '../billing/rules.js';
 import { findInstance } from '../instances/store.js';
 import { findVolume } from '../volumes/store.js';
+import type { SnapshotEventData } from './events.js';
 import type { Snapshot, SnapshotChanges } from './record.js';
 import {
   SNAPSHOT_STATES,

@@ -8,10 +8,11 @@
  *   available | failed ─delete─▶ deleting ─▶ (gone: 404)
  *   available ─restore─▶ available           (the restore is the target's change, not the snapshot's)
  */
-import type { EventType } from '../../platform/events/catalog.js';
+
 import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
 import type { InstanceStatus } from '../instances/states.js';
 import type { VolumeStatus } from '../volumes/states.js';
+import type { SNAPSHOT_EVENTS } from './events.js';
 
 export const SNAPSHOT_STATUSES = ['creating', 'available', 'failed', 'deleting'] as const;
 export type SnapshotStatus = (typeof SNAPSHOT_STATUSES)[number];
@@ -43,4 +44,4 @@ export const SNAPSHOT_STATES = defineStateTable<SnapshotStatus, SnapshotAction>(
   },
 });
 
-export type SnapshotEventType = Extract<EventType, `snapshot.${string}`>;
+export type SnapshotEventType = keyof typeof SNAPSHOT_EVENTS;

@@ -5,11 +5,11 @@
  */
 
 import type { VolumeSpec } from '../../drivers/driver.js';
-import type { VolumeEventData } from '../../platform/events/catalog.js';
 import { conflict, type ResourceKind } from '../../platform/lifecycle/lifecycle.js';
 import type { Usage } from '../../platform/quotas/usage.js';
 import { volumeMeter } from '../billing/rules.js';
 import { removeSchedule } from './backup-schedule-store.js';
+import type { VolumeEventData } from './events.js';
 import type { Volume, VolumeChanges } from './record.js';
 import { VOLUME_STATES, type VolumeAction, type VolumeEventType, type VolumeStatus } from './states.js';
 import * as volumes from './store.js';

@@ -10,8 +10,9 @@
  *   available (detached) | in-use (root, instance stopped) ─restore─▶ restoring ─▶ where it was
  *   the driver keeps failing ─▶ error
  */
-import type { EventType } from '../../platform/events/catalog.js';
+
 import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
+import type { VOLUME_EVENTS } from './events.js';
 
 export const VOLUME_STATUSES = [
   'creating',
@@ -73,4 +74,4 @@ export const VOLUME_STATES = defineStateTable<VolumeStatus, VolumeAction>({
   },
 });
 
-export type VolumeEventType = Extract<EventType, `volume.${string}`>;
+export type VolumeEventType = keyof typeof VOLUME_EVENTS;

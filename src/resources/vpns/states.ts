@@ -10,8 +10,9 @@
  * Peers are added and removed on a VPN that is provisioning or active: the VPN is held while its peers
  * change (so two adds never take one address), and its status stays as it is.
  */
-import type { EventType } from '../../platform/events/catalog.js';
+
 import { defineStateTable, statusesExcept } from '../../platform/lifecycle/state-table.js';
+import type { VPN_EVENTS } from './events.js';
 
 export const VPN_STATUSES = ['provisioning', 'active', 'deleting', 'error'] as const;
 export type VpnStatus = (typeof VPN_STATUSES)[number];
@@ -30,4 +31,4 @@ export const VPN_STATES = defineStateTable<VpnStatus, VpnAction>({
   },
 });
 
-export type VpnEventType = Extract<EventType, `vpn.${string}`>;
+export type VpnEventType = keyof typeof VPN_EVENTS;

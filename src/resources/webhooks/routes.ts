@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { EVENT_CATALOG, EVENT_TYPES } from '../../platform/events/catalog.js';
+import type { EventCatalogue } from '../../platform/events/catalog.js';
 import { ok } from '../../platform/http/envelope.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { described, withExample } from '../../platform/http/responses.js';
@@ -124,14 +124,15 @@ const DeliveryParams = Type.Object({
   delivery_id: Type.String({ minLength: 1, maxLength: 64 }),
 });
 
-const DeliveryQuery = ListQuery(
-  ['created_at'] as const,
-  { sort: 'created_at' },
-  {
-    status: Type.Optional(StringEnum(['pending', 'succeeded', 'failed'] as const)),
-    event_type: Type.Optional(StringEnum(EVENT_TYPES)),
-  },
-);
+const deliveryQuery = (catalogue: EventCatalogue) =>
+  ListQuery(
+    ['created_at'] as const,
+    { sort: 'created_at' },
+    {
+      status: Type.Optional(StringEnum(['pending', 'succeeded', 'failed'] as const)),
+      event_type: Type.Optional(StringEnum(catalogue.types)),
+    },
+  );
 
 const EventTypeInfo = Type.Object(
   { type: Type.String(), description: Type.String(), data: Type.Object({}, { additionalProperties: true }) },
@@ -142,25 +143,28 @@ const EventTypeInfo = Type.Object(
  * Each type's `data` schema as deliveries carry it: with the `actor` a delivery puts in `data`
  * (resources/webhooks/rules.ts `deliveryBody`), so a receiver validating against the catalogue accepts it.
  */
-const DELIVERED_TYPES = Object.entries(EVENT_CATALOG).map(([type, entry]) => ({
-  type,
-  description: entry.description,
-  data: {
-    ...entry.data,
-    properties: {
-      ...entry.data.properties,
-      actor: {
-        ...EventActor,
-        description: `Webhook deliveries: ${EventActor.description} (\`GET /v1/events\` has it beside \`data\`)`,
+const deliveredTypes = (catalogue: EventCatalogue) =>
+  Object.entries(catalogue.entries).map(([type, entry]) => ({
+    type,
+    description: entry.description,
+    data: {
+      ...entry.data,
+      properties: {
+        ...entry.data.properties,
+        actor: {
+          ...EventActor,
+          description: `Webhook deliveries: ${EventActor.description} (\`GET /v1/events\` has it beside \`data\`)`,
+        },
       },
     },
-  },
-}));
+  }));
 
-export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookService }> = async (
-  app,
-  { webhooks },
-) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<{
+  webhooks: WebhookService;
+  catalogue: EventCatalogue;
+}> = async (app, { webhooks, catalogue }) => {
+  const DeliveryQuery = deliveryQuery(catalogue);
+  const DELIVERED_TYPES = deliveredTypes(catalogue);
   app.get(
     '/events/types',
     {

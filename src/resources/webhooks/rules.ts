@@ -6,7 +6,7 @@
 import { createHmac } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import type { Actor } from '../../platform/events/actor.js';
-import { EVENT_FAMILIES, EVENT_TYPES, isEventType } from '../../platform/events/catalog.js';
+import type { EventCatalogue } from '../../platform/events/catalog.js';
 
 /** Attempts a delivery gets in all: the first and 11 retries, about three days at the default base. */
 export const MAX_DELIVERY_ATTEMPTS = 12;
@@ -23,15 +23,13 @@ export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600;
 export const MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600;
 
 /** What `events` may hold: `*`, a catalogue type, or a family of them (`instance.*`). */
-export const EVENT_PATTERNS: readonly string[] = [
-  '*',
-  ...EVENT_TYPES,
-  ...EVENT_FAMILIES.map((f) => `${f}.*`),
-];
+export function eventPatterns(catalogue: EventCatalogue): string[] {
+  return ['*', ...catalogue.types, ...catalogue.families.map((f) => `${f}.*`)];
+}
 
-export function isEventPattern(pattern: string): boolean {
-  if (pattern === '*' || isEventType(pattern)) return true;
-  return pattern.endsWith('.*') && EVENT_FAMILIES.includes(pattern.slice(0, -2));
+export function isEventPattern(catalogue: EventCatalogue, pattern: string): boolean {
+  if (pattern === '*' || catalogue.isEventType(pattern)) return true;
+  return pattern.endsWith('.*') && catalogue.families.includes(pattern.slice(0, -2));
 }
 
 export function matchesEvent(patterns: readonly string[], type: string): boolean {

@@ -12,6 +12,7 @@ import { newId } from '../../platform/domain/ids.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { isPrintableText } from '../../platform/domain/validation.js';
 import { Conflict, InvalidRequest, NotFound } from '../../platform/errors.js';
+import type { EventCatalogue } from '../../platform/events/catalog.js';
 import { recordEvent } from '../../platform/events/outbox.js';
 import { recordCreated } from '../../platform/idempotency/context.js';
 import type { QuotaService } from '../../platform/quotas/quotas.js';
@@ -21,7 +22,7 @@ import { lockAccount } from '../account/store.js';
 import { SECRET_UNREADABLE_REASON, type WebhookDeliveryWorker } from './delivery-worker.js';
 import {
   DEFAULT_ROTATION_OVERLAP_SECONDS,
-  EVENT_PATTERNS,
+  eventPatterns,
   hostOf,
   isEventPattern,
   isForbiddenAddress,
@@ -84,6 +85,8 @@ export interface WebhookUpdate {
 export interface WebhookServiceOptions {
   /** NIMBUS_WEBHOOK_ALLOW_PRIVATE: receivers on loopback and private addresses are allowed. */
   allowPrivate: boolean;
+  /** The event types subscriptions may name (src/events.ts). */
+  catalogue: EventCatalogue;
 }
 
 export function deliveryView(delivery: webhooks.Delivery): DeliveryView {
@@ -117,7 +120,7 @@ export class WebhookService {
 
   async create(accountId: string, input: NewWebhook): Promise<WebhookWithSecret> {
     const url = await this.checkUrl(input.url);
-    const events = checkEvents(input.events);
+    const events = checkEvents(this.options.catalogue, input.events);
     checkDescription(input.description);
     const secret = input.secret ?? generateSecret();
     checkSecret(secret);
@@ -161,7 +164,8 @@ export class WebhookService {
   async update(accountId: string, id: string, changes: WebhookUpdate): Promise<WebhookView> {
     const current = await this.find(accountId, id);
     const url = changes.url === undefined ? undefined : await this.checkUrl(changes.url);
-    const events = changes.events === undefined ? undefined : checkEvents(changes.events);
+    const events =
+      changes.events === undefined ? undefined : checkEvents(this.options.catalogue, changes.events);
     if (changes.description !== null) checkDescription(changes.description);
     // Turning a subscription the platform disabled back on gives it a fresh start.
     const revived =
@@ -345,13 +349,13 @@ function checkSecret(secret: string): void {
   }
 }
 
-function checkEvents(events: string[]): string[] {
+function checkEvents(catalogue: EventCatalogue, events: string[]): string[] {
   for (const pattern of events) {
-    if (!isEventPattern(pattern)) {
+    if (!isEventPattern(catalogue, pattern)) {
       throw new InvalidRequest(`Unknown event type ${pattern}`, {
         field: 'events',
         value: pattern,
-        allowed_values: [...EVENT_PATTERNS],
+        allowed_values: eventPatterns(catalogue),
       });
     }
   }

@@ -215,6 +215,7 @@ interface EstimateFlags {
   volumeGb?: number;
   snapshotGb?: number;
   vpnCount?: number;
+  publicIpCount?: number;
 }
 
 function estimateCommand(): Command {
@@ -226,7 +227,8 @@ function estimateCommand(): Command {
     .option('--region <region>', 'region (checked against where the type is offered)')
     .option('--volume-gb <n>', 'GB of volumes', integer)
     .option('--snapshot-gb <n>', 'GB of snapshots', integer)
-    .option('--vpn-count <n>', 'VPN gateways', integer);
+    .option('--vpn-count <n>', 'VPN gateways', integer)
+    .option('--public-ip-count <n>', 'public IPs held unassigned', integer);
   example(
     command,
     'nimbus billing estimate --type compute-2x --count 3 --hours 730 --region us-east-1',
@@ -242,9 +244,12 @@ function estimateCommand(): Command {
         volume_gb: flags.volumeGb,
         snapshot_gb: flags.snapshotGb,
         vpn_count: flags.vpnCount,
+        public_ip_count: flags.publicIpCount,
       });
       if (Object.keys(query).length === 0) {
-        throw new UsageError('Nothing to estimate: give --type, --volume-gb, --snapshot-gb or --vpn-count');
+        throw new UsageError(
+          'Nothing to estimate: give --type, --volume-gb, --snapshot-gb, --vpn-count or --public-ip-count',
+        );
       }
       const { data } = await session.nimbus.get('/v1/billing/estimate', { params: { query } });
       if (!session.humanOutput) {

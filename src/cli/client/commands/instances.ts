@@ -83,6 +83,7 @@ interface CreateFlags {
   firewallPreset?: string;
   monitoring: boolean;
   backup?: string;
+  publicIp?: boolean;
 }
 
 const instances = resourceCommands({
@@ -107,7 +108,8 @@ const create = () =>
         .option('--encryption-key <id>', 'custom encryption key id for the disks')
         .addOption(new Option('--firewall-preset <preset>', 'firewall preset').choices(FIREWALL_PRESETS))
         .option('--no-monitoring', 'turn monitoring off')
-        .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7'),
+        .option('--backup <frequency:retention>', 'backup schedule, e.g. daily:7')
+        .option('--no-public-ip', 'no public IP (reachable privately and through a VPN)'),
     idempotent: 'instance',
     examples: [
       'nimbus instances create web-1 --type compute-2x --region us-east-1 --image ubuntu-24.04 --ssh-key ~/.ssh/id_ed25519.pub --wait',
@@ -128,6 +130,7 @@ const create = () =>
       }),
       // Sent only when turned off, so the server's default stays the one place that decides.
       ...(flags.monitoring ? {} : { monitoring: false }),
+      ...(flags.publicIp === false ? { public_ip: false } : {}),
     }),
     wait: { until: tableTarget('instance', 'create') },
   });

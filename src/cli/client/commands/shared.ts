@@ -132,7 +132,11 @@ export function printItem(session: Session, item: unknown): void {
 export async function resolveId(
   session: Session,
   reference: string,
-  kind: { prefix: string; path: '/v1/instances' | '/v1/volumes' | '/v1/ssh-keys'; noun: string },
+  kind: {
+    prefix: string;
+    path: '/v1/instances' | '/v1/volumes' | '/v1/ssh-keys' | '/v1/public-ips';
+    noun: string;
+  },
 ): Promise<string> {
   if (reference.startsWith(kind.prefix)) return reference;
   const body = (await session.nimbus.get(kind.path, {

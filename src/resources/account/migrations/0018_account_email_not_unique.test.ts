@@ -10,8 +10,8 @@ import path from 'node:path';
 import { type Kysely, Migrator } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPostgresDatabase, STORES } from '../../../../test/helpers/backends.js';
-import { migrateToLatest, openStore, type Store } from '../db.js';
-import { migrationProvider } from './index.js';
+import { MIGRATIONS } from '../../../migrations.js';
+import { migrateToLatest, openStore, type Store } from '../../../platform/store/db.js';
 
 const at = '2026-01-02T03:04:05.000Z';
 const account = (id: string, email: string) => ({
@@ -42,7 +42,7 @@ describe.each(STORES)('migration 0018_account_email_not_unique (%s)', (kind) => 
     }
     store = openStore({ dataDir, databaseUrl });
     db = store.db;
-    migrator = new Migrator({ db, provider: migrationProvider });
+    migrator = new Migrator({ db, provider: MIGRATIONS });
     expect((await migrator.migrateTo('0015_instances_monitored')).error).toBeUndefined();
     await db.insertInto('accounts').values(account('acct_a', 'shared@example.com')).execute();
     await db
@@ -73,7 +73,7 @@ describe.each(STORES)('migration 0018_account_email_not_unique (%s)', (kind) => 
     await expect(
       db.insertInto('accounts').values(account('acct_b', 'shared@example.com')).execute(),
     ).rejects.toThrow();
-    expect(await migrateToLatest(store.db)).toContain('0018_account_email_not_unique');
+    expect(await migrateToLatest(store.db, MIGRATIONS)).toContain('0018_account_email_not_unique');
 
     await db.insertInto('accounts').values(account('acct_b', 'shared@example.com')).execute();
     const sharing = await db

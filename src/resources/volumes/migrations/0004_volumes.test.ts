@@ -8,8 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Kysely } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { findVolume, updateVolume } from '../../../resources/volumes/store.js';
-import { migrateTo, migrateToLatest, openStore, type Store } from '../db.js';
+import { MIGRATIONS } from '../../../migrations.js';
+import { migrateTo, migrateToLatest, openStore, type Store } from '../../../platform/store/db.js';
+import { findVolume, updateVolume } from '../store.js';
 
 describe('migration 0004_volumes', () => {
   let dataDir = '';
@@ -28,7 +29,7 @@ describe('migration 0004_volumes', () => {
   });
 
   it('keeps the root volumes 0002 made valid, and rolls back', async () => {
-    await migrateTo(store.db, '0003_webhooks');
+    await migrateTo(store.db, MIGRATIONS, '0003_webhooks');
     const at = '2026-01-02T03:04:05.000Z';
     await db
       .insertInto('accounts')
@@ -59,7 +60,7 @@ describe('migration 0004_volumes', () => {
       .execute();
 
     // As the server runs them: a later migration rebuilds a table and needs foreign keys off.
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
     const root = await findVolume(store.db, 'vol_root');
     expect(root).toMatchObject({
       kind: 'root',
@@ -75,7 +76,7 @@ describe('migration 0004_volumes', () => {
     const renamed = await updateVolume(store.db, root!, { name: 'os', tags: { a: 'b' } });
     expect(renamed).toMatchObject({ name: 'os', tags: { a: 'b' }, version: 2 });
 
-    await migrateTo(store.db, '0003_webhooks');
+    await migrateTo(store.db, MIGRATIONS, '0003_webhooks');
     const row = await db.selectFrom('volumes').selectAll().where('id', '=', 'vol_root').executeTakeFirst();
     expect(Object.keys(row ?? {}).sort()).toEqual(
       [

@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { isPostgres } from '../dialect.js';
+import { isPostgres } from '../../../platform/store/dialect.js';
 
 // Migrations take Kysely<any>: they describe the schema as it was at their time, not as it is now.
 // biome-ignore lint/suspicious/noExplicitAny: see above

@@ -1,0 +1,7 @@
+/** Public IPs' migrations, in the store's one history (platform/store/migrations/index.ts). */
+import type { Migrations } from '../../../platform/store/migrations/index.js';
+import * as publicIps from './0021_public_ips.js';
+
+export const PUBLIC_IP_MIGRATIONS: Migrations = {
+  '0021_public_ips': publicIps,
+};

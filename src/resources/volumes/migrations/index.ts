@@ -1,0 +1,7 @@
+/** Volumes' migrations, in the store's one history (platform/store/migrations/index.ts). */
+import type { Migrations } from '../../../platform/store/migrations/index.js';
+import * as volumes from './0004_volumes.js';
+
+export const VOLUME_MIGRATIONS: Migrations = {
+  '0004_volumes': volumes,
+};

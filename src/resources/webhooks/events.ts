@@ -1,0 +1,21 @@
+/**
+ * Webhook events: their types and the shape of their data, added to the platform's catalogue
+ * (platform/events/catalog.ts). Written here until webhook subscriptions have a TypeBox record to pick them from.
+ */
+import { Type } from '@sinclair/typebox';
+import { entry } from '../../platform/events/catalog.js';
+
+const WebhookEvent = Type.Object({
+  webhook_id: Type.String({ description: 'The webhook subscription' }),
+  reason: Type.Optional(Type.String({ description: 'webhook.disabled: why' })),
+});
+
+export const WEBHOOK_EVENTS = {
+  'webhook.test': entry('A test delivery asked for by the user', WebhookEvent),
+  'webhook.disabled': entry('A webhook subscription was disabled', WebhookEvent),
+};
+
+type WebhookEvents = typeof WEBHOOK_EVENTS;
+declare module '../../platform/events/catalog.js' {
+  interface EventCatalog extends WebhookEvents {}
+}
