@@ -65,6 +65,7 @@ import { AlertService } from './resources/alerts/service.js';
 import { billingModule } from './resources/billing/index.js';
 import { BILLING_METERING } from './resources/billing/meter-store.js';
 import { BillingService } from './resources/billing/service.js';
+import { TRANSFER_JOB, TransferCollector } from './resources/billing/transfer-collector.js';
 import { catalogModule } from './resources/catalog/index.js';
 import { dnsModule } from './resources/dns/index.js';
 import { eventsModule } from './resources/events/index.js';
@@ -188,6 +189,7 @@ interface Infrastructure {
 const DELIVERY_JOB = { kind: 'webhook_delivery', subject_id: '', attempts: 0 };
 /** How a failed metric sample or stream is reported to onJobError. */
 const METRICS_JOB = { kind: 'metrics', subject_id: '', attempts: 0 };
+const TRANSFER_JOB_REPORT = { kind: TRANSFER_JOB.kind, subject_id: TRANSFER_JOB.subject, attempts: 0 };
 /** How a skipped backup slot is reported to onJobError: the scheduler's job, naming the source. */
 const scheduledSlot = (sourceId: string) => ({
   kind: 'snapshot-schedules:slot',
@@ -399,6 +401,10 @@ function compose(
   );
 
   const billing = new BillingService(store, clock, jobs, apiKeys, { dueDays: config.invoiceDueDays });
+  const transfer = new TransferCollector(store, clock, jobs, driver, {
+    intervalMs,
+    ...(report ? { onError: (error: unknown) => report(error, TRANSFER_JOB_REPORT) } : {}),
+  });
 
   // The stateful kinds: the lifecycle core runs each one's reconciler as its job.
   lifecycle.register(
@@ -437,7 +443,7 @@ function compose(
     eventsModule({ events }),
     webhooksModule({ webhooks, catalogue: EVENT_CATALOGUE }),
     metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
-    billingModule({ billing }),
+    billingModule({ billing, transfer }),
     alertsModule({ alerts, notifier: alertNotifier }),
     // NIMBUS_DNS_PORT: the platform's names, answered from the instances table (docs/api.md, "DNS").
     ...(config.dnsPort > 0

@@ -163,6 +163,8 @@ describe.each(STORES)('Billing documents, estimates and access (%s)', (store) =>
       instance_type: 'compute-2x',
       region: 'us-east-1',
       image: 'ubuntu-24.04',
+      // Traffic pinned to none: the figures here are of time (data transfer: billing-transfer.test.ts).
+      tags: { 'nimbus.sim/metrics': 'net_tx_bps=0,net_rx_bps=0' },
     });
     ids.instance = instance.id;
     ids.volume = (await call('POST', '/v1/volumes', { name: 'data-main', size_gb: 20, region: 'us-east-1' }))
@@ -521,6 +523,7 @@ describe.each(STORES)('Estimates (%s)', (store) => {
       snapshot_gb: 40,
       vpn_count: 1,
       public_ip_count: 0,
+      transfer_gb: 0,
       breakdown: [
         {
           item: 'instances',

@@ -100,6 +100,8 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
         instance_type: 'compute-2x',
         region: 'us-east-1',
         image: 'ubuntu-24.04',
+        // Traffic pinned to none: the figures here are of time (data transfer: billing-transfer.test.ts).
+        tags: { 'nimbus.sim/metrics': 'net_tx_bps=0,net_rx_bps=0' },
       });
       ids.web = web.id;
       const volume = await accepted('POST', '/v1/volumes', {
@@ -149,6 +151,8 @@ describe.each(STORES)('billing across kill -9, on a clock the test sets (%s)', (
         instance_type: 'compute-1x',
         region: 'us-east-1',
         image: 'ubuntu-24.04',
+        // Traffic pinned to none: the figures here are of time (data transfer: billing-transfer.test.ts).
+        tags: { 'nimbus.sim/metrics': 'net_tx_bps=0,net_rx_bps=0' },
       });
       ids.worker = worker.id;
       await settle(`/v1/instances/${worker.id}`, 'running');

@@ -297,7 +297,12 @@ describe.each(STORES)('Public IPs (%s)', (store) => {
     await runDue();
     const ip = await allocate('us-east-1', billed.key);
     clock.set(new Date('2026-06-01T10:00:00Z'));
-    const vm = await instance('us-east-1', { public_ip: false }, billed.key);
+    // Traffic pinned to none: the account's figures here are of time (data transfer: billing-transfer.test.ts).
+    const vm = await instance(
+      'us-east-1',
+      { public_ip: false, tags: { 'nimbus.sim/metrics': 'net_tx_bps=0,net_rx_bps=0' } },
+      billed.key,
+    );
     await call('POST', `/v1/public-ips/${ip.id}/assign`, { instance_id: vm.id }, 200, billed.key);
     clock.set(new Date('2026-06-01T15:00:00Z'));
     await call('POST', `/v1/public-ips/${ip.id}/unassign`, undefined, 200, billed.key);

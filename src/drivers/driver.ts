@@ -60,6 +60,14 @@ export interface MetricSample {
   gpu_percent?: number;
 }
 
+/** A machine's public transfer counters (ComputeDriver.publicTransfer): cumulative bytes. */
+export interface PublicTransfer {
+  bytesOut: number;
+  bytesIn: number;
+  /** One life of the counter (e.g. the boot it began with); null when the driver cannot tell. */
+  epoch: string | null;
+}
+
 /**
  * Misbehaviour a driver can be asked for through a tag on the instance, for users testing their own
  * recovery code (docs/design.md, "Fault injection"); the service validates the tag's value against it.
@@ -286,6 +294,16 @@ export interface ComputeDriver {
    */
   restoreVolume(spec: RestoreSpec): Promise<void>;
   inspectRestore(spec: RestoreSpec): Promise<RestoreState>;
+
+  /**
+   * Cumulative bytes each running machine has sent to and received from PUBLIC addresses (not its VPC's
+   * private block, not link-local), for the `data_transfer` meter (resources/billing/transfer.ts). A
+   * counter may start again from zero (the driver or the VM restarted): `epoch` names one life of it when
+   * the driver can tell (a boot), and billing takes a changed epoch or a lower reading as a new base.
+   * Machines it has no counter for are left out (no bytes are billed for them). Optional: a driver without
+   * it bills no data transfer.
+   */
+  publicTransfer?(specs: readonly MachineSpec[]): Promise<Map<string, PublicTransfer>>;
 
   /**
    * Where to SSH into the machine, for a driver that forwards a port of its own (qemu: NIMBUS_HOST and the

@@ -1299,7 +1299,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getBillingEstimate"];
         put?: never;
@@ -2681,7 +2681,7 @@ export interface paths {
         };
         /**
          * Estimate cost
-         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
+         * @description What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions that offer it.
          */
         get: operations["getV2BillingEstimate"];
         put?: never;
@@ -3034,10 +3034,10 @@ export interface components {
             /** @enum {string} */
             resource_type: "instance" | "volume" | "snapshot" | "vpn" | "public_ip";
             /**
-             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN, a public IP held unassigned
+             * @description What is paid for: an instance running, its root disk while not running, storage, a VPN, a public IP held unassigned, bytes to public addresses (data_transfer; received: data_transfer_in, free)
              * @enum {string}
              */
-            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle";
+            meter: "instance_compute" | "instance_storage" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle" | "data_transfer" | "data_transfer_in";
             description: string;
             instance_type: string | null;
             /**
@@ -3045,10 +3045,10 @@ export interface components {
              * @description group_by=day: the UTC day
              */
             day: string | null;
-            /** @description Hours or GB-months (730 h), 6 decimals */
+            /** @description Hours, GB-months (730 h) or GB (2^30 bytes), 6 decimals */
             quantity: number;
             /** @enum {string} */
-            unit: "hour" | "GB-month";
+            unit: "hour" | "GB-month" | "GB";
             /** @description USD per unit; null when the line adds up several prices */
             unit_price: number | null;
             /** @description USD, exact to the micro-dollar (6 decimals); not rounded before the total */
@@ -3164,14 +3164,15 @@ export interface components {
             snapshot_gb: number;
             vpn_count: number;
             public_ip_count: number;
+            transfer_gb: number;
             breakdown: {
                 /** @enum {string} */
-                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle";
+                item: "instances" | "volume_storage" | "snapshot_storage" | "vpn" | "public_ip_idle" | "data_transfer";
                 description: string;
-                /** @description Hours (instances × hours, VPNs × hours) or GB-months */
+                /** @description Hours (instances × hours, VPNs × hours), GB-months or GB */
                 quantity: number;
                 /** @enum {string} */
-                unit: "hour" | "GB-month";
+                unit: "hour" | "GB-month" | "GB";
                 /** @description USD per unit */
                 unit_price: number;
                 /** @description USD, 6 decimals */
@@ -3206,6 +3207,8 @@ export interface components {
                 vpn_count?: number;
                 /** @description Public IPs held unassigned the whole time */
                 public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
+                transfer_gb?: number;
             }[];
         };
         /** Event */
@@ -8434,6 +8437,8 @@ export interface operations {
                 vpn_count?: number;
                 /** @description Public IPs held unassigned the whole time */
                 public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
+                transfer_gb?: number;
             };
             header?: never;
             path?: never;
@@ -12516,6 +12521,8 @@ export interface operations {
                 vpn_count?: number;
                 /** @description Public IPs held unassigned the whole time */
                 public_ip_count?: number;
+                /** @description GB (2^30 bytes) sent to public addresses */
+                transfer_gb?: number;
             };
             header?: never;
             path?: never;

@@ -9,6 +9,7 @@ import { type SimCallsTable, simCallsMigration } from './calls.js';
 import { type SimVolumesTable, simVolumesMigration } from './disks.js';
 import { simGatewaysMigration } from './gateways.js';
 import { type SimRestoresTable, type SimSnapshotsTable, simSnapshotsMigration } from './snapshots.js';
+import { type SimTransferTable, simTransferMigration } from './transfer.js';
 
 /** One simulated machine: durable, so a restart finds every machine as it was. */
 export interface SimMachinesTable {
@@ -27,6 +28,7 @@ export type SimulatorTables = {
   sim_snapshots: SimSnapshotsTable;
   sim_restores: SimRestoresTable;
   sim_calls: SimCallsTable;
+  sim_transfer: SimTransferTable;
 };
 
 export type SimMachineRow = Selectable<SimMachinesTable>;
@@ -61,6 +63,7 @@ const migrations: Record<string, Migration> = {
   '0003_sim_snapshots': simSnapshotsMigration,
   '0004_sim_gateways': simGatewaysMigration,
   '0005_sim_calls': simCallsMigration,
+  '0006_sim_transfer': simTransferMigration,
 };
 
 /** Brings the simulator's tables up to date, with a history of their own; returns what it applied. */

@@ -22,6 +22,7 @@ import type {
   MachineState,
   MetricSample,
   PowerState,
+  PublicTransfer,
   RestoreSpec,
   RestoreState,
   SnapshotSpec,
@@ -54,6 +55,7 @@ import {
   type SimSnapshotsTable,
   updateSimSnapshot,
 } from './snapshots.js';
+import { readPublicTransfer } from './transfer.js';
 
 /** Realistic durations at speed-up 1: boot about 8 s, graceful stop about 5 s, a resize about 25 s. */
 export const SIM_TIMINGS_MS = { boot: 8_000, stop: 5_000, resize: 25_000 } as const;
@@ -282,6 +284,23 @@ export class SimulatedDriver extends SimulatedGatewayDriver implements ComputeDr
       }
     }
     return samples;
+  }
+
+  /** The public share of each running machine's simulated traffic, counted since its boot (transfer.ts). */
+  async publicTransfer(specs: readonly MachineSpec[]): Promise<Map<string, PublicTransfer>> {
+    const rows = await findMachines(
+      this.db,
+      specs.map((spec) => spec.id),
+    );
+    const now = this.clock.now().getTime();
+    const byId = new Map(specs.map((spec) => [spec.id, spec]));
+    const running = new Map<string, string>();
+    for (const row of rows) {
+      const spec = byId.get(row.id);
+      if (!spec || row.boot_started_at === null) continue;
+      if (this.stateOf(row, faultOf(spec), now).power === 'running') running.set(row.id, row.boot_started_at);
+    }
+    return readPublicTransfer(this.db, specs, running, now);
   }
 
   async createVolume(spec: VolumeSpec): Promise<void> {

@@ -317,6 +317,29 @@ export interface BillingTables {
   invoices: InvoicesTable;
   invoice_lines: InvoiceLinesTable;
   billing_counters: BillingCountersTable;
+  transfer_counters: TransferCountersTable;
+  transfer_day_totals: TransferDayTotalsTable;
+}
+
+/** The last transfer reading counted per instance (migration 0022, resources/billing/transfer.ts). */
+export interface TransferCountersTable {
+  resource_id: string;
+  bytes_out: number;
+  bytes_in: number;
+  epoch: string | null;
+  read_at: string;
+}
+
+/** Bytes to and from public addresses per account, UTC day and instance (migration 0022). */
+export interface TransferDayTotalsTable {
+  account_id: string;
+  /** Epoch second at which the UTC day starts. */
+  day_s: number;
+  resource_id: string;
+  resource_name: string;
+  region: string;
+  bytes_out: number;
+  bytes_in: number;
 }
 
 /** One interval in which a resource paid one price; open while `end_s` is null. */

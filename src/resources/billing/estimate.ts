@@ -17,6 +17,7 @@ export interface EstimateItemRequest {
   snapshot_gb?: number | undefined;
   vpn_count?: number | undefined;
   public_ip_count?: number | undefined;
+  transfer_gb?: number | undefined;
 }
 
 export interface EstimatedItem {
@@ -70,6 +71,7 @@ export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedIt
     snapshot_gb: item.snapshot_gb ?? 0,
     vpn_count: item.vpn_count ?? 0,
     public_ip_count: item.public_ip_count ?? 0,
+    transfer_gb: item.transfer_gb ?? 0,
   };
   if (request.count > 0 && !type) {
     throw new InvalidRequest('count needs an instance_type', {
@@ -81,7 +83,7 @@ export function estimateItem(item: EstimateItemRequest, field = ''): EstimatedIt
   const lines = estimateLines({ ...request, instance_type: type });
   if (lines.length === 0) {
     throw new InvalidRequest(
-      'Nothing to estimate: give an instance_type, volume_gb, snapshot_gb, vpn_count or public_ip_count',
+      'Nothing to estimate: give an instance_type, volume_gb, snapshot_gb, vpn_count, public_ip_count or transfer_gb',
       { field: `${field}instance_type`, value: null, allowed_values: [...TYPES.keys()] },
     );
   }

@@ -154,8 +154,8 @@ export function invoicePdf(
   doc.text(`Total: ${usd(invoice.total, 2)} ${invoice.currency}`, { align: 'right' });
   doc.font('Body').fontSize(8).moveDown(1);
   doc.text(
-    'Usage is metered per second from recorded state changes and priced exactly; the total is the exact sum ' +
-      'rounded once to the cent (half up).',
+    'Usage is metered per second from recorded state changes, and data transfer by the byte (GB = 2^30 bytes), ' +
+      'and priced exactly; the total is the exact sum rounded once to the cent (half up).',
     MARGIN,
   );
   doc.end();

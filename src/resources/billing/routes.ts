@@ -42,13 +42,15 @@ const LineItem = Type.Object(
     meter: StringEnum(METERS, {
       description:
         'What is paid for: an instance running, its root disk while not running, storage, a VPN, ' +
-        'a public IP held unassigned',
+        'a public IP held unassigned, bytes to public addresses (data_transfer; received: data_transfer_in, free)',
     }),
     description: Type.String(),
     instance_type: orNull<string>('string'),
     day: orNull<string>('string', { format: 'date', description: 'group_by=day: the UTC day' }),
-    quantity: Type.Number({ description: 'Hours or GB-months (730 h), 6 decimals' }),
-    unit: StringEnum(['hour', 'GB-month'] as const),
+    quantity: Type.Number({
+      description: 'Hours, GB-months (730 h) or GB (2^30 bytes), 6 decimals',
+    }),
+    unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
     unit_price: orNull<number>('number', {
       description: 'USD per unit; null when the line adds up several prices',
     }),
@@ -155,6 +157,13 @@ const estimateFields = {
   public_ip_count: Type.Optional(
     Type.Integer({ minimum: 0, maximum: 10_000, description: 'Public IPs held unassigned the whole time' }),
   ),
+  transfer_gb: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 10_000_000,
+      description: 'GB (2^30 bytes) sent to public addresses',
+    }),
+  ),
 };
 
 const EstimateQuery = Type.Object(estimateFields, { additionalProperties: false });
@@ -163,8 +172,10 @@ const EstimateItem = Type.Object(estimateFields, { additionalProperties: false }
 const EstimateLine = Type.Object({
   item: StringEnum(ESTIMATE_ITEMS),
   description: Type.String(),
-  quantity: Type.Number({ description: 'Hours (instances × hours, VPNs × hours) or GB-months' }),
-  unit: StringEnum(['hour', 'GB-month'] as const),
+  quantity: Type.Number({
+    description: 'Hours (instances × hours, VPNs × hours), GB-months or GB',
+  }),
+  unit: StringEnum(['hour', 'GB-month', 'GB'] as const),
   unit_price: Usd('USD per unit'),
   amount: Usd('USD, 6 decimals'),
 });
@@ -179,6 +190,7 @@ const estimateOutFields = {
   snapshot_gb: Type.Integer(),
   vpn_count: Type.Integer(),
   public_ip_count: Type.Integer(),
+  transfer_gb: Type.Integer(),
   breakdown: Type.Array(EstimateLine),
   total: Usd('USD, 6 decimals'),
 };
@@ -336,7 +348,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ billing: BillingService 
         summary: 'Estimate cost',
         description:
           'What `count` instances of a type running for `hours` (default 730) cost, with volumes, snapshots and VPN ' +
-          'gateways beside them, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
+          'gateways beside them, and data transfer, priced as usage is. A type not offered in `region` is a 400 naming the regions ' +
           'that offer it.',
         querystring: EstimateQuery,
         response: { 200: described(Envelope(Estimate), 'The estimate with its breakdown') },

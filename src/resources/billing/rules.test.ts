@@ -223,6 +223,7 @@ describe('meters and prices', () => {
       hours: 730,
       volume_gb: 100,
       snapshot_gb: 40,
+      transfer_gb: 0,
       vpn_count: 1,
       public_ip_count: 2,
     });

@@ -24,6 +24,11 @@ import {
   VPN_PRICE_PER_HOUR_MICROS,
 } from '../catalog/catalog.js';
 
+/**
+ * Data transfer sent to public addresses: 0.01 USD per GB (received is free; resources/billing/transfer.ts).
+ */
+export const DATA_TRANSFER_PRICE_MICROS = 10_000;
+
 /** Seconds in a billing month (730 h): the units of accrual per micro-dollar. */
 export const SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600;
 export const UNITS_PER_MICRO = BigInt(SECONDS_PER_MONTH);
@@ -40,10 +45,13 @@ export const METERS = [
   'snapshot_storage',
   'vpn',
   'public_ip_idle',
+  // Bytes, not seconds (resources/billing/transfer.ts): sent to public addresses, and received (free).
+  'data_transfer',
+  'data_transfer_in',
 ] as const;
 export type MeterName = (typeof METERS)[number];
 
-export type BillingUnit = 'hour' | 'GB-month';
+export type BillingUnit = 'hour' | 'GB-month' | 'GB';
 
 /** The billable state of a resource at one moment: one price running per second, or none. */
 export interface Meter {
@@ -251,6 +259,8 @@ export interface UsagePiece {
   seconds: number;
   /** `YYYY-MM-DD` (UTC) when grouped by day. */
   day?: string;
+  /** Quantity meters (unit `GB`): the bytes, in place of seconds (which are then 0). */
+  bytes?: number;
 }
 
 export const GROUP_BYS = ['resource', 'resource_type', 'instance_type', 'day'] as const;
@@ -272,8 +282,18 @@ export interface LineItem {
   amount: bigint;
 }
 
-/** Hours are seconds / 3600; GB-months are GB-seconds / 2,628,000. */
-export const QUANTITY_DENOMINATOR: Record<BillingUnit, bigint> = { hour: 3600n, 'GB-month': UNITS_PER_MICRO };
+/**
+ * A GB of data transfer: 2^30 bytes, the GB of disks everywhere else (a `size_gb` disk is that many GiB;
+ * drivers/qemu/disks.ts).
+ */
+export const BYTES_PER_GB = 1024n ** 3n;
+
+/** Hours are seconds / 3600; GB-months are GB-seconds / 2,628,000; GB are bytes / 2^30. */
+export const QUANTITY_DENOMINATOR: Record<BillingUnit, bigint> = {
+  hour: 3600n,
+  'GB-month': UNITS_PER_MICRO,
+  GB: BYTES_PER_GB,
+};
 
 const METER_WORDS: Record<MeterName, string> = {
   instance_compute: 'running',
@@ -281,6 +301,8 @@ const METER_WORDS: Record<MeterName, string> = {
   volume_storage: 'volume storage',
   snapshot_storage: 'snapshot storage',
   vpn: 'VPN gateway',
+  data_transfer: 'data sent to public addresses',
+  data_transfer_in: 'data received from public addresses (free)',
   public_ip_idle: 'public IP held unassigned',
 };
 
@@ -291,7 +313,8 @@ function groupKey(piece: UsagePiece, by: GroupBy): string {
     case 'resource_type':
       return `${piece.resource_type}|${piece.meter}`;
     case 'instance_type':
-      return piece.resource_type === 'instance'
+      // Data transfer is priced alike whatever the type: one line per meter, not per type.
+      return piece.resource_type === 'instance' && piece.unit !== 'GB'
         ? `${piece.instance_type}|${piece.meter}`
         : `${piece.resource_type}|${piece.meter}`;
     case 'day':
@@ -307,11 +330,13 @@ function describe(piece: UsagePiece, by: GroupBy): string {
       if (piece.meter === 'instance_compute') return `${label}: ${piece.instance_type}, ${words}`;
       if (piece.meter === 'instance_storage')
         return `${label}: ${piece.instance_type} ${words}, ${piece.size_gb} GB`;
-      if (piece.unit === 'hour' && piece.instance_type === null) return `${label}: ${words}`;
+      if (piece.unit === 'GB' || (piece.unit === 'hour' && piece.instance_type === null))
+        return `${label}: ${words}`;
       return `${label}: ${words}, ${piece.size_gb} GB`;
     }
     case 'instance_type':
-      if (piece.resource_type === 'instance') return `Instances ${piece.instance_type}: ${words}`;
+      if (piece.resource_type === 'instance' && piece.unit !== 'GB')
+        return `Instances ${piece.instance_type}: ${words}`;
       return `${capitalised(piece.resource_type)}s: ${words}`;
     case 'resource_type':
       return `${capitalised(piece.resource_type)}s: ${words}`;
@@ -324,23 +349,40 @@ const CAPITALISED: Partial<Record<BilledResourceType, string>> = { vpn: 'VPN', p
 const capitalised = (word: BilledResourceType) =>
   CAPITALISED[word] ?? word.charAt(0).toUpperCase() + word.slice(1);
 
-/** How much one piece is of its unit: seconds, or GB-seconds (see QUANTITY_DENOMINATOR). */
+/** How much one piece is of its unit: seconds, GB-seconds or bytes (see QUANTITY_DENOMINATOR). */
 function quantityNumerator(piece: UsagePiece): bigint {
+  if (piece.unit === 'GB') return BigInt(piece.bytes ?? 0);
   return piece.unit === 'hour' ? BigInt(piece.seconds) : BigInt(piece.seconds) * BigInt(piece.size_gb ?? 0);
 }
 
 /**
+ * What bytes of a per-GB price accrue: bytes × price / 2^30 micro-dollars, in accrual units, rounded
+ * half-up to the unit (1/2,628,000 of a micro-dollar — a byte is not a whole number of them). The only
+ * rounding before an invoice's total, and far below what a total shows.
+ */
+export function accrueBytes(bytes: bigint, unitPriceMicros: number): bigint {
+  return roundHalfUp(bytes * BigInt(unitPriceMicros) * UNITS_PER_MICRO, BYTES_PER_GB);
+}
+
+/** What a piece accrues: its seconds at its rate, or its bytes at its per-GB price. */
+export function pieceAmount(piece: UsagePiece): bigint {
+  return piece.unit === 'GB'
+    ? accrueBytes(BigInt(piece.bytes ?? 0), piece.unit_price_micros)
+    : accrue(piece, piece.seconds);
+}
+
+/**
  * Groups pieces into line items, exactly: each line's amount is the sum of its pieces' accruals; lines with
- * nothing to bill (0 seconds) are left out. Lines are ordered by day, then resource type (instances,
+ * nothing to bill (0 seconds, 0 bytes) are left out. Lines are ordered by day, then resource type (instances,
  * volumes, snapshots, VPNs), resource id (ids sort by creation time) and meter; otherwise as they first
  * appear (an instance's types in the order it had them).
  */
 export function groupUsage(pieces: readonly UsagePiece[], by: GroupBy): LineItem[] {
   const lines = new Map<string, LineItem>();
   for (const piece of pieces) {
-    if (piece.seconds <= 0) continue;
+    if (piece.unit === 'GB' ? (piece.bytes ?? 0) <= 0 : piece.seconds <= 0) continue;
     const key = groupKey(piece, by);
-    const amount = accrue(piece, piece.seconds);
+    const amount = pieceAmount(piece);
     const line = lines.get(key);
     if (line) {
       line.amount += amount;
@@ -493,6 +535,8 @@ export interface EstimateItemInput {
   snapshot_gb: number;
   vpn_count: number;
   public_ip_count: number;
+  /** GB (2^30 bytes) sent to public addresses over the hours. */
+  transfer_gb: number;
 }
 
 export const ESTIMATE_ITEMS = [
@@ -501,6 +545,7 @@ export const ESTIMATE_ITEMS = [
   'snapshot_storage',
   'vpn',
   'public_ip_idle',
+  'data_transfer',
 ] as const;
 
 export interface EstimateLine {
@@ -565,6 +610,17 @@ export function estimateLines(input: EstimateItemInput): EstimateLine[] {
       unit: 'hour',
       unit_price_micros: price,
       amount: accrue(meter, seconds) * BigInt(input.public_ip_count),
+    });
+  }
+  if (input.transfer_gb > 0) {
+    const bytes = BigInt(input.transfer_gb) * BYTES_PER_GB;
+    lines.push({
+      item: 'data_transfer',
+      description: `${input.transfer_gb} GB sent to public addresses`,
+      quantity_numerator: bytes,
+      unit: 'GB',
+      unit_price_micros: DATA_TRANSFER_PRICE_MICROS,
+      amount: accrueBytes(bytes, DATA_TRANSFER_PRICE_MICROS),
     });
   }
   return lines;

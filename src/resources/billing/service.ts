@@ -63,6 +63,7 @@ import {
   totalCents,
   type UsagePiece,
 } from './rules.js';
+import { hasTransfer, transferPieces, transferPiecesByDay } from './transfer-store.js';
 import { invoiceView, usageView } from './view.js';
 
 export const BILLING_JOB = { kind: 'billing', subject: 'periods' } as const;
@@ -170,9 +171,11 @@ export class BillingService implements JobHandler {
     }
     const groupBy = query.group_by ?? 'resource';
     const usage = { start, end, asOf: now, groupBy };
-    if (paging && groupBy === 'resource') {
+    const window = windowOf({ start, end }, now);
+    // Data transfer lines are not among what the database pages (they are bytes, not intervals): an
+    // account that has some is paged here, from all its lines.
+    if (paging && groupBy === 'resource' && !(await hasTransfer(this.store.db, accountId, window))) {
       const offset = (paging.page - 1) * paging.limit;
-      const window = windowOf({ start, end }, now);
       const page = await usageLinesPage(this.store.db, accountId, window, { offset, limit: paging.limit });
       if (page) {
         let subtotal = 0n;
@@ -204,7 +207,13 @@ export class BillingService implements JobHandler {
     groupBy: GroupBy,
   ): Promise<LineItem[]> {
     const window = windowOf(period, now);
-    if (groupBy !== 'day') return groupUsage(await usagePieces(this.store.db, accountId, window), groupBy);
+    if (groupBy !== 'day') {
+      const [metered, transferred] = await Promise.all([
+        usagePieces(this.store.db, accountId, window),
+        transferPieces(this.store.db, accountId, window),
+      ]);
+      return groupUsage([...metered, ...transferred], groupBy);
+    }
     // Per day, what costs the same per second is added up first (a price is its unit, micro-USD and GB),
     // so the lines are made from a few pieces a day however many intervals there are; exact all the same.
     const byDay = new Map<string, UsagePiece>();
@@ -231,7 +240,9 @@ export class BillingService implements JobHandler {
       }
     }
     // Days in order, then what the resource types and meters are within each.
-    const pieces = [...byDay.values()].sort((a, b) => (a.day! < b.day! ? -1 : a.day! > b.day! ? 1 : 0));
+    const pieces = [...byDay.values(), ...(await transferPiecesByDay(this.store.db, accountId, window))].sort(
+      (a, b) => (a.day! < b.day! ? -1 : a.day! > b.day! ? 1 : 0),
+    );
     return groupUsage(pieces, 'day');
   }
 
@@ -389,7 +400,11 @@ export class BillingService implements JobHandler {
 
   /** Opens the invoice of every account that used something in `period` (or holds its draft). */
   private async closePeriod(period: Period, issuedAt: Date): Promise<number> {
-    const pieces = await usagePiecesOfAll(this.store.db, windowOf(period, period.end));
+    const window = windowOf(period, period.end);
+    const pieces = [
+      ...(await usagePiecesOfAll(this.store.db, window)),
+      ...(await transferPieces(this.store.db, null, window)),
+    ];
     const byAccount = new Map<string, UsagePiece[]>();
     for (const piece of pieces) {
       const list = byAccount.get(piece.account_id) ?? [];

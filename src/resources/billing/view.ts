@@ -146,6 +146,7 @@ export interface EstimateView {
   snapshot_gb: number;
   vpn_count: number;
   public_ip_count: number;
+  transfer_gb: number;
   breakdown: EstimateLineView[];
   total: number;
 }
