@@ -9,7 +9,7 @@
  * new bytes (the counter started from zero). So a delta is never negative, and no byte is counted twice:
  * bytes sent between the last reading and a reset are the only ones that can be missed.
  *
- * Price (DESIGN.md, "Money"): 0.01 USD per GB sent to public addresses; received bytes are shown, free.
+ * Price (docs/design.md, "Billing"): 0.01 USD per GB sent to public addresses; received bytes are shown, free.
  * A GB is 2^30 bytes, as for disks (rules.ts BYTES_PER_GB).
  */
 
