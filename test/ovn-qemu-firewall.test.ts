@@ -50,27 +50,48 @@ const FIREWALL_TABLES = new Set(['ACL', 'Address_Set', 'Port_Group', 'DNS']);
  */
 class ProbeLoop {
   readonly lines: { at: number; text: string }[] = [];
-  private readonly child: ChildProcess;
+  private child: ChildProcess | null = null;
   private rest = '';
+  private stopped = false;
+  /** SSH sessions that ended under the loop (each started again at once), for a failure's message. */
+  private sessionsLost = 0;
 
   constructor(
-    endpoint: { host: string; port: number; user: string },
-    privateKey: string,
-    ip: string,
-    port: number,
+    private readonly endpoint: { host: string; port: number; user: string },
+    private readonly privateKey: string,
+    private readonly ip: string,
+    private readonly port: number,
   ) {
-    const probe = `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 1 ${ip} ${port} 2>/dev/null | grep -q hello`;
+    this.connect();
+  }
+
+  private connect(): void {
+    const probe = `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 1 ${this.ip} ${this.port} 2>/dev/null | grep -q hello`;
     const script = `while :; do echo start; if ${probe}; then echo open; else echo closed; fi; done`;
-    this.child = spawn('ssh', [...sshArguments(endpoint, privateKey), script], {
+    const child = spawn('ssh', [...sshArguments(this.endpoint, this.privateKey), script], {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
-    this.child.stdout!.setEncoding('utf8');
-    this.child.stdout!.on('data', (chunk: string) => {
+    this.child = child;
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
       const at = Date.now();
       const parts = (this.rest + chunk).split('\n');
       this.rest = parts.pop() ?? '';
       for (const text of parts) this.lines.push({ at, text: text.trim() });
     });
+    // A session dropped on a loaded host would leave the loop silent, which reads as no change at all.
+    child.on('exit', () => {
+      if (this.stopped) return;
+      this.sessionsLost++;
+      this.rest = '';
+      this.connect();
+    });
+  }
+
+  /** The last lines and the sessions lost, for a failure's message. */
+  describe(): string {
+    const recent = this.lines.slice(-6).map((line) => `${line.text}@${line.at}`);
+    return `last lines ${recent.join(' ')}; now ${Date.now()}; SSH sessions lost ${this.sessionsLost}`;
   }
 
   /** The state of the last probe that finished. */
@@ -100,12 +121,13 @@ class ProbeLoop {
         }
         return undefined;
       },
-      { timeoutMs, intervalMs: 20 },
+      { timeoutMs, intervalMs: 20, lastSeen: () => this.describe() },
     );
   }
 
   stop(): void {
-    this.child.kill('SIGKILL');
+    this.stopped = true;
+    this.child?.kill('SIGKILL');
   }
 }
 

@@ -36,6 +36,7 @@ describe('eventCatalogue', () => {
       'snapshot',
       'firewall_rule',
       'vpn',
+      'public_ip',
       'invoice',
       'api_key',
       'ssh_key',
