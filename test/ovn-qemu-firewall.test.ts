@@ -150,6 +150,11 @@ describe.runIf(canRun)('the firewall and DNS of QEMU VMs on OVN, through the API
 
   const api = (method: string, url: string, body?: unknown) =>
     server!.request(method, url, { key, ...(body === undefined ? {} : { body }) });
+  /** A change that never showed fails with what the server logged last (the VPC job's runs among it). */
+  const withServerLog = <T>(waiting: Promise<T>): Promise<T> =>
+    waiting.catch((error: Error) => {
+      throw new Error(`${error.message}\nserver log (end):\n${server?.output().slice(-4000) ?? ''}`);
+    });
   const inGuest = (vm: Json, command: string) => ssh(vm.ssh, keys.privateKey, command, 90_000);
   const admin = (...args: string[]) =>
     runNimbus(['admin', ...args], {
@@ -283,10 +288,10 @@ describe.runIf(canRun)('the firewall and DNS of QEMU VMs on OVN, through the API
       });
       for (let round = 0; round < ROUNDS; round++) {
         const rule = await createRule(denyOnA(OPEN, `close-8080-${round}`));
-        closing.push(await loop.reached('closed', Date.now(), CHANGE_TIMEOUT_MS));
+        closing.push(await withServerLog(loop.reached('closed', Date.now(), CHANGE_TIMEOUT_MS)));
         const deleted = await api('DELETE', `/v1/firewall/rules/${rule.id}`);
         expect(deleted.status, deleted.text).toBe(200);
-        opening.push(await loop.reached('open', Date.now(), CHANGE_TIMEOUT_MS));
+        opening.push(await withServerLog(loop.reached('open', Date.now(), CHANGE_TIMEOUT_MS)));
       }
     } finally {
       loop.stop();
