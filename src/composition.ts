@@ -75,7 +75,13 @@ import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { type RegionSettings, regionSettings } from './resources/instances/region-settings.js';
 import { InstanceService } from './resources/instances/service.js';
-import { findInstance, lockAccountInstance, setInstancePublicIp } from './resources/instances/store.js';
+import {
+  findInstance,
+  lockAccountInstance,
+  networkInstanceAt,
+  networkInstances,
+  setInstancePublicIp,
+} from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
 import { metricsModule } from './resources/metrics/index.js';
@@ -540,32 +546,10 @@ async function openDriver(
       ? { publicLink: publicLinkOf(config.network.uplink, publicIpPools, store, clock) }
       : {}),
     vpcInstances: {
-      list: async (accountId) => {
-        const query = store.db
-          .selectFrom('instances')
-          .select([
-            'id',
-            'account_id',
-            'region',
-            'name',
-            'private_ip',
-            'public_ip',
-            'tags',
-            'firewall_preset',
-          ]);
-        const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
-        return rows.map((row) => ({ ...row, tags: JSON.parse(row.tags) as Record<string, string> }));
-      },
+      list: (accountId) => networkInstances(store.db, accountId),
       find: async (id) => (await findInstance(store.db, id)) ?? null,
       firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
-      atAddress: async (accountId, region, privateIp) =>
-        (await store.db
-          .selectFrom('instances')
-          .select(['id', 'account_id', 'region', 'name', 'private_ip'])
-          .where('account_id', '=', accountId)
-          .where('region', '=', region)
-          .where('private_ip', '=', privateIp)
-          .executeTakeFirst()) ?? null,
+      atAddress: (accountId, region, privateIp) => networkInstanceAt(store.db, accountId, region, privateIp),
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);

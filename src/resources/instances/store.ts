@@ -312,3 +312,39 @@ export async function setInstancePublicIp(
 ): Promise<void> {
   await db.updateTable('instances').set({ public_ip: address }).where('id', '=', instanceId).execute();
 }
+
+/** What the network reads of an instance (drivers/ovn/vpcs.ts `VpcInstance`): placement, addresses, firewall inputs. */
+const NETWORK_COLUMNS = [
+  'id',
+  'account_id',
+  'region',
+  'name',
+  'private_ip',
+  'public_ip',
+  'tags',
+  'firewall_preset',
+] as const;
+
+const networkView = <Row extends { tags: string }>(row: Row) => ({
+  ...row,
+  tags: JSON.parse(row.tags) as Record<string, string>,
+});
+
+/** The instances of an account (every region and status), or of every account when null, as the network reads them. */
+export async function networkInstances(db: Executor, accountId: string | null) {
+  const query = db.selectFrom('instances').select(NETWORK_COLUMNS);
+  const rows = await (accountId === null ? query : query.where('account_id', '=', accountId)).execute();
+  return rows.map(networkView);
+}
+
+/** The account's instance in the region holding `privateIp`, as the network reads it, or null. */
+export async function networkInstanceAt(db: Executor, accountId: string, region: string, privateIp: string) {
+  const row = await db
+    .selectFrom('instances')
+    .select(NETWORK_COLUMNS)
+    .where('account_id', '=', accountId)
+    .where('region', '=', region)
+    .where('private_ip', '=', privateIp)
+    .executeTakeFirst();
+  return row ? networkView(row) : null;
+}
