@@ -59,6 +59,7 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
   const network = OvnNetwork.attach({ dir: path.join(dataDir, 'ovn'), central: null });
   let internet: InternetNamespace;
   let server: ChildServer | undefined;
+  let env: Record<string, string> = {};
   let keys: { privateKey: string; publicKey: string };
   let key = '';
   const vms: Record<'a' | 'b', Json> = { a: {}, b: {} };
@@ -118,7 +119,7 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
   const transfer = async (instanceId: string) => {
     const reply = await api('GET', '/v1/billing/usage?group_by=resource');
     expect(reply.status, reply.text).toBe(200);
-    const lines = (reply.body.line_items as Json[]).filter((line) => line.resource_id === instanceId);
+    const lines = (reply.body.data.line_items as Json[]).filter((line) => line.resource_id === instanceId);
     const bytes = (meter: string) =>
       Math.round(
         lines.filter((line) => line.meter === meter).reduce((sum, line) => sum + line.quantity, 0) * GB,
@@ -137,19 +138,16 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
     keys = await sshKeyPair();
     internet = new InternetNamespace(`${GATEWAY}/${POOL.split('/')[1]}`);
     const first = await freePort();
-    server = await spawnServer({
-      dataDir,
-      env: {
-        NIMBUS_DRIVER: 'qemu',
-        NIMBUS_NETWORK: 'ovn',
-        NIMBUS_PUBLIC_UPLINK: internet.uplink,
-        NIMBUS_IMAGE_DIR: IMAGE_DIR,
-        NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
-        // The billing job reads the counters this often.
-        NIMBUS_METRICS_INTERVAL_SECONDS: '2',
-      },
-      startTimeoutMs: 120_000,
-    });
+    env = {
+      NIMBUS_DRIVER: 'qemu',
+      NIMBUS_NETWORK: 'ovn',
+      NIMBUS_PUBLIC_UPLINK: internet.uplink,
+      NIMBUS_IMAGE_DIR: IMAGE_DIR,
+      NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
+      // The billing job reads the counters this often.
+      NIMBUS_METRICS_INTERVAL_SECONDS: '2',
+    };
+    server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
     key = server.rootKey;
     const reply = await api('POST', '/v1/ssh-keys', { name: 'k', public_key: keys.publicKey });
     expect(reply.status, reply.text).toBe(201);
@@ -317,4 +315,42 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
     );
     expect(Math.max(...timings)).toBeLessThan(MOVE_MS);
   }, 180_000);
+
+  it('counts every byte once across a kill -9 of Nimbus (the same counters) and a restart (new ones)', async () => {
+    /** Sends `bytes` out of A to the internet side and waits until A's usage has grown by about that. */
+    const sendAndCount = async (bytes: number) => {
+      const before = await transfer(vms.a.id);
+      const sent = await sshFromInternet(vms.a.public_ip, `head -c ${bytes} /dev/zero`, 0, 20);
+      expect(sent).toMatchObject({ code: 0, bytes });
+      await waitFor(
+        "A's transfer counted",
+        async () => ((await transfer(vms.a.id)).out - before.out >= bytes ? true : undefined),
+        { timeoutMs: 30_000, intervalMs: 1000 },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 4500));
+      const grown = (await transfer(vms.a.id)).out - before.out;
+      // Not the counters' earlier bytes again (they are several times `bytes`).
+      expect(grown).toBeLessThan(bytes * 1.1 + 64 * 1024);
+      return grown;
+    };
+    const restarted = async () => {
+      server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
+      key = server.rootKey;
+      await waitFor('the server to reconcile', () =>
+        server!.output().includes('every VPC reconciled') ? true : undefined,
+      );
+    };
+    await server!.kill();
+    await restarted();
+    await sendAndCount(2 * MB);
+    // A clean stop takes the provider bridge away with its flows; the next start counts on new ones.
+    await server!.stop();
+    await restarted();
+    await waitFor(
+      "SSH on A's public IP again",
+      async () => ((await sshFromInternet(vms.a.public_ip, 'true')).code === 0 ? true : undefined),
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    await sendAndCount(2 * MB);
+  }, 300_000);
 });
