@@ -22,11 +22,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OvnNetwork } from '../src/drivers/ovn/network.js';
-import { defaultPublicGateway } from '../src/drivers/ovn/uplink.js';
+import { parseCountingFlows } from '../src/drivers/ovn/transfer-flows.js';
+import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
-import { CAN_RUN_OVN, InternetNamespace, oneOvnSuiteAtATime } from './helpers/ovn.js';
+import { CAN_RUN_OVN, InternetNamespace, oneOvnSuiteAtATime, sh } from './helpers/ovn.js';
 import { removeOvnServer } from './helpers/ovn-server.js';
 import { ensureImage, IMAGE_DIR, qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
 import { freePort } from './helpers/server.js';
@@ -126,6 +127,17 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
       );
     return { out: bytes('data_transfer'), in: bytes('data_transfer_in') };
   };
+  /** The cookies of the provider bridge's counting flows (one pair per assigned public IP). */
+  const countingCookies = () =>
+    parseCountingFlows(
+      sh(
+        'ovs-ofctl',
+        ['dump-flows', providerBridgeName(network.endpoints.integrationBridge)],
+        network.endpoints.env,
+      ),
+    )
+      .map((flow) => `${flow.direction} ${flow.ip} ${flow.cookie}`)
+      .sort();
   const addressOf = async (instanceId: string) => {
     const reply = await api('GET', `/v1/public-ips?instance_id=${instanceId}`);
     expect(reply.status, reply.text).toBe(200);
@@ -340,12 +352,16 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
         server!.output().includes('every VPC reconciled') ? true : undefined,
       );
     };
+    const before = countingCookies();
+    expect(before.length).toBe(2);
     await server!.kill();
     await restarted();
     await sendAndCount(2 * MB);
+    expect(countingCookies()).toEqual(before);
     // A clean stop takes the provider bridge away with its flows; the next start counts on new ones.
     await server!.stop();
     await restarted();
+    expect(countingCookies()).not.toEqual(before);
     await waitFor(
       "SSH on A's public IP again",
       async () => ((await sshFromInternet(vms.a.public_ip, 'true')).code === 0 ? true : undefined),
