@@ -206,7 +206,11 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     // The bridge's flows gone (as when ovs-vswitchd starts again): the next reading makes a new pair, another
     // life of the counter, from zero; and the public IP answers again.
     sh('ovs-ofctl', ['del-flows', bridge], ovn.endpoints.env);
-    const after = (await counters.read([one.instanceId])).get(one.instanceId)!;
+    const after = await waitFor(
+      'a reading on a new pair',
+      async () => (await counters.read([one.instanceId])).get(one.instanceId),
+      { timeoutMs: 5000, intervalMs: 200 },
+    );
     expect(after.epoch).not.toBe(base.epoch);
     expect(after.bytesOut).toBeLessThan(OUT);
     expect(askTcp(internet.namespace, PUBLIC_IP, PORT)).toBe(`pub-one ${GATEWAY}`);

@@ -3,6 +3,7 @@ import {
   type CountingFlow,
   countingFlows,
   countsOf,
+  flowMods,
   hasPassFlows,
   instanceCookiePrefix,
   newCookie,
@@ -100,5 +101,18 @@ describe('the provider bridge counting flows', () => {
       ...pair(cookieOf(A, '00000002'), '203.0.113.8', 1, 1),
     ];
     expect(countsOf([A], flows).size).toBe(0);
+  });
+
+  it('carries out a plan in one batch of flow mods, deletions before additions', () => {
+    const old = cookieOf(A, '00000001');
+    const mods = flowMods({ remove: [old], add: [{ instanceId: B, publicIp: '203.0.113.7' }] });
+    expect(mods).toHaveLength(3);
+    expect(mods[0]).toBe(`delete cookie=0x${old}/-1`);
+    expect(mods[1]).toMatch(
+      new RegExp(
+        `^add table=0,priority=100,cookie=0x${instanceCookiePrefix(B)}[0-9a-f]{8},ip,nw_src=203\\.0\\.113\\.7,`,
+      ),
+    );
+    expect(mods[2]?.startsWith('add table=1,priority=100,')).toBe(true);
   });
 });

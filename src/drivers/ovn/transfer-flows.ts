@@ -27,6 +27,7 @@
  * Not counted: an instance without a public IP that reaches out through its VPC router's own address
  * (the VPC's `snat`): on the bridge its packets carry the router's address, shared by the VPC.
  */
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { run } from '../qemu/tools.js';
 import type { OvnEndpoints } from './daemons.js';
@@ -131,7 +132,11 @@ interface Pair {
 /** The complete pairs among the flows, by cookie. */
 function pairsOf(flows: readonly CountingFlow[]): Map<string, Pair> {
   const byCookie = new Map<string, CountingFlow[]>();
-  for (const flow of flows) byCookie.set(flow.cookie, [...(byCookie.get(flow.cookie) ?? []), flow]);
+  for (const flow of flows) {
+    const members = byCookie.get(flow.cookie);
+    if (members) members.push(flow);
+    else byCookie.set(flow.cookie, [flow]);
+  }
   const pairs = new Map<string, Pair>();
   for (const [cookie, members] of byCookie) {
     const out = members.filter((f) => f.direction === 'out');
@@ -151,15 +156,17 @@ export function planCountingFlows(
   nats: readonly TransferNat[],
   flows: readonly CountingFlow[],
 ): { remove: string[]; add: TransferNat[] } {
-  const pairs = pairsOf(flows);
+  // A NAT's pair is found by its instance's prefix and its address (the lowest cookie when several).
+  const byOwner = new Map<string, string>();
+  for (const pair of [...pairsOf(flows).values()].sort((a, b) => (a.cookie < b.cookie ? -1 : 1))) {
+    const owner = `${pair.cookie.slice(0, 8)}/${pair.ip}`;
+    if (!byOwner.has(owner)) byOwner.set(owner, pair.cookie);
+  }
   const kept = new Set<string>();
   const add: TransferNat[] = [];
   for (const nat of nats) {
-    const prefix = instanceCookiePrefix(nat.instanceId);
-    const found = [...pairs.values()]
-      .filter((pair) => pair.ip === nat.publicIp && pair.cookie.startsWith(prefix))
-      .sort((a, b) => (a.cookie < b.cookie ? -1 : 1))[0];
-    if (found) kept.add(found.cookie);
+    const found = byOwner.get(`${instanceCookiePrefix(nat.instanceId)}/${nat.publicIp}`);
+    if (found !== undefined) kept.add(found);
     else add.push(nat);
   }
   const remove = [...new Set(flows.map((flow) => flow.cookie))].filter((cookie) => !kept.has(cookie)).sort();
@@ -171,11 +178,16 @@ export function countsOf(
   instanceIds: readonly string[],
   flows: readonly CountingFlow[],
 ): Map<string, TransferCount> {
-  const pairs = [...pairsOf(flows).values()];
+  const byPrefix = new Map<string, Pair[]>();
+  for (const pair of pairsOf(flows).values()) {
+    const prefix = pair.cookie.slice(0, 8);
+    const mine = byPrefix.get(prefix);
+    if (mine) mine.push(pair);
+    else byPrefix.set(prefix, [pair]);
+  }
   const counts = new Map<string, TransferCount>();
   for (const id of instanceIds) {
-    const prefix = instanceCookiePrefix(id);
-    const mine = pairs.filter((pair) => pair.cookie.startsWith(prefix));
+    const mine = byPrefix.get(instanceCookiePrefix(id)) ?? [];
     // An instance holds one address; two pairs (a move not yet synced) are one too many to tell apart.
     if (mine.length !== 1) continue;
     const pair = mine[0]!;
@@ -200,6 +212,19 @@ export async function natsInOvn(nb: Northbound): Promise<TransferNat[]> {
   });
 }
 
+/** The flow mods (ovs-ofctl add-flows lines) that carry out a plan, deletions first. */
+export function flowMods(plan: { remove: readonly string[]; add: readonly TransferNat[] }): string[] {
+  return [
+    ...plan.remove.map((cookie) => `delete cookie=0x${cookie}/-1`),
+    ...plan.add.flatMap((nat) =>
+      countingFlows(newCookie(nat.instanceId), nat.publicIp).map((f) => `add ${f}`),
+    ),
+  ];
+}
+
+/** How long a reading trusts the last sync (a sync after each VPC reconcile keeps them current). */
+const SYNC_FRESH_MS = 1000;
+
 /**
  * The counting flows of one provider bridge: synced with OVN's NATs and read. One process drives a
  * bridge, and its syncs and reads take turns here, so two syncs never both make a pair for one NAT
@@ -207,6 +232,7 @@ export async function natsInOvn(nb: Northbound): Promise<TransferNat[]> {
  */
 export class TransferCounters {
   private turn: Promise<unknown> = Promise.resolve();
+  private syncedAt = 0;
 
   constructor(
     private readonly endpoints: OvnEndpoints,
@@ -220,37 +246,45 @@ export class TransferCounters {
     return next;
   }
 
-  private ofctl(...args: string[]): Promise<string> {
-    return run('ovs-ofctl', args, { env: this.endpoints.env, timeoutMs: 30_000 });
+  private dump(): Promise<string> {
+    return run('ovs-ofctl', ['dump-flows', this.bridge], { env: this.endpoints.env, timeoutMs: 30_000 });
   }
 
-  private dump(): Promise<string> {
-    return this.ofctl('dump-flows', this.bridge);
+  /** Applies flow mods in order, all in one ovs-ofctl (its `add-flows … -` reads them from stdin). */
+  private apply(mods: readonly string[]): Promise<void> {
+    if (mods.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const child = execFile(
+        'ovs-ofctl',
+        ['add-flows', this.bridge, '-'],
+        { env: this.endpoints.env, timeout: 60_000, encoding: 'utf8' },
+        (error, _stdout, stderr) =>
+          error
+            ? reject(new Error(`ovs-ofctl add-flows ${this.bridge}: ${stderr || error.message}`))
+            : resolve(),
+      );
+      child.stdin?.end(`${mods.join('\n')}\n`);
+    });
   }
 
   /** Makes the flows count OVN's NATs now: pairs added for new addresses, those of old ones deleted. */
   sync(): Promise<void> {
     return this.inTurn(async () => {
+      const started = Date.now();
       const nats = await natsInOvn(this.nb);
       const dump = await this.dump();
-      if (!hasPassFlows(dump)) {
-        for (const flow of PASS_FLOWS) await this.ofctl('add-flow', this.bridge, flow);
-      }
       const plan = planCountingFlows(nats, parseCountingFlows(dump));
-      for (const cookie of plan.remove) {
-        await this.ofctl('del-flows', this.bridge, `cookie=0x${cookie}/-1`);
-      }
-      for (const nat of plan.add) {
-        for (const flow of countingFlows(newCookie(nat.instanceId), nat.publicIp)) {
-          await this.ofctl('add-flow', this.bridge, flow);
-        }
-      }
+      await this.apply([...(hasPassFlows(dump) ? [] : PASS_FLOWS.map((f) => `add ${f}`)), ...flowMods(plan)]);
+      this.syncedAt = started;
     });
   }
 
-  /** The counters of `instanceIds`, after a sync (so a bridge that lost its flows counts again). */
+  /**
+   * The counters of `instanceIds`, after a sync unless one has just run (so a bridge that lost its flows
+   * counts again by the next reading).
+   */
   async read(instanceIds: readonly string[]): Promise<Map<string, TransferCount>> {
-    await this.sync();
+    if (Date.now() - this.syncedAt > SYNC_FRESH_MS) await this.sync();
     return this.inTurn(async () => countsOf(instanceIds, parseCountingFlows(await this.dump())));
   }
 }
