@@ -20,7 +20,7 @@ import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { parseCountingFlows } from '../src/drivers/ovn/transfer-flows.js';
 import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
@@ -164,6 +164,12 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
     const reply = await api('POST', '/v1/ssh-keys', { name: 'k', public_key: keys.publicKey });
     expect(reply.status, reply.text).toBe(201);
   }, 600_000);
+
+  // A case that failed shows what the server said last (its VPC jobs, a sync of the counters that failed).
+  afterEach(({ task }) => {
+    if (task.result?.state === 'fail')
+      console.log(`server log (end):\n${server?.output().slice(-4000) ?? ''}`);
+  });
 
   afterAll(async () => {
     await removeOvnServer({ server, dataDir, network, instanceIds: made });

@@ -263,6 +263,8 @@ export class TransferCounters {
             ? reject(new Error(`ovs-ofctl add-flows ${this.bridge}: ${stderr || error.message}`))
             : resolve(),
       );
+      // An ovs-ofctl that exits early (its error is the callback's) closes its stdin under the write.
+      child.stdin?.on('error', () => {});
       child.stdin?.end(`${mods.join('\n')}\n`);
     });
   }
