@@ -247,6 +247,19 @@ describe.runIf(CAN_RUN_OVN)('established connections across firewall changes, on
     expect(silences.bToA).toBeLessThan(MAX_GAP_MS);
   }, 120_000);
 
+  it("leaves the host namespace's neighbour table alone when a change applies the host port again", async () => {
+    // Setting an interface's MAC, even to the one it has, flushes its neighbour table, permanent entries
+    // included: each rule change made Nimbus's connections to the guests resolve the router again.
+    const namespace = network.namespaceOf(vpc);
+    const marker = ['169.254.7.7', 'lladdr', '02:00:00:00:07:07', 'dev', 'vpc0', 'nud', 'permanent'];
+    sh('ip', ['netns', 'exec', namespace, 'ip', 'neigh', 'replace', ...marker]);
+    await apply([deny(A, DENIED)]);
+    await apply([]);
+    expect(sh('ip', ['netns', 'exec', namespace, 'ip', 'neigh', 'show', '169.254.7.7'])).toContain(
+      '02:00:00:00:07:07',
+    );
+  });
+
   it('cuts a connection that a new deny rule covers, and busybox nc then waits on it for good', async () => {
     await apply([]);
     const cut = new Heartbeat(connectFrom(namespaces.b, A.private_ip, DENIED));
