@@ -182,7 +182,13 @@ export class OvnNetwork {
       await run('ip', ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'vpc0', 'netns', namespace]);
     }
     await inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
-    await inside('ip', 'link', 'set', 'vpc0', 'address', host.mac);
+    // Only when it differs: setting an interface's address, even to the one it has, flushes the
+    // namespace's neighbour table, so every reconcile (each rule change) would make the host's
+    // connections to the guests (SSH, metadata) resolve the router's MAC again.
+    const [link] = JSON.parse(await inside('ip', '-j', 'link', 'show', 'vpc0')) as { address?: string }[];
+    if (link?.address?.toLowerCase() !== host.mac.toLowerCase()) {
+      await inside('ip', 'link', 'set', 'vpc0', 'address', host.mac);
+    }
     await inside('ethtool', '-K', 'vpc0', 'tx', 'off');
     await inside('ip', 'addr', 'replace', `${host.ip}/${host.routerNetwork.split('/')[1]}`, 'dev', 'vpc0');
     await inside('ip', 'link', 'set', 'lo', 'up');
