@@ -136,8 +136,7 @@ async function main() {
   const { env, integrationBridge: bridge, nbUrl, sbUrl, ovsDb } = ovn.endpoints;
   const nb = new Northbound(nbUrl);
   // A whole database's dump at 50 VPCs is tens of MB.
-  const tool = (program, args) =>
-    execFileSync(program, args, { env, encoding: 'utf8', maxBuffer: 1 << 30 });
+  const tool = (program, args) => execFileSync(program, args, { env, encoding: 'utf8', maxBuffer: 1 << 30 });
   /** The kernel links of this run: the bridge and the internal ports, all named after its tag. */
   const tag = bridge.slice(-4);
   function ownLinks() {
