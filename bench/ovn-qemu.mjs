@@ -20,8 +20,9 @@
  *      1 s connect timeout), --rounds times.
  *   3. VM-to-VM TCP throughput on the private network: B sends --mib MiB of zeros (busybox dd | nc) to a
  *      busybox `nc -l` in A; timed in B by /proc/uptime (10 ms) around the pipeline, which ends when A
- *      has read everything (nc half-closes on its input's end; A's nc exits on the stream's end). Three
- *      transfers; the median.
+ *      has read everything (nc half-closes on its input's end; A's nc exits on the stream's end, and
+ *      B's on A's close). A counts the bytes it got; anything short fails the run. Three transfers; the
+ *      median.
  *   4. Public-side TCP throughput: the same bytes from the internet namespace (the host's busybox nc) to
  *      A's public IP (a rule opens the port from anywhere), timed on the host; three transfers.
  * The 1-minute load average is written at each step (other sessions share the machine's CPUs; the
@@ -318,6 +319,7 @@ async function main() {
     );
     const [rc, s, e] = sent.stdout.trim().split(' ').map(Number);
     if (rc !== 0 || !(e > s)) fail(`transfer B → A: ${sent.stdout} ${sent.stderr}`);
+    await checkReceived(inGuest, a);
     privateRates.push(MIB / (e - s));
     step(`  ${(MIB / (e - s)).toFixed(1)} MiB/s (${(e - s).toFixed(2)} s)`);
   }
@@ -350,6 +352,7 @@ async function main() {
     );
     const seconds = (performance.now() - began) / 1000;
     if (sent.code !== 0) fail(`transfer internet → A: ${sent.stderr}`);
+    await checkReceived(inGuest, a);
     publicRates.push(MIB / seconds);
     step(`  ${(MIB / seconds).toFixed(1)} MiB/s (${seconds.toFixed(2)} s)`);
   }
@@ -400,14 +403,32 @@ async function main() {
   if (!values['no-write']) writeSection(SCRIPT, lines);
 }
 
-/** A busybox `nc -l` in the guest on BULK_PORT that reads one connection to its end and exits. */
+/**
+ * A busybox `nc -l` in the guest on BULK_PORT that reads one connection to its end, then writes how many
+ * bytes it got to /tmp/bulk-got. Its input is a `sleep` that never writes: nc half-closes the connection
+ * when its input ends, and the sender's nc would then stop at once (seen: 1,024 of 6.5 MB arrived).
+ */
 async function listen(inGuest, vm) {
   const started = await inGuest(
     vm,
     // A moment for nc to listen: the guest is emulated on a loaded host.
-    `nohup nc -l -p ${BULK_PORT} </dev/null >/dev/null 2>&1 & sleep 1; echo up`,
+    `rm -f /tmp/bulk-got; nohup sh -c 'sleep 300 | nc -l -p ${BULK_PORT} | wc -c > /tmp/bulk-got' </dev/null >/dev/null 2>&1 & sleep 1; echo up`,
   );
   if (!started.stdout.includes('up')) fail(`listener in ${vm.name}: ${started.stdout} ${started.stderr}`);
+}
+
+/** Fails unless the listener in the guest got all MIB MiB (wc writes once nc has ended). */
+async function checkReceived(inGuest, vm) {
+  const expected = MIB * 1024 * 1024;
+  for (let tries = 0; tries < 20; tries++) {
+    const got = (await inGuest(vm, 'cat /tmp/bulk-got 2>/dev/null')).stdout.trim();
+    if (got !== '') {
+      if (Number(got) !== expected) fail(`${vm.name} received ${got} bytes of ${expected}`);
+      return;
+    }
+    await sleep(500);
+  }
+  fail(`${vm.name}: the listener did not finish`);
 }
 
 /**
