@@ -412,7 +412,8 @@ async function listen(inGuest, vm) {
   const started = await inGuest(
     vm,
     // A moment for nc to listen: the guest is emulated on a loaded host.
-    `rm -f /tmp/bulk-got; nohup sh -c 'sleep 300 | nc -l -p ${BULK_PORT} | wc -c > /tmp/bulk-got' </dev/null >/dev/null 2>&1 & sleep 1; echo up`,
+    // setsid: the SSH server ends the session's processes with it (a nohup'd listener was gone).
+    `rm -f /tmp/bulk-got; busybox setsid busybox sh -c 'sleep 300 | busybox nc -l -p ${BULK_PORT} | busybox wc -c > /tmp/bulk-got' </dev/null >/dev/null 2>&1 & sleep 1; echo up`,
   );
   if (!started.stdout.includes('up')) fail(`listener in ${vm.name}: ${started.stdout} ${started.stderr}`);
 }
