@@ -25,6 +25,9 @@
  *      median.
  *   4. Public-side TCP throughput: the same bytes from the internet namespace (the host's busybox nc) to
  *      A's public IP (a rule opens the port from anywhere), timed on the host; three transfers.
+ *   5. What bounds those rates: the same bytes over A's own loopback (no network: one TCG vCPU running
+ *      both ends), and during every transfer the share of a core that ovs-vswitchd (the userspace
+ *      datapath) and each QEMU took, from /proc.
  * The 1-minute load average is written at each step (other sessions share the machine's CPUs; the
  * guests run under TCG, every guest instruction emulated on them).
  *
@@ -48,6 +51,7 @@ import {
   bootstrapAuth,
   cleanUpOnExit,
   cleanup,
+  cpuSeconds,
   fail,
   positiveInt,
   prepareRun,
@@ -91,6 +95,7 @@ const percentile = (list, p) => {
   const sorted = [...list].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 };
+const pct = (share) => `${Math.round(share * 100)}%`;
 const sh = (program, args) => spawnSync(program, args, { encoding: 'utf8' });
 const mustRun = (program, args) => {
   const result = sh(program, args);
@@ -307,24 +312,54 @@ async function main() {
     });
   const { closing, opening, cuts } = await ruleChanges(api, guestSession, a, b);
 
-  step(`VM-to-VM throughput, B → A, ${MIB} MiB × ${TRANSFERS} (load ${load()})`);
-  loads.private = load();
-  const privateRates = [];
-  for (let i = 0; i < TRANSFERS; i++) {
-    await listen(inGuest, a);
+  const vswitchdPid = () =>
+    Number(readFileSync(path.join(dataDir, 'ovn', 'ovs-vswitchd.pid'), 'utf8').trim());
+  const qemuPid = (vm) =>
+    JSON.parse(readFileSync(path.join(dataDir, 'qemu', 'machines', vm.id, 'machine.json'), 'utf8')).pid;
+  /**
+   * TRANSFERS sends of MIB MiB into a listener in A, each `send()` returning its seconds; with the share
+   * of a core that ovs-vswitchd (the userspace datapath) and each QEMU (TCG) used meanwhile, which says
+   * what bounds the rate (the shares are over the host's wall time of the send, SSH set-up included).
+   */
+  const bulk = async (label, send) => {
+    step(`${label}, ${MIB} MiB × ${TRANSFERS} (load ${load()})`);
+    const pids = { vswitchd: vswitchdPid(), a: qemuPid(a), b: qemuPid(b) };
+    const rates = [];
+    const shares = { vswitchd: [], a: [], b: [] };
+    for (let i = 0; i < TRANSFERS; i++) {
+      await listen(inGuest, a);
+      const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]));
+      const began = performance.now();
+      const seconds = await send();
+      const wall = (performance.now() - began) / 1000;
+      for (const [name, pid] of Object.entries(pids))
+        shares[name].push((cpuSeconds(pid) - before[name]) / wall);
+      await checkReceived(inGuest, a);
+      rates.push(MIB / seconds);
+      step(`  ${(MIB / seconds).toFixed(1)} MiB/s (${seconds.toFixed(2)} s)`);
+    }
+    return {
+      rates,
+      cpu: Object.fromEntries(Object.entries(shares).map(([name, list]) => [name, median(list)])),
+    };
+  };
+  /** dd of MIB MiB into nc to host:BULK_PORT in `vm`, timed in the guest by /proc/uptime (10 ms). */
+  const sendFromGuest = (vm, host) => async () => {
     const sent = await inGuest(
-      b,
-      `s=$(cut -d' ' -f1 /proc/uptime); dd if=/dev/zero bs=65536 count=${MIB * 16} 2>/dev/null | nc -w 10 ${a.private_ip} ${BULK_PORT}; rc=$?; e=$(cut -d' ' -f1 /proc/uptime); echo "$rc $s $e"`,
+      vm,
+      `s=$(cut -d' ' -f1 /proc/uptime); dd if=/dev/zero bs=65536 count=${MIB * 16} 2>/dev/null | nc -w 10 ${host} ${BULK_PORT}; rc=$?; e=$(cut -d' ' -f1 /proc/uptime); echo "$rc $s $e"`,
       300_000,
     );
     const [rc, s, e] = sent.stdout.trim().split(' ').map(Number);
-    if (rc !== 0 || !(e > s)) fail(`transfer B → A: ${sent.stdout} ${sent.stderr}`);
-    await checkReceived(inGuest, a);
-    privateRates.push(MIB / (e - s));
-    step(`  ${(MIB / (e - s)).toFixed(1)} MiB/s (${(e - s).toFixed(2)} s)`);
-  }
+    if (rc !== 0 || !(e > s)) fail(`transfer ${vm.name} → ${host}: ${sent.stdout} ${sent.stderr}`);
+    return e - s;
+  };
 
-  step(`public-side throughput, internet → A's public IP, ${MIB} MiB × ${TRANSFERS} (load ${load()})`);
+  loads.loopback = load();
+  const loopback = await bulk('in-guest loopback, A → A', sendFromGuest(a, '127.0.0.1'));
+  loads.private = load();
+  const privateSide = await bulk('VM-to-VM throughput, B → A', sendFromGuest(b, a.private_ip));
+
   loads.public = load();
   const rule = await api('POST', '/v1/firewall/rules', {
     name: 'bench-bulk',
@@ -338,9 +373,7 @@ async function main() {
     region: 'us-east-1',
   });
   if (rule.status !== 201) fail(`allow rule: ${rule.status} ${JSON.stringify(rule.body)}`);
-  const publicRates = [];
-  for (let i = 0; i < TRANSFERS; i++) {
-    await listen(inGuest, a);
+  const publicSide = await bulk("public-side throughput, internet → A's public IP", async () => {
     const began = performance.now();
     const sent = await exec(
       'ip',
@@ -350,12 +383,9 @@ async function main() {
       ],
       300_000,
     );
-    const seconds = (performance.now() - began) / 1000;
     if (sent.code !== 0) fail(`transfer internet → A: ${sent.stderr}`);
-    await checkReceived(inGuest, a);
-    publicRates.push(MIB / seconds);
-    step(`  ${(MIB / seconds).toFixed(1)} MiB/s (${seconds.toFixed(2)} s)`);
-  }
+    return (performance.now() - began) / 1000;
+  });
 
   step('deleting the instances');
   for (const id of created) await api('DELETE', `/v1/instances/${id}`);
@@ -374,6 +404,8 @@ async function main() {
   const accel =
     /"accel":"(\w+)"/.exec(readFileSync(path.join(dataDir, 'nimbus.log'), 'utf8'))?.[1] ?? 'unknown';
   const list = (values, unit = ' ms') => values.map((v) => `${Math.round(v)}${unit}`).join(', ');
+  const cpuText = (cpu) =>
+    `CPU meanwhile (share of a core): ovs-vswitchd ${pct(cpu.vswitchd)}, QEMU of A ${pct(cpu.a)}, of B ${pct(cpu.b)}`;
   const rates = (values) =>
     `median ${median(values).toFixed(1)} MiB/s (${values.map((v) => v.toFixed(1)).join(', ')})`;
   const lines = [
@@ -395,8 +427,9 @@ async function main() {
     `| rule change → data path, B probing A:${HTTP_PORT}, closing (API answer → first failed probe began) | ${list(closing)} | ${loads.rules} |`,
     `| rule change → data path, opening (API answer → first answered probe ended; includes up to the probe's 1 s connect timeout) | ${list(opening)} | ${loads.rules} |`,
     `| rule change → data path, all ${all.length} changes | p50 ${Math.round(percentile(all, 50))} ms, p99 ${Math.round(percentile(all, 99))} ms; closing p50 ${Math.round(percentile(closing, 50))} ms; probes cut by a closing change: ${cuts} | ${loads.rules} |`,
-    `| VM-to-VM TCP throughput on the private network, B → A (busybox dd \\| nc, ${MIB} MiB, timed in B) | ${rates(privateRates)} | ${loads.private} |`,
-    `| public-side TCP throughput, internet namespace → A's public IP (${MIB} MiB, timed on the host) | ${rates(publicRates)} | ${loads.public} |`,
+    `| TCP in one guest over its loopback, A → A (busybox dd \\| nc, ${MIB} MiB, timed in A): what one TCG vCPU manages with no network | ${rates(loopback.rates)}; ${cpuText(loopback.cpu)} | ${loads.loopback} |`,
+    `| VM-to-VM TCP throughput on the private network, B → A (${MIB} MiB, timed in B) | ${rates(privateSide.rates)}; ${cpuText(privateSide.cpu)} | ${loads.private} |`,
+    `| public-side TCP throughput, internet namespace → A's public IP (${MIB} MiB, timed on the host) | ${rates(publicSide.rates)}; ${cpuText(publicSide.cpu)} | ${loads.public} |`,
     '',
   ];
   for (const line of lines) process.stdout.write(`${line}\n`);
