@@ -308,11 +308,18 @@ async function main() {
   }
 }
 
+/** The pid of a daemon of this run: its pidfile's, if that process runs with this directory on its command line. */
 function pidOf(dir, name) {
   const file = path.join(dir, `${name}.pid`);
   if (!existsSync(file)) return null;
   const pid = Number(readFileSync(file, 'utf8').trim());
-  return Number.isInteger(pid) && pid > 0 ? pid : null;
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  try {
+    // A stale pidfile may name a process that is someone else's now.
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir) ? pid : null;
+  } catch {
+    return null;
+  }
 }
 
 function rssKib(pid) {
