@@ -85,7 +85,7 @@ export interface WebhookUpdate {
 export interface WebhookServiceOptions {
   /** NIMBUS_WEBHOOK_ALLOW_PRIVATE: receivers on loopback and private addresses are allowed. */
   allowPrivate: boolean;
-  /** The event types subscriptions may name (src/events.ts). */
+  /** The event types subscriptions may name (src/resources.ts `EVENT_CATALOGUE`). */
   catalogue: EventCatalogue;
 }
 
