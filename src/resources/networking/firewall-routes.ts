@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import { ListQuery, ResourceName, StringEnum, Timestamp } from '../../platform/http/schemas.js';
+import { ListQuery, ResourceName, StringEnum } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
 import { FirewallRuleRecord } from './firewall-record.js';
 import {
