@@ -19,3 +19,5 @@ export function fuzzRequests(
 ): Arbitrary<FuzzRequest>;
 export function problemWith(request: FuzzRequest, status: number, text: string): string | null;
 export function describeRequest(request: FuzzRequest): string;
+/** The example body the document shows for the create at `pathName`, through its `$ref`. */
+export function createExample(document: object, pathName: string): unknown;

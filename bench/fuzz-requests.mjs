@@ -347,8 +347,13 @@ function pathFor(template, ids) {
     .map((values) => names.reduce((path, name, index) => path.replace(name, values[index]), template));
 }
 
+/** The example body the document shows for the create at `pathName` (its request body may be a `$ref`). */
+export function createExample(document, pathName) {
+  return resolve(document.paths[pathName].post.requestBody, document).content?.['application/json']?.example;
+}
+
 function bodyFor(operation, document) {
-  const schema = operation.requestBody?.content?.['application/json']?.schema;
+  const schema = resolve(operation.requestBody, document).content?.['application/json']?.schema;
   // Operations without a body mostly get none; a body they do get must not upset them either.
   const shaped = schema
     ? [{ weight: 12, arbitrary: valueFor(schema, document).map(toJsonText) }]

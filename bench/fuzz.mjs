@@ -22,7 +22,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 import pg from 'pg';
-import { describeRequest, fuzzRequests, problemWith } from './fuzz-requests.mjs';
+import { createExample, describeRequest, fuzzRequests, problemWith } from './fuzz-requests.mjs';
 import {
   accountIdOf,
   atCleanUp,
@@ -112,7 +112,7 @@ function send(agent, port, fuzzed) {
 }
 
 async function seedIds(port, auth, document) {
-  const example = (name) => document.paths[name].post.requestBody.content['application/json'].example;
+  const example = (name) => createExample(document, name);
   const ids = [];
   for (const create of ['/v1/ssh-keys', '/v1/instances', '/v1/account/api-keys']) {
     const created = await request(port, 'POST', create, auth, example(create));

@@ -1,32 +1,3 @@
-/**
- * Billing as a user and an operator meet it, on both stores, through the HTTPS server with a manual clock:
- * the CSV downloads parsed with csv-parse and compared field by field with the JSON they stand for, the
- * invoice PDF read back with poppler's `pdftotext`, the headers a browser saves a download by, invoice
- * filters, `admin invoice-void` and `invoice-pay`, the invoice events, the `billing:read` permission and
- * another account's invoices (404).
- *
- * The account's history, each figure worked out by hand from docs/design.md, "Billing" (compute-2x $0.10/h with a
- * 50 GB root disk, disks and volumes $0.10 per GB-month of 730 h, a VPN gateway $0.05/h):
- *
- *   May 1 00:00  instance `web-blue` (compute-2x) runs; volume `data-main` 20 GB; VPN `office`
- *   May 1 10:00  the instance stops (its root disk pays from here)
- *   June 1 01:00 May closes:  compute 10 h                       = $1.000000
- *                             root disk 50 GB × 734 h             = 50 × 0.1 × 734/730 = $5.027397…
- *                             volume 20 GB × 744 h                = 20 × 0.1 × 744/730 = $2.038356…
- *                             VPN 744 h                           = $37.200000
- *                             exact sum 38.2 + 5158/730           = $45.265753424… → total $45.27
- *   June 10 00:00 the VPN is deleted; June 16 the May invoice is past due (402); it is voided, the
- *   instance starts at 00:00 and stops at 02:00
- *   July 1 01:00 June closes:  compute 2 h                        = $0.200000
- *                             root disk 50 GB × 718 h             = 50 × 0.1 × 718/730 = $4.917808…
- *                             volume 20 GB × 720 h                = 20 × 0.1 × 720/730 = $1.972602…
- *                             VPN 216 h (June 1 to June 10)       = $10.800000
- *                             exact sum 11 + 5030/730             = $17.890410958… → total $17.89
- */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
@@ -35,6 +6,7 @@ import type { InvoiceView } from '../src/resources/billing/view.js';
 import { INSTANCE_TYPES, REGION_NAMES } from '../src/resources/catalog/catalog.js';
 import { STORES } from './helpers/backends.js';
 import { account, expectError } from './helpers/common.js';
+import { pdfBytes, pdfText } from './helpers/pdf.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 const HOUR = 3_600_000;
@@ -88,18 +60,6 @@ function parseCsv(text: string): { header: string[]; records: Record<string, str
   const records = parse(text, { columns: true, record_delimiter: '\r\n' }) as Record<string, string>[];
   expect(records).toHaveLength(body.length);
   return { header, records };
-}
-
-/** The text of a PDF as poppler's pdftotext reads it (layout kept, so a row stays on its line). */
-function pdfText(pdf: Buffer): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-pdf-'));
-  try {
-    const file = path.join(dir, 'invoice.pdf');
-    writeFileSync(file, pdf);
-    return execFileSync('pdftotext', ['-layout', '-enc', 'UTF-8', file, '-'], { encoding: 'utf8' });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 describe.each(STORES)('Billing documents, estimates and access (%s)', (store) => {
@@ -655,27 +615,3 @@ describe.each(STORES)('Estimates (%s)', (store) => {
     if (allowed) expect(error.details?.allowed_values).toEqual(allowed);
   });
 });
-
-/** GET a binary body (a PDF) over the server's TLS, as bytes. */
-async function pdfBytes(server: TestServer, url: string, key: string): Promise<Buffer> {
-  const https = await import('node:https');
-  const { readFileSync } = await import('node:fs');
-  const ca = readFileSync(server.running.certFile);
-  return new Promise((resolve, reject) => {
-    https
-      .get(
-        new URL(url, server.url),
-        { ca, servername: 'localhost', headers: { authorization: `Bearer ${key}` } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () =>
-            res.statusCode === 200
-              ? resolve(Buffer.concat(chunks))
-              : reject(new Error(`${url}: HTTP ${res.statusCode}`)),
-          );
-        },
-      )
-      .on('error', reject);
-  });
-}

@@ -14,7 +14,6 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../src/migrations.js';
 import { migrateToLatest, openStore, type Store } from '../src/platform/store/db.js';
 import {
   switchMeter,
@@ -25,6 +24,7 @@ import {
 } from '../src/resources/billing/meter-store.js';
 import { up as totalsMigration } from '../src/resources/billing/migrations/0012_billing_totals.js';
 import { type Meter, monthOf } from '../src/resources/billing/rules.js';
+import { MIGRATIONS } from '../src/resources.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 
 const T0 = Date.parse('2026-01-20T00:00:00Z');

@@ -1,18 +1,4 @@
-/**
- * Data transfer is billed (issue 31, item 7), on both stores, with a manual clock: the simulator's
- * instance sends and receives bytes, a quarter of them to and from public addresses (the simulated split,
- * drivers/simulator/transfer.ts), and only the public bytes sent out are billed, at 0.01 USD per GB of
- * 2^30 bytes (docs/api.md, "Billing"). The instance's network rates are pinned with the simulator's tag
- * (`nimbus.sim/metrics`): 4,000,000 B/s sent, 8,000,000 B/s received, so an hour running sends
- * 3.6e9 public bytes (3.352761 GB, $0.033528) and receives 7.2e9 (free).
- *
- * A restart starts the machine's counter again from zero: billing takes the lower reading as a new base
- * and keeps counting (a rule that stopped at the old reading would bill the second hour nothing). The
- * pure rule is a property test at the end.
- */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -22,6 +8,7 @@ import { accrueBytes, BYTES_PER_GB, UNITS_PER_MICRO } from '../src/resources/bil
 import { type TransferBase, type TransferReading, transferDelta } from '../src/resources/billing/transfer.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 import { account } from './helpers/common.js';
+import { pdfBytes, pdfText } from './helpers/pdf.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 const HOUR = 3_600_000;
@@ -266,38 +253,3 @@ describe('the counter rule (pure)', () => {
     );
   });
 });
-
-/** The text of a PDF as poppler's pdftotext reads it. */
-function pdfText(pdf: Buffer): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-pdf-'));
-  try {
-    const file = path.join(dir, 'invoice.pdf');
-    writeFileSync(file, pdf);
-    return execFileSync('pdftotext', ['-layout', '-enc', 'UTF-8', file, '-'], { encoding: 'utf8' });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/** A download's raw bytes (the helper decodes bodies as text, which a PDF is not). */
-async function pdfBytes(server: TestServer, url: string, key: string): Promise<Buffer> {
-  const { readFileSync } = await import('node:fs');
-  const ca = readFileSync(server.running.certFile);
-  return new Promise((resolve, reject) => {
-    https
-      .get(
-        new URL(url, server.url),
-        { ca, servername: 'localhost', headers: { authorization: `Bearer ${key}` } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () =>
-            res.statusCode === 200
-              ? resolve(Buffer.concat(chunks))
-              : reject(new Error(`GET ${url}: ${res.statusCode}`)),
-          );
-        },
-      )
-      .on('error', reject);
-  });
-}

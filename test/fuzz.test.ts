@@ -12,7 +12,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { describeRequest, type FuzzRequest, fuzzRequests, problemWith } from '../bench/fuzz-requests.mjs';
+import {
+  createExample,
+  describeRequest,
+  type FuzzRequest,
+  fuzzRequests,
+  problemWith,
+} from '../bench/fuzz-requests.mjs';
 import { STORES } from './helpers/backends.js';
 import { serverForSuite } from './helpers/server.js';
 
@@ -26,7 +32,7 @@ const RUNS_PER_STORE = 2000;
 
 /** The request body the document shows as the example of a create. */
 function exampleBody(pathName: string): unknown {
-  const example = DOCUMENT.paths[pathName].post.requestBody.content['application/json'].example;
+  const example = createExample(DOCUMENT, pathName);
   expect(example, `${pathName} has an example body`).toBeDefined();
   return example;
 }

@@ -87,12 +87,38 @@ describe('loadConfig', () => {
           nbUrl: 'tcp:10.0.0.5:6641',
           sbUrl: 'tcp:10.0.0.5:6642',
           ovsDb: 'unix:/var/run/openvswitch/db.sock',
+          bridge: 'br-int',
         },
       });
       const ovsDb = 'unix:/run/ovs/db.sock';
       expect(
         loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn', ...central, NIMBUS_OVS_DB: ovsDb }).network,
       ).toMatchObject({ central: { ovsDb } });
+      expect(
+        loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn', ...central, NIMBUS_OVN_BRIDGE: 'br-nimbus' }).network,
+      ).toMatchObject({ central: { bridge: 'br-nimbus' } });
+    });
+
+    it('takes an integration bridge that is an interface name, with an existing central only', () => {
+      const central = {
+        ...qemu,
+        NIMBUS_NETWORK: 'ovn',
+        NIMBUS_OVN_NB_URL: 'tcp:10.0.0.5:6641',
+        NIMBUS_OVN_SB_URL: 'tcp:10.0.0.5:6642',
+      };
+      // IFNAMSIZ: 15 characters and no slash or space.
+      expect(loadConfig({ ...central, NIMBUS_OVN_BRIDGE: 'a234567890abcde' }).network).toMatchObject({
+        central: { bridge: 'a234567890abcde' },
+      });
+      for (const bad of ['a234567890abcdef', 'br/int', 'br int']) {
+        expect(() => loadConfig({ ...central, NIMBUS_OVN_BRIDGE: bad })).toThrow(/NIMBUS_OVN_BRIDGE/);
+      }
+      expect(() => loadConfig({ ...qemu, NIMBUS_NETWORK: 'ovn', NIMBUS_OVN_BRIDGE: 'br-int' })).toThrow(
+        /NIMBUS_OVN_BRIDGE is for an existing OVN central/,
+      );
+      expect(() => loadConfig({ ...qemu, NIMBUS_OVN_BRIDGE: 'br-int' })).toThrow(
+        /NIMBUS_OVN_BRIDGE need NIMBUS_NETWORK=ovn/,
+      );
     });
 
     it('refuses what cannot work, saying why', () => {

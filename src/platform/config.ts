@@ -18,6 +18,10 @@ const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const OVSDB_REMOTE = '^(unix:/.+|tcp:(\\[[0-9A-Fa-f:.]+\\]|[^:\\s]+):\\d{1,5})$';
 /** The host's own Open vSwitch database, where Debian's openvswitch-switch puts it. */
 export const SYSTEM_OVS_DB = 'unix:/var/run/openvswitch/db.sock';
+/** The integration bridge every OVN chassis has unless its `external_ids:ovn-bridge` names another. */
+export const DEFAULT_OVN_BRIDGE = 'br-int';
+/** A network interface's name as the kernel takes it: 15 characters at most (IFNAMSIZ less its NUL). */
+const INTERFACE_NAME = '^[A-Za-z0-9_.:-]{1,15}$';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 const EnvSchema = Type.Object({
@@ -49,8 +53,13 @@ const EnvSchema = Type.Object({
   NIMBUS_OVN_SB_URL: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
   /** With an existing OVN central: this host's Open vSwitch database. */
   NIMBUS_OVS_DB: Type.Optional(Type.String({ pattern: OVSDB_REMOTE })),
+  /**
+   * With an existing OVN central: the integration bridge this host's ovn-controller uses (its
+   * `external_ids:ovn-bridge`), default br-int. An interface name: 15 characters at most (IFNAMSIZ).
+   */
+  NIMBUS_OVN_BRIDGE: Type.Optional(Type.String({ pattern: INTERFACE_NAME })),
   /** With `ovn`: the host interface the public pools live on (a NIC, or one end of a veth pair). */
-  NIMBUS_PUBLIC_UPLINK: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.:-]{1,15}$' })),
+  NIMBUS_PUBLIC_UPLINK: Type.Optional(Type.String({ pattern: INTERFACE_NAME })),
   /** With NIMBUS_PUBLIC_UPLINK: the upstream router on the link (default: each pool's first address). */
   NIMBUS_PUBLIC_GATEWAY: Type.Optional(
     Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}$' }),
@@ -125,10 +134,19 @@ export type NetworkConfig =
   | { mode: 'user' }
   | {
       mode: 'ovn';
-      central: { nbUrl: string; sbUrl: string; ovsDb: string } | null;
+      central: OvnCentralConfig | null;
       /** NIMBUS_PUBLIC_UPLINK and NIMBUS_PUBLIC_GATEWAY (null: each pool's first address); absent: no public link. */
       uplink?: PublicUplinkConfig;
     };
+
+/** An existing OVN central, and this host's Open vSwitch and integration bridge as its chassis. */
+export interface OvnCentralConfig {
+  nbUrl: string;
+  sbUrl: string;
+  ovsDb: string;
+  /** NIMBUS_OVN_BRIDGE: where the VMs' taps and the VPCs' host ports go. */
+  bridge: string;
+}
 
 export interface PublicUplinkConfig {
   interface: string;
@@ -341,6 +359,7 @@ function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
       'NIMBUS_OVN_NB_URL',
       'NIMBUS_OVN_SB_URL',
       'NIMBUS_OVS_DB',
+      'NIMBUS_OVN_BRIDGE',
       'NIMBUS_PUBLIC_UPLINK',
       'NIMBUS_PUBLIC_GATEWAY',
     ] as const
@@ -372,14 +391,24 @@ function networkConfig(raw: Static<typeof EnvSchema>): NetworkConfig {
     );
   }
   if (!nbUrl || !sbUrl) {
-    if (raw.NIMBUS_OVS_DB !== undefined) {
-      throw new ConfigError(
-        'Invalid configuration: NIMBUS_OVS_DB is for an existing OVN central (NIMBUS_OVN_NB_URL); without one Nimbus runs its own Open vSwitch',
-      );
+    // The embedded OVN names its own bridge after the data dir (drivers/ovn/daemons.ts), so that two
+    // data dirs on one host never share one.
+    for (const name of ['NIMBUS_OVS_DB', 'NIMBUS_OVN_BRIDGE'] as const) {
+      if (raw[name] !== undefined) {
+        throw new ConfigError(
+          `Invalid configuration: ${name} is for an existing OVN central (NIMBUS_OVN_NB_URL); without one Nimbus runs its own Open vSwitch`,
+        );
+      }
     }
     return { mode: 'ovn', central: null, ...uplink };
   }
-  return { mode: 'ovn', central: { nbUrl, sbUrl, ovsDb: raw.NIMBUS_OVS_DB ?? SYSTEM_OVS_DB }, ...uplink };
+  const central: OvnCentralConfig = {
+    nbUrl,
+    sbUrl,
+    ovsDb: raw.NIMBUS_OVS_DB ?? SYSTEM_OVS_DB,
+    bridge: raw.NIMBUS_OVN_BRIDGE ?? DEFAULT_OVN_BRIDGE,
+  };
+  return { mode: 'ovn', central, ...uplink };
 }
 
 function parsePortRange(value: string): { first: number; last: number } {

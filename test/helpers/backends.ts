@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { openStore, type Store } from '../../src/platform/store/db.js';
 
 export const POSTGRES_ADMIN_URL =
   process.env.NIMBUS_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -96,6 +97,36 @@ export function storeForSuite(
     get databaseUrl() {
       return database?.url;
     },
+  };
+}
+
+/**
+ * A fresh, empty store of `store`'s kind for every case (a migration test's "the schema as it was"):
+ * opened in a beforeEach hook registered here (so call this before the suite's own hooks, which then
+ * see it), closed and removed with its data dir and PostgreSQL database after each case.
+ */
+export function storePerCase(store: StoreKind, dataDirPrefix: string): () => Store {
+  let current: { store: Store; dataDir: string; drop: (() => Promise<void>) | null } | null = null;
+  beforeEach(async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), dataDirPrefix));
+    const database = store === 'postgres' ? await createPostgresDatabase() : null;
+    current = {
+      store: openStore({ dataDir, databaseUrl: database?.url }),
+      dataDir,
+      drop: database?.drop ?? null,
+    };
+  });
+  afterEach(async () => {
+    if (!current) return;
+    const { store: opened, dataDir, drop } = current;
+    current = null;
+    await opened.close();
+    await drop?.();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  return () => {
+    if (!current) throw new Error('storePerCase: the store exists only inside a case and its hooks');
+    return current.store;
   };
 }
 

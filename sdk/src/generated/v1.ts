@@ -4701,6 +4701,986 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
+        /** @description The key as it was */
+        deleteAccountApiKeysById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ApiKeyEnvelope"];
+            };
+        };
+        /** @description The policy as it was */
+        deleteAlertsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AlertPolicyEnvelope"];
+            };
+        };
+        /** @description The rule as it was */
+        deleteFirewallRulesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FirewallRuleEnvelope"];
+            };
+        };
+        /** @description Accepted: the instance in its new, transitional status */
+        deleteInstancesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InstanceEnvelope"];
+            };
+        };
+        /** @description The public IP released */
+        deletePublicIpsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description Accepted: the snapshot, deleting */
+        deleteSnapshotsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SnapshotEnvelope"];
+            };
+        };
+        /** @description The SSH key as it was */
+        deleteSshKeysById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SshKeyEnvelope"];
+            };
+        };
+        /** @description Accepted: the volume in its new, transitional status */
+        deleteVolumesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VolumeEnvelope"];
+            };
+        };
+        /** @description Accepted: the VPN, deleting */
+        deleteVpnById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnEnvelope"];
+            };
+        };
+        /** @description The peer removed */
+        deleteVpnByIdPeersByPeer_id: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnPeerEnvelope"];
+            };
+        };
+        /** @description The subscription as it was */
+        deleteWebhooksById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookEnvelope"];
+            };
+        };
+        /** @description The account */
+        getAccount: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AccountEnvelope"];
+            };
+        };
+        /** @description The key */
+        getAccountApiKeysById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ApiKeyEnvelope"];
+            };
+        };
+        /** @description One entry per quota */
+        getAccountQuota: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: {
+                        /** @enum {string} */
+                        name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "public_ips" | "api_keys" | "webhooks" | "alerts";
+                        limit: number;
+                        used: number;
+                    }[];
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The rate-limit budget of the account */
+        getAccountRateLimit: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: {
+                        /** @description Requests allowed per hour */
+                        limit: number;
+                        /** @description Requests left in the current hour window */
+                        remaining: number;
+                        /** @description Unix time (seconds) at which the window ends */
+                        reset: number;
+                        /** @description Largest number of requests that may arrive at once */
+                        burst: number;
+                        /** @description Requests that may be sent at once right now */
+                        burst_remaining: number;
+                        window_seconds: number;
+                    };
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The policy */
+        getAlertsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AlertPolicyEnvelope"];
+            };
+        };
+        /** @description One page of incidents */
+        getAlertsIncidents: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: components["schemas"]["AlertIncident"][];
+                    pagination: components["schemas"]["Pagination"];
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The estimate with its breakdown */
+        getBillingEstimate: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EstimateEnvelope"];
+            };
+        };
+        /** @description The invoice */
+        getBillingInvoicesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InvoiceEnvelope"];
+            };
+        };
+        /** @description application/pdf, as an attachment */
+        "getBillingInvoicesById.pdf": {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/pdf": string;
+            };
+        };
+        /** @description Usage (a page of its lines) and the whole window's totals */
+        getBillingUsage: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: components["schemas"]["Usage"];
+                    metadata: components["schemas"]["Metadata"];
+                    pagination: components["schemas"]["Pagination"];
+                };
+            };
+        };
+        /** @description text/csv, as an attachment */
+        getBillingUsageCsv: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "text/csv": string;
+            };
+        };
+        /** @description The event */
+        getEventsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["EventEnvelope"];
+            };
+        };
+        /** @description Every event type */
+        getEventsTypes: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: components["schemas"]["EventType"][];
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The firewall rule */
+        getFirewallRulesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FirewallRuleEnvelope"];
+            };
+        };
+        /** @description The instance */
+        getInstancesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InstanceEnvelope"];
+            };
+        };
+        /** @description The series */
+        getInstancesByIdMetrics: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["MetricsHistoryEnvelope"];
+            };
+        };
+        /** @description Switching Protocols: the WebSocket stream */
+        "getInstancesByIdMetricsStream.101": {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": unknown;
+            };
+        };
+        /** @description A plain GET (no upgrade): where and how to connect */
+        "getInstancesByIdMetricsStream.200": {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: {
+                        /** @enum {string} */
+                        protocol: "websocket";
+                        /** @description Where to connect: this URL with wss:// */
+                        url: string;
+                        instance_id?: string;
+                        /** @description The instance status now */
+                        status?: string;
+                        message: string;
+                    };
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The network information */
+        getInstancesByIdNetwork: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InstanceNetworkEnvelope"];
+            };
+        };
+        /** @description The verdict and the deciding rule */
+        getInstancesByIdNetworkCheck: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FirewallCheckEnvelope"];
+            };
+        };
+        /** @description The public IP */
+        getPublicIpsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description The snapshot */
+        getSnapshotsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SnapshotEnvelope"];
+            };
+        };
+        /** @description The SSH key */
+        getSshKeysById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SshKeyEnvelope"];
+            };
+        };
+        /** @description One page of incidents */
+        getV2AlertsIncidents: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {boolean} */
+                    success: true;
+                    data: components["schemas"]["AlertIncident"][];
+                    pagination: components["schemas"]["CursorPagination"];
+                    metadata: components["schemas"]["Metadata"];
+                };
+            };
+        };
+        /** @description The volume */
+        getVolumesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VolumeEnvelope"];
+            };
+        };
+        /** @description The VPN */
+        getVpnById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnEnvelope"];
+            };
+        };
+        /** @description The peer */
+        getVpnByIdPeersByPeer_id: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnPeerEnvelope"];
+            };
+        };
+        /** @description The configuration file */
+        getVpnByIdPeersByPeer_idConfig: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnPeerConfigEnvelope"];
+            };
+        };
+        /** @description The subscription */
+        getWebhooksById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookEnvelope"];
+            };
+        };
+        /** @description The delivery */
+        getWebhooksByIdDeliveriesByDelivery_id: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+            };
+        };
+        /** @description The account as changed */
+        patchAccount: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AccountEnvelope"];
+            };
+        };
+        /** @description The policy as changed */
+        patchAlertsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AlertPolicyEnvelope"];
+            };
+        };
+        /** @description The rule as changed */
+        patchFirewallRulesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FirewallRuleEnvelope"];
+            };
+        };
+        /** @description The instance as changed */
+        patchInstancesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InstanceEnvelope"];
+            };
+        };
+        /** @description The public IP as changed */
+        patchPublicIpsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description The snapshot as changed */
+        patchSnapshotsById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SnapshotEnvelope"];
+            };
+        };
+        /** @description The volume as changed */
+        patchVolumesById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VolumeEnvelope"];
+            };
+        };
+        /** @description The VPN as changed */
+        patchVpnById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnEnvelope"];
+            };
+        };
+        /** @description The subscription as changed */
+        patchWebhooksById: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookEnvelope"];
+            };
+        };
+        /** @description The new key, with its value */
+        postAccountApiKeys: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["CreatedApiKeyEnvelope"];
+            };
+        };
+        /** @description The policy */
+        postAlerts: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AlertPolicyEnvelope"];
+            };
+        };
+        /** @description Each channel target’s outcome */
+        postAlertsByIdTest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AlertTestResultEnvelope"];
+            };
+        };
+        /** @description Every item priced, and the total */
+        postBillingEstimate: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PlanEstimateEnvelope"];
+            };
+        };
+        /** @description The rule as stored (addresses in canonical form) */
+        postFirewallRules: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FirewallRuleEnvelope"];
+            };
+        };
+        /** @description Accepted: the instance in its new, transitional status */
+        postInstances: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["InstanceEnvelope"];
+            };
+        };
+        /** @description The public IP allocated */
+        postPublicIps: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description The public IP, assigned */
+        postPublicIpsByIdAssign: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description The public IP, unassigned */
+        postPublicIpsByIdUnassign: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["PublicIpEnvelope"];
+            };
+        };
+        /** @description Accepted: the snapshot, creating */
+        postSnapshots: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SnapshotEnvelope"];
+            };
+        };
+        /** @description Accepted: the snapshot and the volume being written */
+        postSnapshotsByIdRestore: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SnapshotRestoreEnvelope"];
+            };
+        };
+        /** @description The stored key with its fingerprint */
+        postSshKeys: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SshKeyEnvelope"];
+            };
+        };
+        /** @description Accepted: the volume in its new, transitional status */
+        postVolumes: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VolumeEnvelope"];
+            };
+        };
+        /** @description Accepted: the VPN, provisioning */
+        postVpn: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["VpnEnvelope"];
+            };
+        };
+        /** @description The peer, with its wg-quick file */
+        postVpnByIdPeers: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["CreatedVpnPeerEnvelope"];
+            };
+        };
+        /** @description The subscription (with the secret when generated) */
+        postWebhooks: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
+            };
+        };
+        /** @description The new delivery, pending */
+        postWebhooksByIdDeliveriesByDelivery_idRedeliver: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+            };
+        };
+        /** @description The subscription, with the new secret when generated */
+        postWebhooksByIdRotateSecret: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
+            };
+        };
+        /** @description The test delivery after its first attempt */
+        postWebhooksByIdTest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
+            };
+        };
     };
     parameters: {
         /** @description Makes the request safe to retry: for 24 hours the same key with the same request returns the saved answer (with `Idempotent-Replayed: true`) instead of running again */
@@ -4708,13 +5688,382 @@ export interface components {
         /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
         cursor: string;
         delivery_id: string;
+        "getAccountApiKeys.sort": "created_at" | "name" | "last_used_at";
+        "getAlertsIncidents.sort": "started_at";
+        "getAlertsIncidents.status": "firing" | "resolved";
+        /** @description Default 1 with an instance_type */
+        "getBillingEstimate.count": number;
+        /** @description Default 730 (a month) */
+        "getBillingEstimate.hours": number;
+        "getBillingEstimate.instance_type": "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+        /** @description Public IPs held unassigned the whole time */
+        "getBillingEstimate.public_ip_count": number;
+        /** @description Checked against where the type is offered */
+        "getBillingEstimate.region": "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+        "getBillingEstimate.snapshot_gb": number;
+        /** @description GB (2^30 bytes) sent to public addresses */
+        "getBillingEstimate.transfer_gb": number;
+        "getBillingEstimate.volume_gb": number;
+        "getBillingEstimate.vpn_count": number;
+        /** @description YYYY-MM */
+        "getBillingInvoices.period": string;
+        "getBillingInvoices.sort": "period_start" | "created_at";
+        "getBillingInvoices.status": "draft" | "open" | "paid" | "void";
+        /** @description Exclusive; default: now */
+        "getBillingUsage.end": string;
+        /** @description Default: resource */
+        "getBillingUsage.group_by": "resource" | "resource_type" | "instance_type" | "day";
+        /** @description Lines per page (default and most: 1000); subtotal and total are the whole window's */
+        "getBillingUsage.limit": number;
+        /** @description Default: the start of the current month (UTC) */
+        "getBillingUsage.start": string;
+        /** @description Only the events written for requests made with this API key (its id) */
+        "getEvents.actor_id": string;
+        /** @description Only the events of this kind of actor */
+        "getEvents.actor_type": "api_key" | "operator" | "system";
+        "getEvents.resource_id": string;
+        /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
+        "getEvents.since": string;
+        "getEvents.sort": "created_at";
+        /** @description An event type (instance.created), or a family of them (instance.*) */
+        "getEvents.type": string;
+        "getFirewallRules.direction": "inbound" | "outbound";
+        "getFirewallRules.enabled": boolean;
+        /** @description Rules whose targets select this instance now (by id, by its current tags, or all of its region) */
+        "getFirewallRules.instance_id": string;
+        "getFirewallRules.protocol": "tcp" | "udp" | "icmp" | "all";
+        "getFirewallRules.sort": "priority" | "created_at" | "name";
+        "getInstanceTypes.family": "compute" | "memory" | "storage" | "gpu";
+        "getInstanceTypes.order": "asc" | "desc";
+        "getInstanceTypes.region": "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+        "getInstanceTypes.sort": "name" | "price_per_hour" | "vcpus" | "memory_gb";
+        "getInstances.name": string;
+        "getInstances.sort": "created_at" | "name" | "status" | "instance_type";
+        "getInstances.status": "starting" | "running" | "stopping" | "stopped" | "deleting" | "error";
+        /** @description key:value; repeat to require several tags */
+        "getInstances.tag": string[];
+        /** @description How samples within one step combine; default avg */
+        "getInstancesByIdMetrics.aggregate": "avg" | "min" | "max";
+        /** @description ISO 8601; default: now */
+        "getInstancesByIdMetrics.end": string;
+        /** @description Comma-separated, from: cpu_percent, memory_used_bytes, memory_total_bytes, disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps, gpu_percent (gpu_percent on GPU types); default: all the instance has */
+        "getInstancesByIdMetrics.metrics": string;
+        /** @description ISO 8601; default: one hour before `end` */
+        "getInstancesByIdMetrics.start": string;
+        /** @description Seconds between points, a multiple of 10; default and minimum: 10 when `start` is within the last 24 h, else 300. At most 11,000 points over the range. */
+        "getInstancesByIdMetrics.step": number;
+        /** @description The remote end: where an inbound packet comes from, where an outbound one goes (IPv4 or IPv6) */
+        "getInstancesByIdNetworkCheck.address": string;
+        "getInstancesByIdNetworkCheck.direction": "inbound" | "outbound";
+        /** @description Required for tcp and udp; none for icmp */
+        "getInstancesByIdNetworkCheck.port": number;
+        "getInstancesByIdNetworkCheck.protocol": "tcp" | "udp" | "icmp";
+        /** @description true: assigned to an instance; false: unassigned */
+        "getPublicIps.assigned": boolean;
+        "getPublicIps.sort": "created_at" | "name" | "address";
+        "getRegions.sort": "name";
+        "getSnapshots.kind": "manual" | "scheduled";
+        "getSnapshots.source_instance_id": string;
+        "getSnapshots.source_volume_id": string;
+        "getSnapshots.status": "creating" | "available" | "failed" | "deleting";
+        /** @description Exact name */
+        "getSshKeys.name": string;
+        "getVolumes.instance_id": string;
+        "getVolumes.kind": "data" | "root";
+        "getVolumes.sort": "created_at" | "name" | "size_gb";
+        "getVolumes.status": "creating" | "available" | "attaching" | "in-use" | "detaching" | "resizing" | "deleting" | "restoring" | "error";
+        "getVpn.sort": "created_at" | "name";
+        "getVpn.status": "provisioning" | "active" | "deleting" | "error";
+        "getWebhooksByIdDeliveries.event_type": "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "public_ip.created" | "public_ip.assigned" | "public_ip.unassigned" | "public_ip.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+        "getWebhooksByIdDeliveries.status": "pending" | "succeeded" | "failed";
         id: string;
         limit: number;
         order: "asc" | "desc";
         page: number;
         peer_id: string;
     };
-    requestBodies: never;
+    requestBodies: {
+        patchAccount: {
+            content: {
+                "application/json": components["schemas"]["AccountUpdate"];
+            };
+        };
+        patchAlertsById: {
+            content: {
+                "application/json": components["schemas"]["AlertPolicyUpdate"];
+            };
+        };
+        patchFirewallRulesById: {
+            content: {
+                "application/json": components["schemas"]["FirewallRuleUpdate"];
+            };
+        };
+        patchInstancesById: {
+            content: {
+                "application/json": components["schemas"]["InstanceUpdate"];
+            };
+        };
+        patchPublicIpsById: {
+            content: {
+                "application/json": components["schemas"]["PublicIpUpdate"];
+            };
+        };
+        patchSnapshotsById: {
+            content: {
+                "application/json": components["schemas"]["SnapshotUpdate"];
+            };
+        };
+        patchVolumesById: {
+            content: {
+                "application/json": components["schemas"]["VolumeUpdate"];
+            };
+        };
+        patchVpnById: {
+            content: {
+                "application/json": components["schemas"]["VpnUpdate"];
+            };
+        };
+        patchWebhooksById: {
+            content: {
+                "application/json": components["schemas"]["WebhookUpdate"];
+            };
+        };
+        postAccountApiKeys: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "ci-deploy",
+                 *       "permissions": [
+                 *         "instances:write",
+                 *         "account:read"
+                 *       ],
+                 *       "expires_at": "2030-01-01T00:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewApiKey"];
+            };
+        };
+        postAlerts: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "High CPU on prod",
+                 *       "metric": "cpu_percent",
+                 *       "compare": "above",
+                 *       "threshold": 80,
+                 *       "window": "5m",
+                 *       "targets": {
+                 *         "tags": {
+                 *           "env": "prod"
+                 *         }
+                 *       },
+                 *       "channels": {
+                 *         "email": [
+                 *           "oncall@example.com"
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewAlertPolicy"];
+            };
+        };
+        postBillingEstimate: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "instance_type": "compute-2x",
+                 *           "count": 3,
+                 *           "region": "eu-central-1",
+                 *           "volume_gb": 100
+                 *         },
+                 *         {
+                 *           "snapshot_gb": 40,
+                 *           "vpn_count": 1
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["EstimateRequest"];
+            };
+        };
+        postFirewallRules: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "postgres-from-office",
+                 *       "direction": "inbound",
+                 *       "action": "allow",
+                 *       "protocol": "tcp",
+                 *       "ports": "5432",
+                 *       "sources": [
+                 *         "198.51.100.0/24",
+                 *         "2001:db8::/32"
+                 *       ],
+                 *       "priority": 100,
+                 *       "targets": {
+                 *         "tags": {
+                 *           "role": "db"
+                 *         }
+                 *       },
+                 *       "region": "us-east-1"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewFirewallRule"];
+            };
+        };
+        postInstances: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web-1",
+                 *       "instance_type": "compute-2x",
+                 *       "region": "us-east-1",
+                 *       "image": "ubuntu-24.04",
+                 *       "tags": {
+                 *         "env": "staging"
+                 *       },
+                 *       "firewall_preset": "web"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewInstance"];
+            };
+        };
+        postInstancesByIdResize: {
+            content: {
+                "application/json": components["schemas"]["InstanceResizeRequest"];
+            };
+        };
+        postInstancesByIdStop: {
+            content: {
+                "application/json": components["schemas"]["InstanceStopRequest"] | null;
+            };
+        };
+        postPublicIps: {
+            content: {
+                /**
+                 * @example {
+                 *       "region": "us-east-1",
+                 *       "name": "web-frontend"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewPublicIp"];
+            };
+        };
+        postPublicIpsByIdAssign: {
+            content: {
+                /**
+                 * @example {
+                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PublicIpAssignRequest"];
+            };
+        };
+        postSnapshots: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "data-1-before-upgrade",
+                 *       "volume_id": "vol_01jd3q5w4r8z2m0000000000ab"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewSnapshot"];
+            };
+        };
+        postSnapshotsByIdRestore: {
+            content: {
+                "application/json": components["schemas"]["SnapshotRestoreRequest"] | null;
+            };
+        };
+        postSshKeys: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "alice-laptop",
+                 *       "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhbBjiuIdqgI9uRYRvgAaMRfgbHbbEEzCypHIqF0FIr alice@laptop"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewSshKey"];
+            };
+        };
+        postVolumes: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "data-1",
+                 *       "size_gb": 100,
+                 *       "region": "us-east-1",
+                 *       "filesystem": "ext4"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewVolume"];
+            };
+        };
+        postVolumesByIdAttach: {
+            content: {
+                /**
+                 * @example {
+                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
+                 *     }
+                 */
+                "application/json": components["schemas"]["VolumeAttachRequest"];
+            };
+        };
+        postVolumesByIdResize: {
+            content: {
+                /**
+                 * @example {
+                 *       "size_gb": 200
+                 *     }
+                 */
+                "application/json": components["schemas"]["VolumeResizeRequest"];
+            };
+        };
+        postVpn: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "office",
+                 *       "region": "us-east-1",
+                 *       "tunnel_cidr": "100.96.0.0/24"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewVpn"];
+            };
+        };
+        postVpnByIdPeers: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "laptop",
+                 *       "public_key": "bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA="
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewVpnPeer"];
+            };
+        };
+        postWebhooks: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/nimbus",
+                 *       "events": [
+                 *         "instance.*"
+                 *       ],
+                 *       "description": "Instance changes to the deploy bot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewWebhook"];
+            };
+        };
+        postWebhooksByIdRotateSecret: {
+            content: {
+                "application/json": components["schemas"]["WebhookSecretRotationRequest"] | null;
+            };
+        };
+    };
     headers: {
         /** @description Present, and `true`, when this is the saved answer to an earlier request with the same Idempotency-Key */
         "Idempotent-Replayed": "true";
@@ -4822,19 +6171,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The account */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AccountEnvelope"];
-                };
-            };
+            200: components["responses"]["getAccount"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -4852,25 +6189,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["AccountUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchAccount"];
         responses: {
-            /** @description The account as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AccountEnvelope"];
-                };
-            };
+            200: components["responses"]["patchAccount"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -4891,29 +6212,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One entry per quota */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "public_ips" | "api_keys" | "webhooks" | "alerts";
-                            limit: number;
-                            used: number;
-                        }[];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAccountQuota"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -4933,36 +6232,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The rate-limit budget of the account */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @description Requests allowed per hour */
-                            limit: number;
-                            /** @description Requests left in the current hour window */
-                            remaining: number;
-                            /** @description Unix time (seconds) at which the window ends */
-                            reset: number;
-                            /** @description Largest number of requests that may arrive at once */
-                            burst: number;
-                            /** @description Requests that may be sent at once right now */
-                            burst_remaining: number;
-                            window_seconds: number;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAccountRateLimit"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -4978,7 +6248,7 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "last_used_at";
+                sort?: components["parameters"]["getAccountApiKeys.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -5026,36 +6296,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "ci-deploy",
-                 *       "permissions": [
-                 *         "instances:write",
-                 *         "account:read"
-                 *       ],
-                 *       "expires_at": "2030-01-01T00:00:00Z"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewApiKey"];
-            };
-        };
+        requestBody: components["requestBodies"]["postAccountApiKeys"];
         responses: {
-            /** @description The new key, with its value */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CreatedApiKeyEnvelope"];
-                };
-            };
+            201: components["responses"]["postAccountApiKeys"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -5080,19 +6323,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The key */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ApiKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["getAccountApiKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5115,19 +6346,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The key as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ApiKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteAccountApiKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5145,10 +6364,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name" | "price_per_hour" | "vcpus" | "memory_gb";
-                order?: "asc" | "desc";
-                family?: "compute" | "memory" | "storage" | "gpu";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                sort?: components["parameters"]["getInstanceTypes.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
+                family?: components["parameters"]["getInstanceTypes.family"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -5190,8 +6409,8 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name";
-                order?: "asc" | "desc";
+                sort?: components["parameters"]["getRegions.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
             };
             header?: never;
             path?: never;
@@ -5233,8 +6452,8 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name";
-                order?: "asc" | "desc";
+                sort?: components["parameters"]["getRegions.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
             };
             header?: never;
             path?: never;
@@ -5276,13 +6495,13 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "status" | "instance_type";
+                sort?: components["parameters"]["getInstances.sort"];
                 order?: components["parameters"]["order"];
-                status?: "starting" | "running" | "stopping" | "stopped" | "deleting" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                name?: string;
+                status?: components["parameters"]["getInstances.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                name?: components["parameters"]["getInstances.name"];
                 /** @description key:value; repeat to require several tags */
-                tag?: string[];
+                tag?: components["parameters"]["getInstances.tag"];
             };
             header?: never;
             path?: never;
@@ -5329,38 +6548,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "web-1",
-                 *       "instance_type": "compute-2x",
-                 *       "region": "us-east-1",
-                 *       "image": "ubuntu-24.04",
-                 *       "tags": {
-                 *         "env": "staging"
-                 *       },
-                 *       "firewall_preset": "web"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewInstance"];
-            };
-        };
+        requestBody: components["requestBodies"]["postInstances"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -5386,19 +6576,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The instance */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5421,19 +6599,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5456,25 +6622,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["InstanceUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchInstancesById"];
         responses: {
-            /** @description The instance as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            200: components["responses"]["patchInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5500,26 +6650,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["InstanceStopRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postInstancesByIdStop"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -5548,20 +6681,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -5591,20 +6711,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -5631,26 +6738,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["InstanceResizeRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postInstancesByIdResize"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -5676,19 +6766,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The network information */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceNetworkEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdNetwork"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5703,12 +6781,12 @@ export interface operations {
     getInstancesByIdNetworkCheck: {
         parameters: {
             query: {
-                direction?: "inbound" | "outbound";
-                protocol: "tcp" | "udp" | "icmp";
+                direction?: components["parameters"]["getInstancesByIdNetworkCheck.direction"];
+                protocol: components["parameters"]["getInstancesByIdNetworkCheck.protocol"];
                 /** @description Required for tcp and udp; none for icmp */
-                port?: number;
+                port?: components["parameters"]["getInstancesByIdNetworkCheck.port"];
                 /** @description The remote end: where an inbound packet comes from, where an outbound one goes (IPv4 or IPv6) */
-                address: string;
+                address: components["parameters"]["getInstancesByIdNetworkCheck.address"];
             };
             header?: never;
             path: {
@@ -5718,19 +6796,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The verdict and the deciding rule */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallCheckEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdNetworkCheck"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5747,14 +6813,14 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "priority" | "created_at" | "name";
+                sort?: components["parameters"]["getFirewallRules.sort"];
                 order?: components["parameters"]["order"];
-                direction?: "inbound" | "outbound";
-                protocol?: "tcp" | "udp" | "icmp" | "all";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                enabled?: boolean;
+                direction?: components["parameters"]["getFirewallRules.direction"];
+                protocol?: components["parameters"]["getFirewallRules.protocol"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                enabled?: components["parameters"]["getFirewallRules.enabled"];
                 /** @description Rules whose targets select this instance now (by id, by its current tags, or all of its region) */
-                instance_id?: string;
+                instance_id?: components["parameters"]["getFirewallRules.instance_id"];
             };
             header?: never;
             path?: never;
@@ -5802,46 +6868,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "postgres-from-office",
-                 *       "direction": "inbound",
-                 *       "action": "allow",
-                 *       "protocol": "tcp",
-                 *       "ports": "5432",
-                 *       "sources": [
-                 *         "198.51.100.0/24",
-                 *         "2001:db8::/32"
-                 *       ],
-                 *       "priority": 100,
-                 *       "targets": {
-                 *         "tags": {
-                 *           "role": "db"
-                 *         }
-                 *       },
-                 *       "region": "us-east-1"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewFirewallRule"];
-            };
-        };
+        requestBody: components["requestBodies"]["postFirewallRules"];
         responses: {
-            /** @description The rule as stored (addresses in canonical form) */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            201: components["responses"]["postFirewallRules"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -5867,19 +6896,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The firewall rule */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["getFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5902,19 +6919,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The rule as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5936,25 +6941,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["FirewallRuleUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchFirewallRulesById"];
         responses: {
-            /** @description The rule as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["patchFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -5972,15 +6961,15 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "size_gb";
+                sort?: components["parameters"]["getVolumes.sort"];
                 order?: components["parameters"]["order"];
-                status?: "creating" | "available" | "attaching" | "in-use" | "detaching" | "resizing" | "deleting" | "restoring" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                kind?: "data" | "root";
-                instance_id?: string;
-                name?: string;
+                status?: components["parameters"]["getVolumes.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                kind?: components["parameters"]["getVolumes.kind"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
+                name?: components["parameters"]["getInstances.name"];
                 /** @description key:value; repeat to require several tags */
-                tag?: string[];
+                tag?: components["parameters"]["getInstances.tag"];
             };
             header?: never;
             path?: never;
@@ -6027,34 +7016,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "data-1",
-                 *       "size_gb": 100,
-                 *       "region": "us-east-1",
-                 *       "filesystem": "ext4"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVolume"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumes"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -6081,19 +7045,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The volume */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            200: components["responses"]["getVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6116,19 +7068,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6151,25 +7091,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["VolumeUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchVolumesById"];
         responses: {
-            /** @description The volume as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            200: components["responses"]["patchVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6195,31 +7119,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
-                 *     }
-                 */
-                "application/json": components["schemas"]["VolumeAttachRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumesByIdAttach"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -6248,20 +7150,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -6288,31 +7177,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "size_gb": 200
-                 *     }
-                 */
-                "application/json": components["schemas"]["VolumeResizeRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumesByIdResize"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -6332,10 +7199,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
-                status?: "provisioning" | "active" | "deleting" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                status?: components["parameters"]["getVpn.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -6382,33 +7249,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "office",
-                 *       "region": "us-east-1",
-                 *       "tunnel_cidr": "100.96.0.0/24"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVpn"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVpn"];
         responses: {
-            /** @description Accepted: the VPN, provisioning */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            202: components["responses"]["postVpn"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -6434,19 +7277,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The VPN */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6469,19 +7300,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the VPN, deleting */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6504,25 +7323,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["VpnUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchVpnById"];
         responses: {
-            /** @description The VPN as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            200: components["responses"]["patchVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6541,7 +7344,7 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -6594,32 +7397,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "laptop",
-                 *       "public_key": "bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA="
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVpnPeer"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVpnByIdPeers"];
         responses: {
-            /** @description The peer, with its wg-quick file */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CreatedVpnPeerEnvelope"];
-                };
-            };
+            201: components["responses"]["postVpnByIdPeers"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -6646,19 +7426,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The peer */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnByIdPeersByPeer_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6682,19 +7450,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The peer removed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteVpnByIdPeersByPeer_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6720,19 +7476,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The configuration file */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerConfigEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnByIdPeersByPeer_idConfig"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6749,13 +7493,13 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "address";
+                sort?: components["parameters"]["getPublicIps.sort"];
                 order?: components["parameters"]["order"];
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                name?: string;
-                instance_id?: string;
+                region?: components["parameters"]["getInstanceTypes.region"];
+                name?: components["parameters"]["getInstances.name"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
                 /** @description true: assigned to an instance; false: unassigned */
-                assigned?: boolean;
+                assigned?: components["parameters"]["getPublicIps.assigned"];
             };
             header?: never;
             path?: never;
@@ -6802,32 +7546,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "region": "us-east-1",
-                 *       "name": "web-frontend"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewPublicIp"];
-            };
-        };
+        requestBody: components["requestBodies"]["postPublicIps"];
         responses: {
-            /** @description The public IP allocated */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            201: components["responses"]["postPublicIps"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -6853,19 +7574,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["getPublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6888,19 +7597,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP released */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["deletePublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6923,25 +7620,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["PublicIpUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchPublicIpsById"];
         responses: {
-            /** @description The public IP as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["patchPublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -6967,31 +7648,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
-                 *     }
-                 */
-                "application/json": components["schemas"]["PublicIpAssignRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postPublicIpsByIdAssign"];
         responses: {
-            /** @description The public IP, assigned */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["postPublicIpsByIdAssign"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7020,20 +7679,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP, unassigned */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["postPublicIpsByIdUnassign"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7053,13 +7699,13 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "size_gb";
+                sort?: components["parameters"]["getVolumes.sort"];
                 order?: components["parameters"]["order"];
-                status?: "creating" | "available" | "failed" | "deleting";
-                kind?: "manual" | "scheduled";
-                source_volume_id?: string;
-                source_instance_id?: string;
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                status?: components["parameters"]["getSnapshots.status"];
+                kind?: components["parameters"]["getSnapshots.kind"];
+                source_volume_id?: components["parameters"]["getSnapshots.source_volume_id"];
+                source_instance_id?: components["parameters"]["getSnapshots.source_instance_id"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -7106,32 +7752,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-before-upgrade",
-                 *       "volume_id": "vol_01jd3q5w4r8z2m0000000000ab"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewSnapshot"];
-            };
-        };
+        requestBody: components["requestBodies"]["postSnapshots"];
         responses: {
-            /** @description Accepted: the snapshot, creating */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            202: components["responses"]["postSnapshots"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -7158,19 +7781,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The snapshot */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            200: components["responses"]["getSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7193,19 +7804,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the snapshot, deleting */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7228,25 +7827,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["SnapshotUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchSnapshotsById"];
         responses: {
-            /** @description The snapshot as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            200: components["responses"]["patchSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7272,26 +7855,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["SnapshotRestoreRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postSnapshotsByIdRestore"];
         responses: {
-            /** @description Accepted: the snapshot and the volume being written */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotRestoreEnvelope"];
-                };
-            };
+            202: components["responses"]["postSnapshotsByIdRestore"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -7312,10 +7878,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
                 /** @description Exact name */
-                name?: string;
+                name?: components["parameters"]["getSshKeys.name"];
             };
             header?: never;
             path?: never;
@@ -7362,32 +7928,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "alice-laptop",
-                 *       "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhbBjiuIdqgI9uRYRvgAaMRfgbHbbEEzCypHIqF0FIr alice@laptop"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewSshKey"];
-            };
-        };
+        requestBody: components["requestBodies"]["postSshKeys"];
         responses: {
-            /** @description The stored key with its fingerprint */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            201: components["responses"]["postSshKeys"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7412,19 +7955,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The SSH key */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["getSshKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7447,19 +7978,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The SSH key as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteSshKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7477,17 +7996,17 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
                 /** @description An event type (instance.created), or a family of them (instance.*) */
-                type?: string;
-                resource_id?: string;
+                type?: components["parameters"]["getEvents.type"];
+                resource_id?: components["parameters"]["getEvents.resource_id"];
                 /** @description Only the events of this kind of actor */
-                actor_type?: "api_key" | "operator" | "system";
+                actor_type?: components["parameters"]["getEvents.actor_type"];
                 /** @description Only the events written for requests made with this API key (its id) */
-                actor_id?: string;
+                actor_id?: components["parameters"]["getEvents.actor_id"];
                 /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
-                since?: string;
+                since?: components["parameters"]["getEvents.since"];
             };
             header?: never;
             path?: never;
@@ -7535,19 +8054,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EventEnvelope"];
-                };
-            };
+            200: components["responses"]["getEventsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7568,24 +8075,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every event type */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["EventType"][];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getEventsTypes"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7601,7 +8091,7 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -7649,35 +8139,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "url": "https://hooks.example.com/nimbus",
-                 *       "events": [
-                 *         "instance.*"
-                 *       ],
-                 *       "description": "Instance changes to the deploy bot"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewWebhook"];
-            };
-        };
+        requestBody: components["requestBodies"]["postWebhooks"];
         responses: {
-            /** @description The subscription (with the secret when generated) */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
-                };
-            };
+            201: components["responses"]["postWebhooks"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7702,19 +8166,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The subscription */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["getWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7737,19 +8189,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The subscription as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7771,25 +8211,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["WebhookUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchWebhooksById"];
         responses: {
-            /** @description The subscription as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["patchWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7814,26 +8238,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["WebhookSecretRotationRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postWebhooksByIdRotateSecret"];
         responses: {
-            /** @description The subscription, with the new secret when generated */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
-                };
-            };
+            200: components["responses"]["postWebhooksByIdRotateSecret"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7862,20 +8269,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The test delivery after its first attempt */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            200: components["responses"]["postWebhooksByIdTest"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -7895,10 +8289,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "pending" | "succeeded" | "failed";
-                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "public_ip.created" | "public_ip.assigned" | "public_ip.unassigned" | "public_ip.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+                status?: components["parameters"]["getWebhooksByIdDeliveries.status"];
+                event_type?: components["parameters"]["getWebhooksByIdDeliveries.event_type"];
             };
             header?: never;
             path: {
@@ -7950,19 +8344,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The delivery */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            200: components["responses"]["getWebhooksByIdDeliveriesByDelivery_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -7989,20 +8371,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The new delivery, pending */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            202: components["responses"]["postWebhooksByIdDeliveriesByDelivery_idRedeliver"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -8021,15 +8390,15 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description ISO 8601; default: one hour before `end` */
-                start?: string;
+                start?: components["parameters"]["getInstancesByIdMetrics.start"];
                 /** @description ISO 8601; default: now */
-                end?: string;
+                end?: components["parameters"]["getInstancesByIdMetrics.end"];
                 /** @description Seconds between points, a multiple of 10; default and minimum: 10 when `start` is within the last 24 h, else 300. At most 11,000 points over the range. */
-                step?: number;
+                step?: components["parameters"]["getInstancesByIdMetrics.step"];
                 /** @description Comma-separated, from: cpu_percent, memory_used_bytes, memory_total_bytes, disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps, gpu_percent (gpu_percent on GPU types); default: all the instance has */
-                metrics?: string;
+                metrics?: components["parameters"]["getInstancesByIdMetrics.metrics"];
                 /** @description How samples within one step combine; default avg */
-                aggregate?: "avg" | "min" | "max";
+                aggregate?: components["parameters"]["getInstancesByIdMetrics.aggregate"];
             };
             header?: never;
             path: {
@@ -8039,19 +8408,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The series */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MetricsHistoryEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdMetrics"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8074,46 +8431,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Switching Protocols: the WebSocket stream */
-            101: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": unknown;
-                };
-            };
-            /** @description A plain GET (no upgrade): where and how to connect */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            protocol: "websocket";
-                            /** @description Where to connect: this URL with wss:// */
-                            url: string;
-                            instance_id?: string;
-                            /** @description The instance status now */
-                            status?: string;
-                            message: string;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            101: components["responses"]["getInstancesByIdMetricsStream.101"];
+            200: components["responses"]["getInstancesByIdMetricsStream.200"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8134,46 +8453,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Switching Protocols: the WebSocket stream */
-            101: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": unknown;
-                };
-            };
-            /** @description A plain GET (no upgrade): where and how to connect */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            protocol: "websocket";
-                            /** @description Where to connect: this URL with wss:// */
-                            url: string;
-                            instance_id?: string;
-                            /** @description The instance status now */
-                            status?: string;
-                            message: string;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            101: components["responses"]["getInstancesByIdMetricsStream.101"];
+            200: components["responses"]["getInstancesByIdMetricsStream.200"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8188,14 +8469,14 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default: the start of the current month (UTC) */
-                start?: string;
+                start?: components["parameters"]["getBillingUsage.start"];
                 /** @description Exclusive; default: now */
-                end?: string;
+                end?: components["parameters"]["getBillingUsage.end"];
                 /** @description Default: resource */
-                group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                group_by?: components["parameters"]["getBillingUsage.group_by"];
                 page?: components["parameters"]["page"];
                 /** @description Lines per page (default and most: 1000); subtotal and total are the whole window's */
-                limit?: number;
+                limit?: components["parameters"]["getBillingUsage.limit"];
             };
             header?: never;
             path?: never;
@@ -8203,25 +8484,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Usage (a page of its lines) and the whole window's totals */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["Usage"];
-                        metadata: components["schemas"]["Metadata"];
-                        pagination: components["schemas"]["Pagination"];
-                    };
-                };
-            };
+            200: components["responses"]["getBillingUsage"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8236,11 +8499,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default: the start of the current month (UTC) */
-                start?: string;
+                start?: components["parameters"]["getBillingUsage.start"];
                 /** @description Exclusive; default: now */
-                end?: string;
+                end?: components["parameters"]["getBillingUsage.end"];
                 /** @description Default: resource */
-                group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                group_by?: components["parameters"]["getBillingUsage.group_by"];
             };
             header?: never;
             path?: never;
@@ -8248,19 +8511,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/csv, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/csv": string;
-                };
-            };
+            200: components["responses"]["getBillingUsageCsv"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8276,11 +8527,11 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "period_start" | "created_at";
+                sort?: components["parameters"]["getBillingInvoices.sort"];
                 order?: components["parameters"]["order"];
-                status?: "draft" | "open" | "paid" | "void";
+                status?: components["parameters"]["getBillingInvoices.status"];
                 /** @description YYYY-MM */
-                period?: string;
+                period?: components["parameters"]["getBillingInvoices.period"];
             };
             header?: never;
             path?: never;
@@ -8328,19 +8579,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The invoice */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InvoiceEnvelope"];
-                };
-            };
+            200: components["responses"]["getBillingInvoicesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8363,19 +8602,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description application/pdf, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/pdf": string;
-                };
-            };
+            200: components["responses"]["getBillingInvoicesById.pdf"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8398,19 +8625,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/csv, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/csv": string;
-                };
-            };
+            200: components["responses"]["getBillingUsageCsv"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8425,20 +8640,20 @@ export interface operations {
     getBillingEstimate: {
         parameters: {
             query?: {
-                instance_type?: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                instance_type?: components["parameters"]["getBillingEstimate.instance_type"];
                 /** @description Default 1 with an instance_type */
-                count?: number;
+                count?: components["parameters"]["getBillingEstimate.count"];
                 /** @description Default 730 (a month) */
-                hours?: number;
+                hours?: components["parameters"]["getBillingEstimate.hours"];
                 /** @description Checked against where the type is offered */
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                volume_gb?: number;
-                snapshot_gb?: number;
-                vpn_count?: number;
+                region?: components["parameters"]["getBillingEstimate.region"];
+                volume_gb?: components["parameters"]["getBillingEstimate.volume_gb"];
+                snapshot_gb?: components["parameters"]["getBillingEstimate.snapshot_gb"];
+                vpn_count?: components["parameters"]["getBillingEstimate.vpn_count"];
                 /** @description Public IPs held unassigned the whole time */
-                public_ip_count?: number;
+                public_ip_count?: components["parameters"]["getBillingEstimate.public_ip_count"];
                 /** @description GB (2^30 bytes) sent to public addresses */
-                transfer_gb?: number;
+                transfer_gb?: components["parameters"]["getBillingEstimate.transfer_gb"];
             };
             header?: never;
             path?: never;
@@ -8446,19 +8661,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The estimate with its breakdown */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EstimateEnvelope"];
-                };
-            };
+            200: components["responses"]["getBillingEstimate"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8479,42 +8682,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "items": [
-                 *         {
-                 *           "instance_type": "compute-2x",
-                 *           "count": 3,
-                 *           "region": "eu-central-1",
-                 *           "volume_gb": 100
-                 *         },
-                 *         {
-                 *           "snapshot_gb": 40,
-                 *           "vpn_count": 1
-                 *         }
-                 *       ]
-                 *     }
-                 */
-                "application/json": components["schemas"]["EstimateRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postBillingEstimate"];
         responses: {
-            /** @description Every item priced, and the total */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PlanEstimateEnvelope"];
-                };
-            };
+            200: components["responses"]["postBillingEstimate"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -8533,9 +8703,9 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
-                enabled?: boolean;
+                enabled?: components["parameters"]["getFirewallRules.enabled"];
             };
             header?: never;
             path?: never;
@@ -8582,45 +8752,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "High CPU on prod",
-                 *       "metric": "cpu_percent",
-                 *       "compare": "above",
-                 *       "threshold": 80,
-                 *       "window": "5m",
-                 *       "targets": {
-                 *         "tags": {
-                 *           "env": "prod"
-                 *         }
-                 *       },
-                 *       "channels": {
-                 *         "email": [
-                 *           "oncall@example.com"
-                 *         ]
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewAlertPolicy"];
-            };
-        };
+        requestBody: components["requestBodies"]["postAlerts"];
         responses: {
-            /** @description The policy */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            201: components["responses"]["postAlerts"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -8640,10 +8774,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "started_at";
+                sort?: components["parameters"]["getAlertsIncidents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "firing" | "resolved";
-                instance_id?: string;
+                status?: components["parameters"]["getAlertsIncidents.status"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
             };
             header?: never;
             path?: never;
@@ -8651,25 +8785,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of incidents */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["AlertIncident"][];
-                        pagination: components["schemas"]["Pagination"];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAlertsIncidents"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8691,19 +8807,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The policy */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["getAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8726,19 +8830,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The policy as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8760,25 +8852,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["AlertPolicyUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchAlertsById"];
         responses: {
-            /** @description The policy as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["patchAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8796,10 +8872,10 @@ export interface operations {
             query?: {
                 page?: components["parameters"]["page"];
                 limit?: components["parameters"]["limit"];
-                sort?: "started_at";
+                sort?: components["parameters"]["getAlertsIncidents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "firing" | "resolved";
-                instance_id?: string;
+                status?: components["parameters"]["getAlertsIncidents.status"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
             };
             header?: never;
             path: {
@@ -8809,25 +8885,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of incidents */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["AlertIncident"][];
-                        pagination: components["schemas"]["Pagination"];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAlertsIncidents"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8853,20 +8911,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Each channel target’s outcome */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertTestResultEnvelope"];
-                };
-            };
+            200: components["responses"]["postAlertsByIdTest"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -8890,19 +8935,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The account */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AccountEnvelope"];
-                };
-            };
+            200: components["responses"]["getAccount"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8920,25 +8953,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["AccountUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchAccount"];
         responses: {
-            /** @description The account as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AccountEnvelope"];
-                };
-            };
+            200: components["responses"]["patchAccount"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -8959,29 +8976,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One entry per quota */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            name: "instances" | "vcpus" | "gpus" | "volumes" | "volume_storage_gb" | "snapshots" | "firewall_rules" | "vpns" | "public_ips" | "api_keys" | "webhooks" | "alerts";
-                            limit: number;
-                            used: number;
-                        }[];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAccountQuota"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9001,36 +8996,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The rate-limit budget of the account */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @description Requests allowed per hour */
-                            limit: number;
-                            /** @description Requests left in the current hour window */
-                            remaining: number;
-                            /** @description Unix time (seconds) at which the window ends */
-                            reset: number;
-                            /** @description Largest number of requests that may arrive at once */
-                            burst: number;
-                            /** @description Requests that may be sent at once right now */
-                            burst_remaining: number;
-                            window_seconds: number;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getAccountRateLimit"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9047,7 +9013,7 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "last_used_at";
+                sort?: components["parameters"]["getAccountApiKeys.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -9095,36 +9061,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "ci-deploy",
-                 *       "permissions": [
-                 *         "instances:write",
-                 *         "account:read"
-                 *       ],
-                 *       "expires_at": "2030-01-01T00:00:00Z"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewApiKey"];
-            };
-        };
+        requestBody: components["requestBodies"]["postAccountApiKeys"];
         responses: {
-            /** @description The new key, with its value */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CreatedApiKeyEnvelope"];
-                };
-            };
+            201: components["responses"]["postAccountApiKeys"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -9149,19 +9088,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The key */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ApiKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["getAccountApiKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9184,19 +9111,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The key as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ApiKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteAccountApiKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9215,10 +9130,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name" | "price_per_hour" | "vcpus" | "memory_gb";
-                order?: "asc" | "desc";
-                family?: "compute" | "memory" | "storage" | "gpu";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                sort?: components["parameters"]["getInstanceTypes.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
+                family?: components["parameters"]["getInstanceTypes.family"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -9261,8 +9176,8 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name";
-                order?: "asc" | "desc";
+                sort?: components["parameters"]["getRegions.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
             };
             header?: never;
             path?: never;
@@ -9305,8 +9220,8 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "name";
-                order?: "asc" | "desc";
+                sort?: components["parameters"]["getRegions.sort"];
+                order?: components["parameters"]["getInstanceTypes.order"];
             };
             header?: never;
             path?: never;
@@ -9349,13 +9264,13 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "status" | "instance_type";
+                sort?: components["parameters"]["getInstances.sort"];
                 order?: components["parameters"]["order"];
-                status?: "starting" | "running" | "stopping" | "stopped" | "deleting" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                name?: string;
+                status?: components["parameters"]["getInstances.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                name?: components["parameters"]["getInstances.name"];
                 /** @description key:value; repeat to require several tags */
-                tag?: string[];
+                tag?: components["parameters"]["getInstances.tag"];
             };
             header?: never;
             path?: never;
@@ -9402,38 +9317,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "web-1",
-                 *       "instance_type": "compute-2x",
-                 *       "region": "us-east-1",
-                 *       "image": "ubuntu-24.04",
-                 *       "tags": {
-                 *         "env": "staging"
-                 *       },
-                 *       "firewall_preset": "web"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewInstance"];
-            };
-        };
+        requestBody: components["requestBodies"]["postInstances"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -9459,19 +9345,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The instance */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9494,19 +9368,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9529,25 +9391,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["InstanceUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchInstancesById"];
         responses: {
-            /** @description The instance as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            200: components["responses"]["patchInstancesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9573,26 +9419,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["InstanceStopRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postInstancesByIdStop"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -9621,20 +9450,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -9664,20 +9480,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -9704,26 +9507,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["InstanceResizeRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postInstancesByIdResize"];
         responses: {
-            /** @description Accepted: the instance in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceEnvelope"];
-                };
-            };
+            202: components["responses"]["postInstances"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -9749,19 +9535,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The network information */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InstanceNetworkEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdNetwork"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9776,12 +9550,12 @@ export interface operations {
     getV2InstancesByIdNetworkCheck: {
         parameters: {
             query: {
-                direction?: "inbound" | "outbound";
-                protocol: "tcp" | "udp" | "icmp";
+                direction?: components["parameters"]["getInstancesByIdNetworkCheck.direction"];
+                protocol: components["parameters"]["getInstancesByIdNetworkCheck.protocol"];
                 /** @description Required for tcp and udp; none for icmp */
-                port?: number;
+                port?: components["parameters"]["getInstancesByIdNetworkCheck.port"];
                 /** @description The remote end: where an inbound packet comes from, where an outbound one goes (IPv4 or IPv6) */
-                address: string;
+                address: components["parameters"]["getInstancesByIdNetworkCheck.address"];
             };
             header?: never;
             path: {
@@ -9791,19 +9565,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The verdict and the deciding rule */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallCheckEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdNetworkCheck"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9821,14 +9583,14 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "priority" | "created_at" | "name";
+                sort?: components["parameters"]["getFirewallRules.sort"];
                 order?: components["parameters"]["order"];
-                direction?: "inbound" | "outbound";
-                protocol?: "tcp" | "udp" | "icmp" | "all";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                enabled?: boolean;
+                direction?: components["parameters"]["getFirewallRules.direction"];
+                protocol?: components["parameters"]["getFirewallRules.protocol"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                enabled?: components["parameters"]["getFirewallRules.enabled"];
                 /** @description Rules whose targets select this instance now (by id, by its current tags, or all of its region) */
-                instance_id?: string;
+                instance_id?: components["parameters"]["getFirewallRules.instance_id"];
             };
             header?: never;
             path?: never;
@@ -9876,46 +9638,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "postgres-from-office",
-                 *       "direction": "inbound",
-                 *       "action": "allow",
-                 *       "protocol": "tcp",
-                 *       "ports": "5432",
-                 *       "sources": [
-                 *         "198.51.100.0/24",
-                 *         "2001:db8::/32"
-                 *       ],
-                 *       "priority": 100,
-                 *       "targets": {
-                 *         "tags": {
-                 *           "role": "db"
-                 *         }
-                 *       },
-                 *       "region": "us-east-1"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewFirewallRule"];
-            };
-        };
+        requestBody: components["requestBodies"]["postFirewallRules"];
         responses: {
-            /** @description The rule as stored (addresses in canonical form) */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            201: components["responses"]["postFirewallRules"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -9941,19 +9666,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The firewall rule */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["getFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -9976,19 +9689,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The rule as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10010,25 +9711,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["FirewallRuleUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchFirewallRulesById"];
         responses: {
-            /** @description The rule as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["FirewallRuleEnvelope"];
-                };
-            };
+            200: components["responses"]["patchFirewallRulesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10047,15 +9732,15 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "size_gb";
+                sort?: components["parameters"]["getVolumes.sort"];
                 order?: components["parameters"]["order"];
-                status?: "creating" | "available" | "attaching" | "in-use" | "detaching" | "resizing" | "deleting" | "restoring" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                kind?: "data" | "root";
-                instance_id?: string;
-                name?: string;
+                status?: components["parameters"]["getVolumes.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
+                kind?: components["parameters"]["getVolumes.kind"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
+                name?: components["parameters"]["getInstances.name"];
                 /** @description key:value; repeat to require several tags */
-                tag?: string[];
+                tag?: components["parameters"]["getInstances.tag"];
             };
             header?: never;
             path?: never;
@@ -10102,34 +9787,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "data-1",
-                 *       "size_gb": 100,
-                 *       "region": "us-east-1",
-                 *       "filesystem": "ext4"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVolume"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumes"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -10156,19 +9816,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The volume */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            200: components["responses"]["getVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10191,19 +9839,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10226,25 +9862,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["VolumeUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchVolumesById"];
         responses: {
-            /** @description The volume as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            200: components["responses"]["patchVolumesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10270,31 +9890,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
-                 *     }
-                 */
-                "application/json": components["schemas"]["VolumeAttachRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumesByIdAttach"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -10323,20 +9921,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -10363,31 +9948,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "size_gb": 200
-                 *     }
-                 */
-                "application/json": components["schemas"]["VolumeResizeRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVolumesByIdResize"];
         responses: {
-            /** @description Accepted: the volume in its new, transitional status */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VolumeEnvelope"];
-                };
-            };
+            202: components["responses"]["postVolumes"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -10408,10 +9971,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
-                status?: "provisioning" | "active" | "deleting" | "error";
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                status?: components["parameters"]["getVpn.status"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -10458,33 +10021,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "office",
-                 *       "region": "us-east-1",
-                 *       "tunnel_cidr": "100.96.0.0/24"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVpn"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVpn"];
         responses: {
-            /** @description Accepted: the VPN, provisioning */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            202: components["responses"]["postVpn"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -10510,19 +10049,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The VPN */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10545,19 +10072,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the VPN, deleting */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10580,25 +10095,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["VpnUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchVpnById"];
         responses: {
-            /** @description The VPN as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnEnvelope"];
-                };
-            };
+            200: components["responses"]["patchVpnById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10618,7 +10117,7 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -10671,32 +10170,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "laptop",
-                 *       "public_key": "bW55bZqs7kLhd+8wDdJEiCewhjTNdBES+PDWI6mrTCA="
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewVpnPeer"];
-            };
-        };
+        requestBody: components["requestBodies"]["postVpnByIdPeers"];
         responses: {
-            /** @description The peer, with its wg-quick file */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CreatedVpnPeerEnvelope"];
-                };
-            };
+            201: components["responses"]["postVpnByIdPeers"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -10723,19 +10199,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The peer */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnByIdPeersByPeer_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10759,19 +10223,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The peer removed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteVpnByIdPeersByPeer_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10797,19 +10249,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The configuration file */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["VpnPeerConfigEnvelope"];
-                };
-            };
+            200: components["responses"]["getVpnByIdPeersByPeer_idConfig"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10827,13 +10267,13 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "address";
+                sort?: components["parameters"]["getPublicIps.sort"];
                 order?: components["parameters"]["order"];
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                name?: string;
-                instance_id?: string;
+                region?: components["parameters"]["getInstanceTypes.region"];
+                name?: components["parameters"]["getInstances.name"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
                 /** @description true: assigned to an instance; false: unassigned */
-                assigned?: boolean;
+                assigned?: components["parameters"]["getPublicIps.assigned"];
             };
             header?: never;
             path?: never;
@@ -10880,32 +10320,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "region": "us-east-1",
-                 *       "name": "web-frontend"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewPublicIp"];
-            };
-        };
+        requestBody: components["requestBodies"]["postPublicIps"];
         responses: {
-            /** @description The public IP allocated */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            201: components["responses"]["postPublicIps"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -10931,19 +10348,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["getPublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -10966,19 +10371,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP released */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["deletePublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11001,25 +10394,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["PublicIpUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchPublicIpsById"];
         responses: {
-            /** @description The public IP as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["patchPublicIpsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11045,31 +10422,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "instance_id": "ins_01JD3Q5W4R8Z2M0000000000AB"
-                 *     }
-                 */
-                "application/json": components["schemas"]["PublicIpAssignRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postPublicIpsByIdAssign"];
         responses: {
-            /** @description The public IP, assigned */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["postPublicIpsByIdAssign"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11098,20 +10453,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The public IP, unassigned */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PublicIpEnvelope"];
-                };
-            };
+            200: components["responses"]["postPublicIpsByIdUnassign"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11132,13 +10474,13 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name" | "size_gb";
+                sort?: components["parameters"]["getVolumes.sort"];
                 order?: components["parameters"]["order"];
-                status?: "creating" | "available" | "failed" | "deleting";
-                kind?: "manual" | "scheduled";
-                source_volume_id?: string;
-                source_instance_id?: string;
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
+                status?: components["parameters"]["getSnapshots.status"];
+                kind?: components["parameters"]["getSnapshots.kind"];
+                source_volume_id?: components["parameters"]["getSnapshots.source_volume_id"];
+                source_instance_id?: components["parameters"]["getSnapshots.source_instance_id"];
+                region?: components["parameters"]["getInstanceTypes.region"];
             };
             header?: never;
             path?: never;
@@ -11185,32 +10527,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "data-1-before-upgrade",
-                 *       "volume_id": "vol_01jd3q5w4r8z2m0000000000ab"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewSnapshot"];
-            };
-        };
+        requestBody: components["requestBodies"]["postSnapshots"];
         responses: {
-            /** @description Accepted: the snapshot, creating */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            202: components["responses"]["postSnapshots"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -11237,19 +10556,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The snapshot */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            200: components["responses"]["getSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11272,19 +10579,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Accepted: the snapshot, deleting */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            202: components["responses"]["deleteSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11307,25 +10602,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["SnapshotUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchSnapshotsById"];
         responses: {
-            /** @description The snapshot as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotEnvelope"];
-                };
-            };
+            200: components["responses"]["patchSnapshotsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11351,26 +10630,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["SnapshotRestoreRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postSnapshotsByIdRestore"];
         responses: {
-            /** @description Accepted: the snapshot and the volume being written */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SnapshotRestoreEnvelope"];
-                };
-            };
+            202: components["responses"]["postSnapshotsByIdRestore"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             402: components["responses"]["PaymentRequiredReplayable"];
@@ -11392,10 +10654,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
                 /** @description Exact name */
-                name?: string;
+                name?: components["parameters"]["getSshKeys.name"];
             };
             header?: never;
             path?: never;
@@ -11442,32 +10704,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "alice-laptop",
-                 *       "public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhbBjiuIdqgI9uRYRvgAaMRfgbHbbEEzCypHIqF0FIr alice@laptop"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewSshKey"];
-            };
-        };
+        requestBody: components["requestBodies"]["postSshKeys"];
         responses: {
-            /** @description The stored key with its fingerprint */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            201: components["responses"]["postSshKeys"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11492,19 +10731,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The SSH key */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["getSshKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11527,19 +10754,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The SSH key as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SshKeyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteSshKeysById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11558,17 +10773,17 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
                 /** @description An event type (instance.created), or a family of them (instance.*) */
-                type?: string;
-                resource_id?: string;
+                type?: components["parameters"]["getEvents.type"];
+                resource_id?: components["parameters"]["getEvents.resource_id"];
                 /** @description Only the events of this kind of actor */
-                actor_type?: "api_key" | "operator" | "system";
+                actor_type?: components["parameters"]["getEvents.actor_type"];
                 /** @description Only the events written for requests made with this API key (its id) */
-                actor_id?: string;
+                actor_id?: components["parameters"]["getEvents.actor_id"];
                 /** @description Events created at or after this time (inclusive). Polling with the newest timestamp seen returns that event again: deduplicate by id. */
-                since?: string;
+                since?: components["parameters"]["getEvents.since"];
             };
             header?: never;
             path?: never;
@@ -11616,19 +10831,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EventEnvelope"];
-                };
-            };
+            200: components["responses"]["getEventsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11649,24 +10852,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every event type */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["EventType"][];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getEventsTypes"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11683,7 +10869,7 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
             };
             header?: never;
@@ -11731,35 +10917,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "url": "https://hooks.example.com/nimbus",
-                 *       "events": [
-                 *         "instance.*"
-                 *       ],
-                 *       "description": "Instance changes to the deploy bot"
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewWebhook"];
-            };
-        };
+        requestBody: components["requestBodies"]["postWebhooks"];
         responses: {
-            /** @description The subscription (with the secret when generated) */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
-                };
-            };
+            201: components["responses"]["postWebhooks"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11784,19 +10944,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The subscription */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["getWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11819,19 +10967,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The subscription as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11853,25 +10989,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["WebhookUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchWebhooksById"];
         responses: {
-            /** @description The subscription as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookEnvelope"];
-                };
-            };
+            200: components["responses"]["patchWebhooksById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -11896,26 +11016,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["WebhookSecretRotationRequest"] | null;
-            };
-        };
+        requestBody?: components["requestBodies"]["postWebhooksByIdRotateSecret"];
         responses: {
-            /** @description The subscription, with the new secret when generated */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookWithSecretEnvelope"];
-                };
-            };
+            200: components["responses"]["postWebhooksByIdRotateSecret"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11944,20 +11047,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The test delivery after its first attempt */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            200: components["responses"]["postWebhooksByIdTest"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -11978,10 +11068,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at";
+                sort?: components["parameters"]["getEvents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "pending" | "succeeded" | "failed";
-                event_type?: "instance.created" | "instance.started" | "instance.stopped" | "instance.restarted" | "instance.resized" | "instance.updated" | "instance.deleted" | "instance.error" | "volume.created" | "volume.attached" | "volume.detached" | "volume.resized" | "volume.deleted" | "snapshot.created" | "snapshot.completed" | "snapshot.failed" | "snapshot.deleted" | "snapshot.restored" | "firewall_rule.created" | "firewall_rule.updated" | "firewall_rule.deleted" | "vpn.created" | "vpn.active" | "vpn.peer_added" | "vpn.peer_removed" | "vpn.deleted" | "public_ip.created" | "public_ip.assigned" | "public_ip.unassigned" | "public_ip.deleted" | "invoice.created" | "invoice.paid" | "invoice.past_due" | "api_key.created" | "api_key.deleted" | "ssh_key.created" | "ssh_key.deleted" | "webhook.test" | "webhook.disabled" | "alert.firing" | "alert.resolved";
+                status?: components["parameters"]["getWebhooksByIdDeliveries.status"];
+                event_type?: components["parameters"]["getWebhooksByIdDeliveries.event_type"];
             };
             header?: never;
             path: {
@@ -12033,19 +11123,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The delivery */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            200: components["responses"]["getWebhooksByIdDeliveriesByDelivery_id"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12072,20 +11150,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The new delivery, pending */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WebhookDeliveryEnvelope"];
-                };
-            };
+            202: components["responses"]["postWebhooksByIdDeliveriesByDelivery_idRedeliver"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -12104,15 +11169,15 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description ISO 8601; default: one hour before `end` */
-                start?: string;
+                start?: components["parameters"]["getInstancesByIdMetrics.start"];
                 /** @description ISO 8601; default: now */
-                end?: string;
+                end?: components["parameters"]["getInstancesByIdMetrics.end"];
                 /** @description Seconds between points, a multiple of 10; default and minimum: 10 when `start` is within the last 24 h, else 300. At most 11,000 points over the range. */
-                step?: number;
+                step?: components["parameters"]["getInstancesByIdMetrics.step"];
                 /** @description Comma-separated, from: cpu_percent, memory_used_bytes, memory_total_bytes, disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps, gpu_percent (gpu_percent on GPU types); default: all the instance has */
-                metrics?: string;
+                metrics?: components["parameters"]["getInstancesByIdMetrics.metrics"];
                 /** @description How samples within one step combine; default avg */
-                aggregate?: "avg" | "min" | "max";
+                aggregate?: components["parameters"]["getInstancesByIdMetrics.aggregate"];
             };
             header?: never;
             path: {
@@ -12122,19 +11187,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The series */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MetricsHistoryEnvelope"];
-                };
-            };
+            200: components["responses"]["getInstancesByIdMetrics"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12157,46 +11210,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Switching Protocols: the WebSocket stream */
-            101: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": unknown;
-                };
-            };
-            /** @description A plain GET (no upgrade): where and how to connect */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            protocol: "websocket";
-                            /** @description Where to connect: this URL with wss:// */
-                            url: string;
-                            instance_id?: string;
-                            /** @description The instance status now */
-                            status?: string;
-                            message: string;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            101: components["responses"]["getInstancesByIdMetricsStream.101"];
+            200: components["responses"]["getInstancesByIdMetricsStream.200"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12217,46 +11232,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Switching Protocols: the WebSocket stream */
-            101: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": unknown;
-                };
-            };
-            /** @description A plain GET (no upgrade): where and how to connect */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            protocol: "websocket";
-                            /** @description Where to connect: this URL with wss:// */
-                            url: string;
-                            instance_id?: string;
-                            /** @description The instance status now */
-                            status?: string;
-                            message: string;
-                        };
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            101: components["responses"]["getInstancesByIdMetricsStream.101"];
+            200: components["responses"]["getInstancesByIdMetricsStream.200"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12271,14 +11248,14 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default: the start of the current month (UTC) */
-                start?: string;
+                start?: components["parameters"]["getBillingUsage.start"];
                 /** @description Exclusive; default: now */
-                end?: string;
+                end?: components["parameters"]["getBillingUsage.end"];
                 /** @description Default: resource */
-                group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                group_by?: components["parameters"]["getBillingUsage.group_by"];
                 page?: components["parameters"]["page"];
                 /** @description Lines per page (default and most: 1000); subtotal and total are the whole window's */
-                limit?: number;
+                limit?: components["parameters"]["getBillingUsage.limit"];
             };
             header?: never;
             path?: never;
@@ -12286,25 +11263,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Usage (a page of its lines) and the whole window's totals */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["Usage"];
-                        metadata: components["schemas"]["Metadata"];
-                        pagination: components["schemas"]["Pagination"];
-                    };
-                };
-            };
+            200: components["responses"]["getBillingUsage"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12319,11 +11278,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Default: the start of the current month (UTC) */
-                start?: string;
+                start?: components["parameters"]["getBillingUsage.start"];
                 /** @description Exclusive; default: now */
-                end?: string;
+                end?: components["parameters"]["getBillingUsage.end"];
                 /** @description Default: resource */
-                group_by?: "resource" | "resource_type" | "instance_type" | "day";
+                group_by?: components["parameters"]["getBillingUsage.group_by"];
             };
             header?: never;
             path?: never;
@@ -12331,19 +11290,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/csv, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/csv": string;
-                };
-            };
+            200: components["responses"]["getBillingUsageCsv"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12360,11 +11307,11 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "period_start" | "created_at";
+                sort?: components["parameters"]["getBillingInvoices.sort"];
                 order?: components["parameters"]["order"];
-                status?: "draft" | "open" | "paid" | "void";
+                status?: components["parameters"]["getBillingInvoices.status"];
                 /** @description YYYY-MM */
-                period?: string;
+                period?: components["parameters"]["getBillingInvoices.period"];
             };
             header?: never;
             path?: never;
@@ -12412,19 +11359,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The invoice */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InvoiceEnvelope"];
-                };
-            };
+            200: components["responses"]["getBillingInvoicesById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12447,19 +11382,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description application/pdf, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/pdf": string;
-                };
-            };
+            200: components["responses"]["getBillingInvoicesById.pdf"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12482,19 +11405,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/csv, as an attachment */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/csv": string;
-                };
-            };
+            200: components["responses"]["getBillingUsageCsv"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12509,20 +11420,20 @@ export interface operations {
     getV2BillingEstimate: {
         parameters: {
             query?: {
-                instance_type?: "compute-1x" | "compute-2x" | "compute-4x" | "compute-8x" | "compute-16x" | "compute-32x" | "memory-2x" | "memory-4x" | "memory-8x" | "memory-16x" | "memory-32x" | "storage-2x" | "storage-4x" | "storage-8x" | "storage-16x" | "gpu-1x" | "gpu-2x" | "gpu-4x" | "gpu-h100-1x" | "gpu-h100-2x";
+                instance_type?: components["parameters"]["getBillingEstimate.instance_type"];
                 /** @description Default 1 with an instance_type */
-                count?: number;
+                count?: components["parameters"]["getBillingEstimate.count"];
                 /** @description Default 730 (a month) */
-                hours?: number;
+                hours?: components["parameters"]["getBillingEstimate.hours"];
                 /** @description Checked against where the type is offered */
-                region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
-                volume_gb?: number;
-                snapshot_gb?: number;
-                vpn_count?: number;
+                region?: components["parameters"]["getBillingEstimate.region"];
+                volume_gb?: components["parameters"]["getBillingEstimate.volume_gb"];
+                snapshot_gb?: components["parameters"]["getBillingEstimate.snapshot_gb"];
+                vpn_count?: components["parameters"]["getBillingEstimate.vpn_count"];
                 /** @description Public IPs held unassigned the whole time */
-                public_ip_count?: number;
+                public_ip_count?: components["parameters"]["getBillingEstimate.public_ip_count"];
                 /** @description GB (2^30 bytes) sent to public addresses */
-                transfer_gb?: number;
+                transfer_gb?: components["parameters"]["getBillingEstimate.transfer_gb"];
             };
             header?: never;
             path?: never;
@@ -12530,19 +11441,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The estimate with its breakdown */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EstimateEnvelope"];
-                };
-            };
+            200: components["responses"]["getBillingEstimate"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12563,42 +11462,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "items": [
-                 *         {
-                 *           "instance_type": "compute-2x",
-                 *           "count": 3,
-                 *           "region": "eu-central-1",
-                 *           "volume_gb": 100
-                 *         },
-                 *         {
-                 *           "snapshot_gb": 40,
-                 *           "vpn_count": 1
-                 *         }
-                 *       ]
-                 *     }
-                 */
-                "application/json": components["schemas"]["EstimateRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["postBillingEstimate"];
         responses: {
-            /** @description Every item priced, and the total */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PlanEstimateEnvelope"];
-                };
-            };
+            200: components["responses"]["postBillingEstimate"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -12618,9 +11484,9 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "created_at" | "name";
+                sort?: components["parameters"]["getVpn.sort"];
                 order?: components["parameters"]["order"];
-                enabled?: boolean;
+                enabled?: components["parameters"]["getFirewallRules.enabled"];
             };
             header?: never;
             path?: never;
@@ -12667,45 +11533,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "High CPU on prod",
-                 *       "metric": "cpu_percent",
-                 *       "compare": "above",
-                 *       "threshold": 80,
-                 *       "window": "5m",
-                 *       "targets": {
-                 *         "tags": {
-                 *           "env": "prod"
-                 *         }
-                 *       },
-                 *       "channels": {
-                 *         "email": [
-                 *           "oncall@example.com"
-                 *         ]
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["NewAlertPolicy"];
-            };
-        };
+        requestBody: components["requestBodies"]["postAlerts"];
         responses: {
-            /** @description The policy */
-            201: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            201: components["responses"]["postAlerts"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];
@@ -12726,10 +11556,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "started_at";
+                sort?: components["parameters"]["getAlertsIncidents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "firing" | "resolved";
-                instance_id?: string;
+                status?: components["parameters"]["getAlertsIncidents.status"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
             };
             header?: never;
             path?: never;
@@ -12737,25 +11567,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of incidents */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["AlertIncident"][];
-                        pagination: components["schemas"]["CursorPagination"];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getV2AlertsIncidents"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12777,19 +11589,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The policy */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["getAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12812,19 +11612,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The policy as it was */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["deleteAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12846,25 +11634,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["AlertPolicyUpdate"];
-            };
-        };
+        requestBody: components["requestBodies"]["patchAlertsById"];
         responses: {
-            /** @description The policy as changed */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertPolicyEnvelope"];
-                };
-            };
+            200: components["responses"]["patchAlertsById"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12883,10 +11655,10 @@ export interface operations {
                 /** @description An opaque `next_cursor` or `prev_cursor` from the previous answer, with the same sort, order and filters (400 otherwise). Leave out for the first page. */
                 cursor?: components["parameters"]["cursor"];
                 limit?: components["parameters"]["limit"];
-                sort?: "started_at";
+                sort?: components["parameters"]["getAlertsIncidents.sort"];
                 order?: components["parameters"]["order"];
-                status?: "firing" | "resolved";
-                instance_id?: string;
+                status?: components["parameters"]["getAlertsIncidents.status"];
+                instance_id?: components["parameters"]["getVolumes.instance_id"];
             };
             header?: never;
             path: {
@@ -12896,25 +11668,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of incidents */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: components["schemas"]["AlertIncident"][];
-                        pagination: components["schemas"]["CursorPagination"];
-                        metadata: components["schemas"]["Metadata"];
-                    };
-                };
-            };
+            200: components["responses"]["getV2AlertsIncidents"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
@@ -12940,20 +11694,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Each channel target’s outcome */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AlertTestResultEnvelope"];
-                };
-            };
+            200: components["responses"]["postAlertsByIdTest"];
             400: components["responses"]["BadRequestReplayable"];
             401: components["responses"]["UnauthorizedReplayable"];
             403: components["responses"]["ForbiddenReplayable"];

@@ -16,7 +16,10 @@
  *     IPv4 blocks (mapped into ::ffff:0:0/96) and never its IPv6 blocks.
  * A rule that can match no packet (no blocks; icmp with ports) gets no ACL. `allow` is `allow-related`:
  * the replies of a flow the firewall let through pass whatever the other direction's rules say, which
- * is what a stateful firewall means. `deny` is `drop`, so a closed port times out.
+ * is what a stateful firewall means. `deny` is `drop`, so a closed port times out. A change applies to
+ * open connections too: OVN runs every packet of a connection's first direction through the ACLs of the
+ * moment, so one a new drop covers is cut (no reset is sent) and the others carry on untouched, whatever
+ * priorities moved (test/ovn-firewall-established.test.ts).
  *
  * Around the rules, what keeps the network working and what the rules do not speak of: above every rule,
  * ARP and IPv6 neighbour discovery both ways and the guest's DHCP requests to the VPC's DHCP server

@@ -22,6 +22,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import type { Server, Socket } from 'node:net';
 import path from 'node:path';
 import { Duplex } from 'node:stream';
+import type { OvnCentralConfig } from '../../platform/config.js';
 import { macAddressFor } from '../../resources/addresses/addresses.js';
 import { run } from '../qemu/tools.js';
 import { EmbeddedOvn, integrationBridgeName, type OvnEndpoints } from './daemons.js';
@@ -43,7 +44,7 @@ export interface OvnNetworkOptions {
   /** `<data dir>/ovn`: the embedded OVN's directory (unused with an existing central). */
   dir: string;
   /** An existing OVN central and this host's Open vSwitch; null: Nimbus runs its own. */
-  central: { nbUrl: string; sbUrl: string; ovsDb: string } | null;
+  central: OvnCentralConfig | null;
   onRestart?: (daemon: string, error: Error | null) => void;
   /**
    * Connections guests open to the host port's TCP port 80 (the metadata address), with the VPC they came
@@ -73,9 +74,13 @@ export function embeddedEndpoints(dir: string): OvnEndpoints {
   };
 }
 
-/** The endpoints of an existing central: its databases, and this host's `br-int` as any OVN chassis has. */
-export function centralEndpoints(central: { nbUrl: string; sbUrl: string; ovsDb: string }): OvnEndpoints {
-  return { ...central, integrationBridge: 'br-int', env: { ...process.env, LC_ALL: 'C' } };
+/**
+ * The endpoints of an existing central: its databases, and this host's Open vSwitch with the integration
+ * bridge its ovn-controller uses (NIMBUS_OVN_BRIDGE, `br-int` unless the operator named another).
+ */
+export function centralEndpoints(central: OvnCentralConfig): OvnEndpoints {
+  const { nbUrl, sbUrl, ovsDb, bridge } = central;
+  return { nbUrl, sbUrl, ovsDb, integrationBridge: bridge, env: { ...process.env, LC_ALL: 'C' } };
 }
 
 const short = (text: string, length: number) =>
@@ -182,7 +187,13 @@ export class OvnNetwork {
       await run('ip', ['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'vpc0', 'netns', namespace]);
     }
     await inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
-    await inside('ip', 'link', 'set', 'vpc0', 'address', host.mac);
+    // Only when it differs: setting an interface's address, even to the one it has, flushes the
+    // namespace's neighbour table, so every reconcile (each rule change) would make the host's
+    // connections to the guests (SSH, metadata) resolve the router's MAC again.
+    const [link] = JSON.parse(await inside('ip', '-j', 'link', 'show', 'vpc0')) as { address?: string }[];
+    if (link?.address?.toLowerCase() !== host.mac.toLowerCase()) {
+      await inside('ip', 'link', 'set', 'vpc0', 'address', host.mac);
+    }
     await inside('ethtool', '-K', 'vpc0', 'tx', 'off');
     await inside('ip', 'addr', 'replace', `${host.ip}/${host.routerNetwork.split('/')[1]}`, 'dev', 'vpc0');
     await inside('ip', 'link', 'set', 'lo', 'up');

@@ -13,6 +13,10 @@
  *   on guarded POSTs, which may replay a saved answer; `TooManyRequestsPublic` on keyless operations).
  * - parameters: the path parameters, the list parameters every list shares (page, limit, order, cursor)
  *   and `Idempotency-Key`.
+ * - what is left inline in an operation (its success answer, its request body, a filter of its own) when
+ *   another operation has the same: an operation of /v1 and its /v2 twin always do, so /v2 writes out
+ *   nothing /v1 already says. Such a part is named after the first operation that has it
+ *   (`getVolumesById`, `postVolumes`, `getVolumes.status`); see shareOperationParts.
  */
 import { STATUS_CODES } from 'node:http';
 import { ERROR_STATUSES } from '../error-catalogue.js';
@@ -69,14 +73,19 @@ function sortedByName<T>(entries: Map<string, T>): Record<string, T> {
   return Object.fromEntries([...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+/** What OpenAPI allows as the name of a component. */
+const COMPONENT_NAME = /^[A-Za-z0-9._-]+$/;
+
 /** One section of `components`: each name holds one value, however many places point at it. */
 class Section {
   readonly entries = new Map<string, unknown>();
 
-  constructor(private readonly section: string) {}
+  constructor(readonly section: string) {}
 
   /** A new `$ref` to `name`, which holds `value`; a name asked to hold two different values is a bug. */
   share(name: string, value: unknown): Reference {
+    if (!COMPONENT_NAME.test(name))
+      throw new Error(`components.${this.section}: ${name} is not a valid name`);
     const held = this.entries.get(name);
     if (held === undefined) this.entries.set(name, value);
     else if (canonical(held) !== canonical(value)) {
@@ -105,12 +114,21 @@ export function errorResponse(status: ErrorStatus): Json {
   return { description: ERROR_DESCRIPTIONS[status], content: structuredClone(ERROR_CONTENT) };
 }
 
+/** The parts of an operation that shareOperationParts may replace with references. */
+export interface OperationParts {
+  operationId?: string;
+  parameters?: unknown[];
+  requestBody?: unknown;
+  responses?: Record<string, unknown>;
+}
+
 /** Collects the shared parts while openapi.ts completes the operations, then lists them in `components`. */
 export class SharedComponents {
   private readonly schemas = new Section('schemas');
   private readonly headers = new Section('headers');
   private readonly responses = new Section('responses');
   private readonly parameters = new Section('parameters');
+  private readonly requestBodies = new Section('requestBodies');
 
   /** The headers an answer of `status` carries on an operation of this kind, as references. */
   private headersOf(kind: OperationKind, status: number): Record<string, Reference> {
@@ -186,6 +204,53 @@ export class SharedComponents {
   }
 
   /**
+   * Every answer, request body and parameter still written inline that more than one operation has, alike,
+   * becomes a component, named after the first operation (in document order) that has it: an answer
+   * `<operationId>`, or `<operationId>.<status>` when it is not the operation's only success answer; a
+   * body `<operationId>`; a parameter `<operationId>.<name>`. A /v2 operation then points at what its /v1
+   * twin points at, and the actions of a resource that answer alike share one answer. What one operation
+   * alone has (a list's page, which /v2 pages by cursor) stays where it is. Run it last: it compares the
+   * parts as the steps above left them, with their named schemas and shared parameters already references.
+   */
+  shareOperationParts(operations: OperationParts[]): void {
+    const uses = new Map<string, number>();
+    const keyOf = (section: Section, part: unknown) =>
+      isObject(part) && !('$ref' in part) ? `${section.section} ${canonical(part)}` : null;
+    const count = (section: Section, part: unknown) => {
+      const key = keyOf(section, part);
+      if (key !== null) uses.set(key, (uses.get(key) ?? 0) + 1);
+    };
+    for (const operation of operations) {
+      for (const response of Object.values(operation.responses ?? {})) count(this.responses, response);
+      count(this.requestBodies, operation.requestBody);
+      for (const parameter of operation.parameters ?? []) count(this.parameters, parameter);
+    }
+    const names = new Map<string, string>();
+    const shared = (section: Section, part: unknown, name: string): unknown => {
+      const key = keyOf(section, part);
+      if (key === null || (uses.get(key) ?? 0) < 2) return part;
+      if (!names.has(key)) names.set(key, name);
+      return section.share(names.get(key)!, part);
+    };
+    for (const operation of operations) {
+      const id = operation.operationId;
+      if (id === undefined) continue;
+      const responses = operation.responses ?? {};
+      const successes = Object.keys(responses).filter((status) => Number(status) < 400);
+      for (const [status, response] of Object.entries(responses)) {
+        const sole = successes.length === 1 && successes[0] === status;
+        responses[status] = shared(this.responses, response, sole ? id : `${id}.${status}`);
+      }
+      if (operation.requestBody !== undefined) {
+        operation.requestBody = shared(this.requestBodies, operation.requestBody, id);
+      }
+      operation.parameters = operation.parameters?.map((parameter) =>
+        shared(this.parameters, parameter, `${id}.${String((parameter as Json).name)}`),
+      );
+    }
+  }
+
+  /**
    * Every schema with a name for a title, wherever it appears (request and response bodies, parameters,
    * inside other components), becomes a reference to `components.schemas.<title>`.
    */
@@ -243,6 +308,8 @@ export class SharedComponents {
     components.parameters = sortedByName(this.parameters.entries);
     components.headers = sortedByName(this.headers.entries);
     components.responses = sortedByName(this.responses.entries);
+    if (this.requestBodies.entries.size > 0)
+      components.requestBodies = sortedByName(this.requestBodies.entries);
   }
 }
 

@@ -8,7 +8,8 @@
  * completeDocument() below adds what the shared plugins do on every route (responses.ts): their error
  * statuses, the response headers, the Idempotency-Key parameter; it keeps the tags and the description
  * of the API to the operations that exist; and it lists every shared part once under `components`, which
- * the operations of /v1 and /v2 point at (openapi-components.ts).
+ * the operations of /v1 and /v2 point at (openapi-components.ts): a /v2 operation writes out only its
+ * operationId, summary, description and tags, and a list's page where /v2 pages by cursor.
  */
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -187,6 +188,7 @@ interface Parameter {
 }
 
 interface Operation {
+  operationId?: string;
   tags?: string[];
   security?: unknown[];
   parameters?: (Parameter | Reference)[];
@@ -286,6 +288,7 @@ function completeDocument(document: OpenApiDocument): void {
   }
   components.shareNamedSchemas(document);
   components.shareParameters(operations);
+  components.shareOperationParts(operations);
   document.components ??= {};
   components.writeInto(document.components);
   describeAreas(document);

@@ -4,14 +4,11 @@
  * and dropping the old one with foreign keys on would have deleted its keys and quotas (ON DELETE
  * CASCADE). Run as the server runs it (migrateToLatest); a bare migrator with foreign keys on is refused.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { type Kysely, Migrator } from 'kysely';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from '../../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../../migrations.js';
-import { migrateToLatest, openStore, type Store } from '../../../platform/store/db.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { STORES, storePerCase } from '../../../../test/helpers/backends.js';
+import { migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 
 const at = '2026-01-02T03:04:05.000Z';
 const account = (id: string, email: string) => ({
@@ -25,22 +22,14 @@ const account = (id: string, email: string) => ({
 });
 
 describe.each(STORES)('migration 0018_account_email_not_unique (%s)', (kind) => {
-  let dataDir = '';
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const freshStore = storePerCase(kind, 'nimbus-0018-');
   let store: Store;
   // The schema as it was before 0018, not as platform/store/schema.ts has it.
   let db: Kysely<any>;
   let migrator: Migrator;
 
   beforeEach(async () => {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-0018-'));
-    let databaseUrl: string | undefined;
-    if (kind === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
-    store = openStore({ dataDir, databaseUrl });
+    store = freshStore();
     db = store.db;
     migrator = new Migrator({ db, provider: MIGRATIONS });
     expect((await migrator.migrateTo('0015_instances_monitored')).error).toBeUndefined();
@@ -61,12 +50,6 @@ describe.each(STORES)('migration 0018_account_email_not_unique (%s)', (kind) => 
       .insertInto('account_quotas')
       .values({ account_id: 'acct_a', name: 'volumes', limit: 7 })
       .execute();
-  });
-  afterEach(async () => {
-    await store.close();
-    await dropDatabase?.();
-    dropDatabase = null;
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('lets two accounts share an address and keeps what referenced the accounts', async () => {

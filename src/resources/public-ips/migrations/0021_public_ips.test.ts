@@ -4,14 +4,11 @@
  * made with `public_ip: false`), and on SQLite, where the instances table is rebuilt for that, its rows,
  * indexes, unique constraints and what references it (tags) survive.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { type Kysely, sql } from 'kysely';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPostgresDatabase, STORES } from '../../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../../migrations.js';
-import { migrateTo, migrateToLatest, openStore, type Store } from '../../../platform/store/db.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { STORES, storePerCase } from '../../../../test/helpers/backends.js';
+import { migrateTo, migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 
 const at = '2026-01-02T03:04:05.000Z';
 const instance = (id: string, publicIp: string | null, privateIp: string) => ({
@@ -40,21 +37,13 @@ const instance = (id: string, publicIp: string | null, privateIp: string) => ({
 });
 
 describe.each(STORES)('migration 0021_public_ips (%s)', (kind) => {
-  let dataDir = '';
-  let dropDatabase: (() => Promise<void>) | null = null;
+  const freshStore = storePerCase(kind, 'nimbus-0021-');
   let store: Store;
   // The schema as it was before 0021, not as platform/store/schema.ts has it.
   let db: Kysely<any>;
 
   beforeEach(async () => {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-0021-'));
-    let databaseUrl: string | undefined;
-    if (kind === 'postgres') {
-      const database = await createPostgresDatabase();
-      databaseUrl = database.url;
-      dropDatabase = database.drop;
-    }
-    store = openStore({ dataDir, databaseUrl });
+    store = freshStore();
     db = store.db;
     expect(await migrateTo(store.db, MIGRATIONS, '0019_instances_region_name')).toContain(
       '0019_instances_region_name',
@@ -79,12 +68,6 @@ describe.each(STORES)('migration 0021_public_ips (%s)', (kind) => {
       .insertInto('instance_tags')
       .values({ instance_id: 'ins_1', account_id: 'acct_a', key: 'env', value: 'prod' })
       .execute();
-  });
-  afterEach(async () => {
-    await store.close();
-    await dropDatabase?.();
-    dropDatabase = null;
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('makes every instance address a public IP and lets an instance have none', async () => {

@@ -3,29 +3,22 @@
  * wrote it is, after 0004, a valid record (version 1, no tags, attached as /dev/vda since its instance was
  * made) that the volume store reads and writes like any other; and 0004 rolls back.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Kysely } from 'kysely';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../../../migrations.js';
-import { migrateTo, migrateToLatest, openStore, type Store } from '../../../platform/store/db.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { storePerCase } from '../../../../test/helpers/backends.js';
+import { migrateTo, migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 import { findVolume, updateVolume } from '../store.js';
 
 describe('migration 0004_volumes', () => {
-  let dataDir = '';
+  const freshStore = storePerCase('sqlite', 'nimbus-0004-');
   let store: Store;
   // The schema as it was before 0004, not as platform/store/schema.ts has it.
   let db: Kysely<any>;
 
   beforeEach(() => {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-0004-'));
-    store = openStore({ dataDir });
+    store = freshStore();
     db = store.db;
-  });
-  afterEach(async () => {
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('keeps the root volumes 0002 made valid, and rolls back', async () => {
