@@ -116,6 +116,32 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
         (error) => resolve(error === null),
       );
     });
+  /**
+   * Milliseconds from `since` until a TCP connection to host:port first opens from the internet side. A
+   * probe is started every 25 ms without waiting for the one before (each gives up after 300 ms: a SYN
+   * dropped before the flows are in is not sent again in time), so the figure is not rounded up to a
+   * probe's time limit. Fails after MOVE_MS.
+   */
+  const firstAnswer = (host: string, port: number, since: number) =>
+    new Promise<number>((resolve, reject) => {
+      let done = false;
+      const finish = (error: Error | null, ms = 0) => {
+        if (done) return;
+        done = true;
+        clearInterval(timer);
+        if (error) reject(error);
+        else resolve(ms);
+      };
+      const timer = setInterval(() => {
+        if (Date.now() - since > MOVE_MS) {
+          finish(new Error(`${host}:${port} not answering within ${MOVE_MS} ms`));
+          return;
+        }
+        void connects(host, port, 300).then((opened) => {
+          if (opened) finish(null, Date.now() - since);
+        });
+      }, 25);
+    });
   /** An instance's data transfer so far this month, in bytes (its usage lines: quantity in GB). */
   const transfer = async (instanceId: string) => {
     const reply = await api('GET', '/v1/billing/usage?group_by=resource');
@@ -299,6 +325,7 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
       { timeoutMs: 10_000, intervalMs: 100 },
     );
     const timings: number[] = [];
+    const natTimings: number[] = [];
     let holder: 'a' | 'b' = 'a';
     for (let move = 0; move < MOVES; move++) {
       const to: 'a' | 'b' = holder === 'a' ? 'b' : 'a';
@@ -313,15 +340,36 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
       const assigned = await api('POST', `/v1/public-ips/${moving.id}/assign`, { instance_id: vms[to].id });
       expect(assigned.status, assigned.text).toBe(200);
       const answeredAt = Date.now();
-      await waitFor(
-        `${moving.address} answering once given to ${to}`,
-        async () => ((await connects(moving.address, 22, 300)) ? true : undefined),
-        { timeoutMs: MOVE_MS, intervalMs: 25 },
+      // Where the time goes: until the NAT is in OVN's northbound database (the control plane), and until
+      // the address answers (OVN's daemons turning it into flows, the packets).
+      const inOvn = waitFor(
+        `the NAT of ${moving.address} to ${to} in OVN`,
+        async () => {
+          const rows = await network.nb.select(
+            'NAT',
+            [['external_ip', '==', moving.address]],
+            ['logical_ip'],
+          );
+          return rows.some((row) => row.logical_ip === vms[to].private_ip)
+            ? Date.now() - answeredAt
+            : undefined;
+        },
+        { timeoutMs: MOVE_MS, intervalMs: 10 },
       );
-      timings.push(Date.now() - answeredAt);
+      timings.push(await firstAnswer(moving.address, 22, answeredAt));
+      natTimings.push(await inOvn);
       // It is the new holder that answers, and the API says so.
-      const hostname = await inGuest({ public_ip: moving.address }, 'hostname');
-      expect(hostname.trim()).toBe(vms[to].hostname);
+      // Tried again while the probes' connections close: dropbear refuses a client with several
+      // connections not yet logged in.
+      const hostname = await waitFor(
+        `SSH login on ${moving.address}`,
+        async () => {
+          const answer = await sshFromInternet(moving.address, 'hostname');
+          return answer.code === 0 ? answer.text.trim() : undefined;
+        },
+        { timeoutMs: 15_000, intervalMs: 500 },
+      );
+      expect(hostname).toBe(vms[to].hostname);
       const record = (await api('GET', `/v1/instances/${vms[to].id}`)).body.data;
       expect(record.public_ip).toBe(moving.address);
       expect(record.ssh).toEqual({ host: moving.address, port: 22, user: 'lambda' });
@@ -331,6 +379,7 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
     console.log(
       `public IP assignment → data path (TCP 22 on the address answering): p50 ${percentile(timings, 50)} ms, max ${Math.max(...timings)} ms over ${MOVES} moves (${timings.join(', ')})`,
     );
+    console.log(`of which assignment → the NAT in OVN's northbound database: ${natTimings.join(', ')} ms`);
     expect(Math.max(...timings)).toBeLessThan(MOVE_MS);
   }, 180_000);
 
