@@ -112,6 +112,7 @@ import { vpnsModule } from './resources/vpns/index.js';
 import { anySealedVpnKey, gatewaySpecOf, VPN_KIND } from './resources/vpns/kind.js';
 import { VpnReconciler } from './resources/vpns/reconciler.js';
 import { VpnService } from './resources/vpns/service.js';
+import { vpnsForNetwork } from './resources/vpns/store.js';
 import { WebhookDeliveryWorker } from './resources/webhooks/delivery-worker.js';
 import { webhooksModule } from './resources/webhooks/index.js';
 import { WebhookSender } from './resources/webhooks/sender.js';
@@ -550,6 +551,7 @@ async function openDriver(
       find: async (id) => (await findInstance(store.db, id)) ?? null,
       firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
       atAddress: (accountId, region, privateIp) => networkInstanceAt(store.db, accountId, region, privateIp),
+      vpns: (accountId) => vpnsForNetwork(store.db, accountId),
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);

@@ -9,8 +9,9 @@
  * the composition root turns into a look by the instance reconciler — so the instance shows it within
  * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md).
  *
- * VPN gateways stay simulated with this driver (the simulator's gateways, in the same store): running
- * WireGuard would change the host's network configuration, which this driver never does.
+ * VPN gateways: with NIMBUS_NETWORK=ovn each is real, wireguard-go in a namespace of its own on the
+ * account's VPC (drivers/ovn/vpn-gateways.ts); with the user-mode network they stay simulated (the
+ * simulator's gateways, in the same store), since there is no network of Nimbus's own to attach them to.
  *
  * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
  *
@@ -22,8 +23,11 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
+import { configDigest } from '../../resources/vpns/wireguard.js';
 import type {
   ComputeDriver,
+  GatewaySpec,
+  GatewayState,
   GuestHost,
   MachineSpec,
   MachineState,
@@ -44,6 +48,7 @@ import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
+import { OvnGateways, type RunningPeer } from '../ovn/vpn-gateways.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -121,6 +126,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly publicLink: PublicLink | undefined;
   /** How the uplink was before serve plugged it (put back at close). */
   private uplinkBefore: UplinkState | null = null;
+  /** The real VPN gateways on OVN, once serve started the network. */
+  private ovnGateways: OvnGateways | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -219,8 +226,11 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
-        await this.network.reconcile(accountId, instances, rules, this.publicLink);
+        await this.network.reconcile(
+          accountId,
+          await readVpcState(this.vpcInstances!, accountId),
+          this.publicLink,
+        );
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -234,8 +244,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    const { instances, rules } = await readVpcState(this.vpcInstances!, null);
-    return this.network!.reconcile(null, instances, rules, this.publicLink);
+    return this.network!.reconcile(null, await readVpcState(this.vpcInstances!, null), this.publicLink);
   }
 
   /**
@@ -247,20 +256,19 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.networkConfig.mode !== 'ovn') return null;
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
-      const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+      const state = await readVpcState(this.vpcInstances!, null);
+      const { instances } = state;
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
       // Read only: a VPC whose router holds no public address yet is shown without its public side.
-      const desired = (await network.desiredVpcs(null, instances, rules, this.publicLink, false)).flatMap(
-        vpcRows,
-      );
+      const desired = (await network.desiredVpcs(null, state, this.publicLink, false)).flatMap(vpcRows);
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
-      const vpcs = new Set(vpcsOf(instances).map(vpcKey));
+      const vpcs = new Set(vpcsOf(instances, undefined, state.vpns).map(vpcKey));
       return {
         missing: changes.filter((c) => c.op === 'insert').map(name),
         differing: changes.filter((c) => c.op === 'update').map(name),
@@ -314,7 +322,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         host.metadata(instanceId, request, response),
       );
       this.metadataPath = metadataPath;
-      this.network = await OvnNetwork.start({
+      const network = await OvnNetwork.start({
         dir: this.ovnDir(),
         central,
         onGuestConnection: (place, socket) => metadataPath.accept(place, socket),
@@ -323,6 +331,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
             ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
+      this.network = network;
+      // Gateways still running from an earlier run are found as they are (nothing of them is in memory).
+      this.ovnGateways = new OvnGateways(network.endpoints, path.join(this.ovnDir(), 'gateways'));
       try {
         if (this.publicLink) await this.plugPublicLink(this.network, this.publicLink);
         const applied = await this.reconcileAll();
@@ -339,6 +350,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         await this.unplugPublicLink(this.network).catch(() => {});
         await this.network.close();
         this.network = null;
+        this.ovnGateways = null;
         throw error;
       }
     }
@@ -419,8 +431,39 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         this.host?.log.warn({ err: error }, 'qemu driver: could not unplug the public uplink');
       });
     }
+    // The VPN gateways keep running: a restarted Nimbus re-adopts their tunnels as they are.
     await this.network?.close();
     this.network = null;
+    this.ovnGateways = null;
+  }
+
+  /** The real gateways with NIMBUS_NETWORK=ovn (serve must have started the network); null: simulated. */
+  private realGateways(): OvnGateways | null {
+    if (this.networkConfig.mode !== 'ovn') return null;
+    if (!this.ovnGateways)
+      throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started (serve)');
+    return this.ovnGateways;
+  }
+
+  override provisionGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.provision(spec) ?? super.provisionGateway(spec);
+  }
+
+  override configureGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.configure(spec) ?? super.configureGateway(spec);
+  }
+
+  override destroyGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.destroy(spec) ?? super.destroyGateway(spec);
+  }
+
+  override inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
+    return this.realGateways()?.inspect(spec, configDigest) ?? super.inspectGateway(spec);
+  }
+
+  /** Each peer's last handshake and bytes as the real gateway counts them; null: simulated or not running. */
+  gatewayPeers(vpnId: string): Promise<RunningPeer[] | null> {
+    return this.realGateways()?.peers(vpnId) ?? Promise.resolve(null);
   }
 
   private async look(): Promise<void> {
