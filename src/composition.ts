@@ -336,7 +336,7 @@ function compose(
   // Networking: the firewall's verdicts, and VPN endpoints from the instances' public pools.
   const firewallRules = new FirewallRuleService(store, clock, quotas);
   const network = new NetworkService(store, instances, firewallRules);
-  const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
+  const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools, driver);
   const publicIps = new PublicIpService(
     store,
     clock,

@@ -26,6 +26,7 @@ import type { Clock } from '../../platform/domain/clock.js';
 import { configDigest } from '../../resources/vpns/wireguard.js';
 import type {
   ComputeDriver,
+  GatewayPeerStats,
   GatewaySpec,
   GatewayState,
   GuestHost,
@@ -48,7 +49,7 @@ import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
-import { OvnGateways, type RunningPeer } from '../ovn/vpn-gateways.js';
+import { OvnGateways } from '../ovn/vpn-gateways.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -461,9 +462,23 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return this.realGateways()?.inspect(spec, configDigest) ?? super.inspectGateway(spec);
   }
 
-  /** Each peer's last handshake and bytes as the real gateway counts them; null: simulated or not running. */
-  gatewayPeers(vpnId: string): Promise<RunningPeer[] | null> {
-    return this.realGateways()?.peers(vpnId) ?? Promise.resolve(null);
+  override async gatewayPeers(
+    gatewayId: string,
+    publicKeys: readonly string[],
+  ): Promise<Map<string, GatewayPeerStats>> {
+    const real = this.realGateways();
+    if (!real) return super.gatewayPeers(gatewayId, publicKeys);
+    const wanted = new Set(publicKeys);
+    const stats = new Map<string, GatewayPeerStats>();
+    for (const peer of (await real.peers(gatewayId)) ?? []) {
+      if (!wanted.has(peer.publicKey)) continue;
+      stats.set(peer.publicKey, {
+        lastHandshakeAt: peer.latestHandshake > 0 ? new Date(peer.latestHandshake * 1000) : null,
+        receivedBytes: peer.rxBytes,
+        sentBytes: peer.txBytes,
+      });
+    }
+    return stats;
   }
 
   private async look(): Promise<void> {
