@@ -168,6 +168,14 @@ describe.runIf(canRun)('a VPN gateway on OVN, through the API', { timeout: 180_0
     const [seen] = gatewayDump().peers;
     expect(seen).toMatchObject({ publicKey: peer.public_key, allowedIps: [`${peer.address}/32`] });
     expect(seen!.latestHandshake).toBeGreaterThan(0);
+    // The API shows the real gateway's figures for the peer.
+    const shown = await api('GET', `/v1/vpn/${vpn.id}/peers/${peer.id}`);
+    expect(shown.status, shown.text).toBe(200);
+    expect(Date.parse(shown.body.data.last_handshake_at)).toBeGreaterThanOrEqual(
+      seen!.latestHandshake * 1000,
+    );
+    expect(shown.body.data.received_bytes).toBeGreaterThan(0);
+    expect(shown.body.data.sent_bytes).toBeGreaterThan(0);
     // The root namespace is not on the link: the uplink holds no address there.
     expect(sh('ip', ['-4', '-o', 'addr', 'show', 'dev', office.uplink]).trim()).toBe('');
   });
