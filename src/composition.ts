@@ -161,7 +161,7 @@ export interface Backends {
   jobs: JobRunner;
   driver: ComputeDriver;
   /** What a driver that serves its guests itself asks of the control plane (ComputeDriver.serve). */
-  guests: Pick<GuestHost, 'allowsInbound' | 'machineChanged'>;
+  guests: Pick<GuestHost, 'allowsInbound' | 'machineChanged' | 'gatewayChanged'>;
   /**
    * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
    * and the address its port may be bound to.
@@ -614,6 +614,11 @@ function guestsOf(store: Store, jobs: JobRunner, network: NetworkService): Backe
     },
     machineChanged: async (instanceId) => {
       await store.db.transaction().execute((trx) => jobs.enqueue(trx, INSTANCE_KIND.table.kind, instanceId));
+      jobs.wake();
+    },
+    // The VPN's job finds the gateway in part and makes it whole again (resources/vpns/reconciler.ts).
+    gatewayChanged: async (vpnId) => {
+      await store.db.transaction().execute((trx) => jobs.enqueue(trx, VPN_KIND.table.kind, vpnId));
       jobs.wake();
     },
   };

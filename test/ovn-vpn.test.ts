@@ -12,7 +12,8 @@
  *
  * Shown here: the tunnel comes up from the API's file; OVN holds the gateway's port, its route to the
  * tunnel and the NAT of the endpoint; a graceful restart and a kill -9 of Nimbus keep the tunnel (the same
- * wireguard-go process and key: re-adopted, not re-created); removing the peer through the API cuts it off
+ * wireguard-go process and key: re-adopted, not re-created); a wireguard-go killed with -9 is started
+ * again by the server, with the same key and peers; removing the peer through the API cuts it off
  * within 2 s; deleting the VPN leaves no process, device, namespace or OVN row.
  *
  * Nothing is routed in the root namespace. Everything is removed at the end, also when a case fails.
@@ -216,6 +217,33 @@ describe.runIf(canRun)('a VPN gateway on OVN, through the API', { timeout: 180_0
       execFileSync('wg', ['pubkey'], { input: `${gatewayDump().privateKey}\n`, encoding: 'utf8' }).trim(),
     ).toBe(view.body.data.server_public_key);
     expect(officePings()).toBe(true);
+  });
+
+  it('starts a gateway whose wireguard-go was killed with -9 again, with the same key', async () => {
+    const [killed] = gatewayProcesses();
+    const runningKey = gatewayDump().privateKey;
+    process.kill(killed!, 'SIGKILL');
+    // The driver's watcher looks at the gateways every 5 s and has the VPN's job start it again.
+    const [restarted] = await waitFor(
+      'wireguard-go started again',
+      () => {
+        const pids = gatewayProcesses();
+        return pids.length === 1 && pids[0] !== killed ? pids : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(restarted).toBeGreaterThan(0);
+    await waitFor(
+      'the gateway answering with its peers',
+      () => (gatewayDump().peers.length === 2 ? true : undefined),
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
+    expect(gatewayDump().privateKey).toBe(runningKey);
+    // The client shakes hands again once its packets go unanswered.
+    await waitFor('the office through the new process', () => (officePings() ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    });
   });
 
   it('cuts the peer off within 2 s of its removal through the API', async () => {

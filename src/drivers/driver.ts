@@ -223,6 +223,8 @@ export interface GuestHost {
   allowsInbound(instanceId: string, port: number, address: string): Promise<boolean>;
   /** Has the instance looked at again, because its machine changed by itself (went away, powered off). */
   machineChanged(instanceId: string): Promise<void>;
+  /** Has the VPN looked at again, because its gateway changed by itself (its process went away). */
+  gatewayChanged(vpnId: string): Promise<void>;
   log: DriverLog;
 }
 

@@ -232,6 +232,28 @@ export class OvnGateways {
     return { state: 'active', configDigest: digest, settlesAt: null };
   }
 
+  /**
+   * The VPNs whose gateway is on this bridge but whose wireguard-go does not answer (killed, crashed): the
+   * driver's watcher has their jobs make them whole again.
+   */
+  async broken(): Promise<string[]> {
+    const output = await this.vsctl('--format=json', '--columns=external_ids', 'list', 'Interface');
+    const table = JSON.parse(output) as { data: [['map', [string, string][]]][] };
+    const vpnIds = table.data.flatMap(([[, ids]]) =>
+      ids.filter(([k]) => k === 'nimbus-vpn').map(([, v]) => v),
+    );
+    const broken: string[] = [];
+    for (const vpnId of vpnIds) {
+      const { namespace, device } = this.names(vpnId);
+      const answers = await this.inside(namespace, 'wg', 'show', device, 'listen-port').then(
+        () => true,
+        () => false,
+      );
+      if (!answers) broken.push(vpnId);
+    }
+    return broken;
+  }
+
   /** Each peer's handshake and bytes as the running device counts them; null when it does not run. */
   async peers(vpnId: string): Promise<RunningPeer[] | null> {
     const { namespace, device } = this.names(vpnId);

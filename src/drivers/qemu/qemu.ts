@@ -7,7 +7,9 @@
  * The watcher looks at every VM every WATCH_MS: a QEMU process that went away without being asked (killed,
  * crashed), or a guest that powered itself off, is reported through the host's `machineChanged`, which
  * the composition root turns into a look by the instance reconciler — so the instance shows it within
- * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md).
+ * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md). On OVN it also looks at
+ * the VPN gateways every 5 s: one whose wireguard-go went away is reported through `gatewayChanged`,
+ * and the VPN's job starts it again with its configuration.
  *
  * VPN gateways: with NIMBUS_NETWORK=ovn each is real, wireguard-go in a namespace of its own on the
  * account's VPC (drivers/ovn/vpn-gateways.ts); with the user-mode network they stay simulated (the
@@ -63,6 +65,8 @@ import { SshProxies } from './ssh-proxy.js';
 import { describeMissing, missingPrograms, type ProgramNeed } from './tools.js';
 
 const WATCH_MS = 1000;
+/** Gateways are looked at every 5th round (each look runs `wg` once per gateway). */
+const GATEWAY_LOOK_EVERY = 5;
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
 /**
@@ -116,6 +120,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly imageDir: string;
   private watcher: NodeJS.Timeout | null = null;
   private watching = false;
+  /** The watcher's rounds, so gateways are looked at every GATEWAY_LOOK_EVERY-th. */
+  private looks = 0;
   private host: GuestHost | null = null;
   private readonly networkConfig: NetworkConfig;
   private readonly vpcInstances: VpcInstanceReader | null;
@@ -487,11 +493,23 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     try {
       for (const record of this.machines.lost()) this.changed(record.id);
       for (const record of await this.machines.poweredOff()) this.changed(record.id);
+      this.looks += 1;
+      if (this.ovnGateways && this.looks % GATEWAY_LOOK_EVERY === 0) {
+        for (const vpnId of await this.ovnGateways.broken()) this.gatewayChanged(vpnId);
+      }
     } catch {
       // the next look tries again
     } finally {
       this.watching = false;
     }
+  }
+
+  /** Has the control plane look at the VPN again; a failure to ask is logged, and the next look asks again. */
+  private gatewayChanged(vpnId: string): void {
+    const host = this.host;
+    host?.gatewayChanged(vpnId).catch((error: unknown) => {
+      host.log.warn({ err: error, vpn: vpnId }, 'could not look at a VPN gateway again');
+    });
   }
 
   /** Has the control plane look at the instance again; a failure to ask is logged, and the next look asks again. */
