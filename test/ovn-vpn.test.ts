@@ -31,6 +31,7 @@ import { gatewayIp } from '../src/drivers/ovn/vpn-gateway-rows.js';
 import { OvnGateways, parseDump } from '../src/drivers/ovn/vpn-gateways.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
 import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { CAN_RUN_OVN, InternetNamespace, oneOvnSuiteAtATime, sh, succeeds } from './helpers/ovn.js';
 import { removeOvnServer } from './helpers/ovn-server.js';
@@ -177,6 +178,12 @@ describe.runIf(canRun)('a VPN gateway on OVN, through the API', { timeout: 180_0
     );
     expect(shown.body.data.received_bytes).toBeGreaterThan(0);
     expect(shown.body.data.sent_bytes).toBeGreaterThan(0);
+    // The operator's check finds OVN and the bridge as the store wants them, the gateway included.
+    const check = await runNimbus(['admin', 'network', 'check'], {
+      env: { ...process.env, NIMBUS_DATA_DIR: dataDir, ...env },
+      timeoutMs: 120_000,
+    });
+    expect(check.code, check.stdout + check.stderr).toBe(0);
     // The root namespace is not on the link: the uplink holds no address there.
     expect(sh('ip', ['-4', '-o', 'addr', 'show', 'dev', office.uplink]).trim()).toBe('');
   });

@@ -234,7 +234,7 @@ export interface NetworkDrift {
   missing: string[];
   differing: string[];
   extra: string[];
-  /** Taps and host ports on the bridge for no instance or VPC of the store. */
+  /** Taps, host ports and VPN gateways on the bridge for no instance, VPC or VPN of the store. */
   strayInterfaces: string[];
 }
 

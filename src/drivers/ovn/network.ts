@@ -361,6 +361,11 @@ export class OvnNetwork {
     }));
   }
 
+  /** The VPN gateways' veths on the bridge (drivers/ovn/vpn-gateways.ts), by the VPN each serves. */
+  async gatewayInterfaces(): Promise<{ name: string; vpnId: string }[]> {
+    return (await this.interfacesMarked('nimbus-vpn')).map(({ name, mark }) => ({ name, vpnId: mark }));
+  }
+
   private async interfacesMarked(key: string): Promise<{ name: string; mark: string }[]> {
     const output = await this.vsctl('--format=json', '--columns=name,external_ids', 'list', 'Interface');
     const table = JSON.parse(output) as { data: [string, ['map', [string, string][]]][] };

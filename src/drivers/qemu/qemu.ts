@@ -276,6 +276,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
       const vpcs = new Set(vpcsOf(instances, undefined, state.vpns).map(vpcKey));
+      const vpns = new Set(state.vpns.map((vpn) => vpn.id));
       return {
         missing: changes.filter((c) => c.op === 'insert').map(name),
         differing: changes.filter((c) => c.op === 'update').map(name),
@@ -287,6 +288,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
           ...(await network.hostPortInterfaces())
             .filter((h) => !vpcs.has(h.vpc))
             .map((h) => `host port ${h.name} (${h.vpc})`),
+          ...(await network.gatewayInterfaces())
+            .filter((g) => !vpns.has(g.vpnId))
+            .map((g) => `VPN gateway ${g.name} (${g.vpnId})`),
         ],
       };
     } finally {
