@@ -35,6 +35,11 @@ export const REQUIREMENTS = [
     for: 'the Redis suites (shared rate limits, notices)',
   },
   { package: 'wireguard-tools', programs: ['wg', 'wg-quick'], for: 'the VPN suites' },
+  {
+    package: 'wireguard-go',
+    programs: ['wireguard-go'],
+    for: 'VPN gateways on OVN (this kernel has no WireGuard module) and the VPN suites on OVN',
+  },
   { package: 'haproxy', programs: ['haproxy'], for: 'the load-balancer suite' },
   { package: 'poppler-utils', programs: ['pdftotext'], for: 'the invoice PDF suites' },
   {

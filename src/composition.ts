@@ -97,6 +97,7 @@ import { findVolume } from './resources/volumes/store.js';
 import { anySealedVpnKey, gatewaySpecOf, VPN_KIND } from './resources/vpns/kind.js';
 import { VpnReconciler } from './resources/vpns/reconciler.js';
 import { VpnService } from './resources/vpns/service.js';
+import { vpnsForNetwork } from './resources/vpns/store.js';
 import { WebhookDeliveryWorker } from './resources/webhooks/delivery-worker.js';
 import { WebhookSender } from './resources/webhooks/sender.js';
 import { WebhookService } from './resources/webhooks/service.js';
@@ -145,7 +146,7 @@ export interface Backends {
   jobs: JobRunner;
   driver: ComputeDriver;
   /** What a driver that serves its guests itself asks of the control plane (ComputeDriver.serve). */
-  guests: Pick<GuestHost, 'allowsInbound' | 'machineChanged'>;
+  guests: Pick<GuestHost, 'allowsInbound' | 'machineChanged' | 'gatewayChanged'>;
   /**
    * The guests' metadata service (resources/instances/metadata-server.ts), a plain-HTTP app of its own,
    * and the address its port may be bound to.
@@ -320,7 +321,7 @@ function compose(
   // Networking: the firewall's verdicts, and VPN endpoints from the instances' public pools.
   const firewallRules = new FirewallRuleService(store, clock, quotas);
   const network = new NetworkService(store, instances, firewallRules);
-  const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools);
+  const vpns = new VpnService(store, clock, lifecycle, secretBox, regions.publicIpPools, driver);
   const publicIps = new PublicIpService(
     store,
     clock,
@@ -532,6 +533,7 @@ async function openDriver(
       find: async (id) => (await findInstance(store.db, id)) ?? null,
       firewallRules: (accountId, region) => firewallRulesInRegion(store.db, accountId, region),
       atAddress: (accountId, region, privateIp) => networkInstanceAt(store.db, accountId, region, privateIp),
+      vpns: (accountId) => vpnsForNetwork(store.db, accountId),
     },
     identity: async (spec) => {
       const instance = await findInstance(store.db, spec.id);
@@ -594,6 +596,11 @@ function guestsOf(store: Store, jobs: JobRunner, network: NetworkService): Backe
     },
     machineChanged: async (instanceId) => {
       await store.db.transaction().execute((trx) => jobs.enqueue(trx, INSTANCE_KIND.table.kind, instanceId));
+      jobs.wake();
+    },
+    // The VPN's job finds the gateway in part and makes it whole again (resources/vpns/reconciler.ts).
+    gatewayChanged: async (vpnId) => {
+      await store.db.transaction().execute((trx) => jobs.enqueue(trx, VPN_KIND.table.kind, vpnId));
       jobs.wake();
     },
   };

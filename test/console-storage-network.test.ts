@@ -134,6 +134,10 @@ describeInChromium('console storage and networking pages in Chromium', () => {
     const laterFile = readFileSync(await (await later).path(), 'utf8');
     expect(laterFile).toContain('[Peer]');
     expect(laterFile).toContain('<your private key: wg genkey>');
+    // Each peer's last handshake and bytes, as the (simulated) gateway counts them.
+    await page.getByRole('columnheader', { name: 'Last handshake' }).waitFor();
+    const peerRow = page.getByRole('row', { name: /^laptop / });
+    expect(await peerRow.textContent()).toMatch(/\d+(\.\d)? [KMG]?B \/ \d+(\.\d)? [KMG]?B/);
     await checkAccessibility('networking with a VPN and its peers');
     await screenshotBothWays('networking');
   });

@@ -122,7 +122,7 @@ describe.runIf(CAN_RUN_OVN)('established connections across firewall changes, on
 
   /** The VPC with `rules`, as the `vpc` job applies it, once every chassis has it in its flows. */
   const apply = async (rules: readonly FirewallRule[]) => {
-    await network.reconcile(ACCOUNT, [A, B], new Map([[vpcKey(vpc), rules]]));
+    await network.reconcile(ACCOUNT, { instances: [A, B], rules: new Map([[vpcKey(vpc), rules]]), vpns: [] });
     await network.nb.syncHypervisors();
   };
   /** A byte stream from `namespace` to ip:port (socat, as the host port's connections are made). */
@@ -195,7 +195,7 @@ describe.runIf(CAN_RUN_OVN)('established connections across firewall changes, on
     guests?.remove();
     if (network) {
       // No instance left: the VPC's rows, host port and namespace go.
-      await network.reconcile(ACCOUNT, [], new Map()).catch(() => {});
+      await network.reconcile(ACCOUNT, { instances: [], rules: new Map(), vpns: [] }).catch(() => {});
       expect(network.hostNamespaces()).toEqual([]);
       await network.close();
     }

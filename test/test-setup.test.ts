@@ -59,6 +59,7 @@ describe('what the set-up takes for missing', () => {
         'postgresql',
         'redis-server',
         'wireguard-tools',
+        'wireguard-go',
         'haproxy',
         'poppler-utils',
         'fonts-dejavu-core',

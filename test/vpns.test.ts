@@ -136,6 +136,32 @@ describe.each(STORES)('VPNs (%s)', (store) => {
     );
   });
 
+  it("shows each peer's last handshake and bytes as the gateway counts them (the simulator's figures)", async () => {
+    const { key } = await account(server);
+    const vpn = await createActiveVpn(server, key);
+    const added = await addPeer(server, key, vpn.id, { name: 'counted' });
+    // A peer just added has no figures yet: the answer is its record and its file.
+    expect(added).not.toHaveProperty('received_bytes');
+    const read = async () => {
+      const reply = await server.request('GET', `/v1/vpn/${vpn.id}/peers/${added.id}`, { key });
+      expect(reply.status, reply.text).toBe(200);
+      return reply.body.data as Record<string, any>;
+    };
+    const first = await waitFor('a handshake and bytes', async () => {
+      const peer = await read();
+      return peer.last_handshake_at !== null && peer.received_bytes > 0 ? peer : undefined;
+    });
+    expect(Date.parse(first.last_handshake_at)).toBeLessThanOrEqual(Date.now());
+    expect(first.sent_bytes).toBeGreaterThan(0);
+    // They go on counting, and the list shows the same figures as the peer.
+    await waitFor('more bytes', async () =>
+      (await read()).received_bytes > first.received_bytes ? true : undefined,
+    );
+    const list = await server.request('GET', `/v1/vpn/${vpn.id}/peers`, { key });
+    expect(list.body.data[0]).toMatchObject({ id: added.id, last_handshake_at: expect.any(String) });
+    expect(list.body.data[0].received_bytes).toBeGreaterThan(0);
+  });
+
   it('adds a peer with a generated key: the private key once, in a wg-quick file wg accepts; never again', async () => {
     const { key } = await account(server);
     const vpn = await createActiveVpn(server, key);

@@ -197,6 +197,15 @@ export interface GatewayState {
   settlesAt: Date | null;
 }
 
+/** One peer of a gateway as the gateway counts it (ComputeDriver.gatewayPeers). */
+export interface GatewayPeerStats {
+  /** When its last handshake completed; null: none yet. */
+  lastHandshakeAt: Date | null;
+  /** Bytes the gateway received from the peer and sent to it (since the gateway started). */
+  receivedBytes: number;
+  sentBytes: number;
+}
+
 /** Where a driver says how its serving goes (the server's logger). */
 export interface DriverLog {
   info(fields: object, message: string): void;
@@ -214,6 +223,8 @@ export interface GuestHost {
   allowsInbound(instanceId: string, port: number, address: string): Promise<boolean>;
   /** Has the instance looked at again, because its machine changed by itself (went away, powered off). */
   machineChanged(instanceId: string): Promise<void>;
+  /** Has the VPN looked at again, because its gateway changed by itself (its process went away). */
+  gatewayChanged(vpnId: string): Promise<void>;
   log: DriverLog;
 }
 
@@ -223,7 +234,7 @@ export interface NetworkDrift {
   missing: string[];
   differing: string[];
   extra: string[];
-  /** Taps and host ports on the bridge for no instance or VPC of the store. */
+  /** Taps, host ports and VPN gateways on the bridge for no instance, VPC or VPN of the store. */
   strayInterfaces: string[];
 }
 
@@ -282,6 +293,11 @@ export interface ComputeDriver {
   /** Stops and deletes the gateway; once deleted, a further call purges it; absent gateways are fine. */
   destroyGateway(spec: GatewaySpec): Promise<void>;
   inspectGateway(spec: GatewaySpec): Promise<GatewayState>;
+  /**
+   * The peers named (by public key) as the gateway `gatewayId` counts them: the real gateway's figures,
+   * or the simulator's. A peer the gateway does not know, or a gateway not running, is left out.
+   */
+  gatewayPeers(gatewayId: string, publicKeys: readonly string[]): Promise<Map<string, GatewayPeerStats>>;
 
   /** Copies the source disk into a snapshot (point in time: the copy is of the disk as it is now); idempotent. */
   createSnapshot(spec: SnapshotSpec): Promise<void>;

@@ -1,8 +1,9 @@
 /**
  * Networking → VPNs: WireGuard gateways (GET /v1/vpn), create, edit (name and extra routes, a dialog
  * opened from the row), delete after a confirmation, and per VPN
- * its peers: add (own public key, or one the server generates and shows once), remove, and the client's
- * wg-quick file downloaded as `<peer>.conf` (fetched with the key, saved through a Blob URL).
+ * its peers: add (own public key, or one the server generates and shows once), remove, each one's last
+ * handshake and bytes as the gateway counts them, and the client's wg-quick file downloaded as
+ * `<peer>.conf` (fetched with the key, saved through a Blob URL).
  */
 import { useState } from 'preact/hooks';
 import { allows, isTransitional, type Schemas, unwrap } from '../api.ts';
@@ -13,6 +14,7 @@ import { SelectField, TextField } from '../components/field.tsx';
 import { FormDialog } from '../components/form-dialog.tsx';
 import { StatusBadge } from '../components/status-badge.tsx';
 import { type Column, Table } from '../components/table.tsx';
+import { formatBytes, formatDate } from '../format.ts';
 import { useLoad } from '../load.ts';
 import { usePollWhile } from '../poll.ts';
 import { currentSession } from '../session.ts';
@@ -300,6 +302,15 @@ function Peers({ vpn }: { vpn: Vpn }) {
             { label: 'Name', render: (p) => p.name },
             { label: 'Address', render: (p) => <code>{p.address}</code> },
             { label: 'Public key', render: (p) => <code>{p.public_key}</code> },
+            // The gateway's own figures: the real gateway's on OVN, the simulator's otherwise.
+            {
+              label: 'Last handshake',
+              render: (p) => (p.last_handshake_at ? formatDate(p.last_handshake_at) : 'never'),
+            },
+            {
+              label: 'Received / sent',
+              render: (p) => `${formatBytes(p.received_bytes)} / ${formatBytes(p.sent_bytes)}`,
+            },
             {
               label: 'Actions',
               render: (p) => (

@@ -592,14 +592,14 @@ export interface paths {
         post?: never;
         /**
          * Delete VPN (202 deleting; then 404)
-         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
+         * @description Takes the gateway and its peers down and frees its address; again: 409.
          */
         delete: operations["deleteVpnById"];
         options?: never;
         head?: never;
         /**
          * Update VPN (name, allowed_cidrs)
-         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
+         * @description Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.
          */
         patch: operations["patchVpnById"];
         trace?: never;
@@ -637,7 +637,7 @@ export interface paths {
         };
         /**
          * Get peer
-         * @description One peer of the VPN (never its private key).
+         * @description One peer, with the gateway's figures (last handshake, bytes); never its private key.
          */
         get: operations["getVpnByIdPeersByPeer_id"];
         put?: never;
@@ -661,7 +661,7 @@ export interface paths {
         };
         /**
          * Get a peer's wg-quick file (without its private key)
-         * @description The client configuration with the current routes; where the private key goes it has a placeholder: the server never keeps a peer private key (a generated one is shown only when the peer is added).
+         * @description The client file with the current routes and a placeholder for the private key, which the server never keeps.
          */
         get: operations["getVpnByIdPeersByPeer_idConfig"];
         put?: never;
@@ -1974,14 +1974,14 @@ export interface paths {
         post?: never;
         /**
          * Delete VPN (202 deleting; then 404)
-         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
+         * @description Takes the gateway and its peers down and frees its address; again: 409.
          */
         delete: operations["deleteV2VpnById"];
         options?: never;
         head?: never;
         /**
          * Update VPN (name, allowed_cidrs)
-         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
+         * @description Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.
          */
         patch: operations["patchV2VpnById"];
         trace?: never;
@@ -2019,7 +2019,7 @@ export interface paths {
         };
         /**
          * Get peer
-         * @description One peer of the VPN (never its private key).
+         * @description One peer, with the gateway's figures (last handshake, bytes); never its private key.
          */
         get: operations["getV2VpnByIdPeersByPeer_id"];
         put?: never;
@@ -2043,7 +2043,7 @@ export interface paths {
         };
         /**
          * Get a peer's wg-quick file (without its private key)
-         * @description The client configuration with the current routes; where the private key goes it has a placeholder: the server never keeps a peer private key (a generated one is shown only when the peer is added).
+         * @description The client file with the current routes and a placeholder for the private key, which the server never keeps.
          */
         get: operations["getV2VpnByIdPeersByPeer_idConfig"];
         put?: never;
@@ -3094,9 +3094,9 @@ export interface components {
              * @description ISO 8601 UTC
              */
             created_at: string;
-            /** @description The client's wg-quick file; with a generated key it holds the private key (this answer only), otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true). */
+            /** @description The client's wg-quick file: a generated private key in it (this answer only), else a placeholder; not in a replay */
             config?: string;
-            /** @description A generated private key, shown in this answer and never again (not stored; not in a replayed answer) */
+            /** @description A generated private key: in this answer only, never stored */
             private_key?: string;
         };
         /** CreatedVpnPeerEnvelope */
@@ -4234,6 +4234,9 @@ export interface components {
              * @description ISO 8601 UTC
              */
             created_at: string;
+            last_handshake_at: string | null;
+            received_bytes: number;
+            sent_bytes: number;
         };
         /** VpnPeerConfig */
         VpnPeerConfig: {

@@ -27,7 +27,7 @@ export function addNetdevBridge(bridge: string): string[] {
   return ['--may-exist', 'add-br', bridge, '--', 'set', 'Bridge', bridge, 'datapath_type=netdev'];
 }
 
-/** Every program the embedded OVN runs, with the Debian package that installs it. */
+/** Every program the embedded OVN and its VPCs run, with the Debian package that installs it. */
 export const OVN_PROGRAMS: readonly ProgramNeed[] = [
   { programs: ['ovsdb-server'], debianPackage: 'openvswitch-common' },
   { programs: ['ovs-vswitchd'], debianPackage: 'openvswitch-switch' },
@@ -43,6 +43,9 @@ export const OVN_PROGRAMS: readonly ProgramNeed[] = [
   // whose checksum the kernel left to the (absent) hardware.
   { programs: ['ethtool'], debianPackage: 'ethtool' },
   { programs: ['ip'], debianPackage: 'iproute2' },
+  // VPN gateways (vpn-gateways.ts): the userspace WireGuard (this kernel has no module) and `wg` for its keys and peers.
+  { programs: ['wireguard-go'], debianPackage: 'wireguard-go' },
+  { programs: ['wg'], debianPackage: 'wireguard-tools' },
 ];
 
 /** The programs of OVN_PROGRAMS not installed here (`serve` refuses to start naming their packages). */

@@ -38,7 +38,7 @@ import {
   vpcKey,
 } from './topology.js';
 import { type PublicLink, publicSideOf } from './uplink.js';
-import { type VpcFirewallRules, type VpcInstance, vpcsOf } from './vpcs.js';
+import { type VpcState, vpcsOf } from './vpcs.js';
 
 export interface OvnNetworkOptions {
   /** `<data dir>/ovn`: the embedded OVN's directory (unused with an existing central). */
@@ -263,19 +263,20 @@ export class OvnNetwork {
   }
 
   /**
-   * The VPCs of `instances` (all of one account's, or everyone's when `accountId` is null), each with its
-   * public side when there is a link: its router's address on it (`routerIp`: the one held, or, with
-   * `hold`, held now) and a NAT per public IP. A VPC whose router holds no address yet (read only) has none.
+   * The VPCs of `state`'s instances and VPN gateways (all of one account's, or everyone's when `accountId`
+   * is null), each with its public side when there is a link: its router's address on it (`routerIp`: the
+   * one held, or, with `hold`, held now) and a NAT per public IP. A VPC whose router holds no address yet
+   * (read only) has none.
    */
   async desiredVpcs(
     accountId: string | null,
-    instances: readonly VpcInstance[],
-    rules: VpcFirewallRules | undefined,
+    state: VpcState,
     link: PublicLink | undefined,
     hold: boolean,
   ): Promise<DesiredVpc[]> {
-    const mine = instances.filter((i) => accountId === null || i.account_id === accountId);
-    const desired = vpcsOf(mine, rules);
+    const ofAccount = (row: { account_id: string }) => accountId === null || row.account_id === accountId;
+    const mine = state.instances.filter(ofAccount);
+    const desired = vpcsOf(mine, state.rules, state.vpns.filter(ofAccount));
     if (!link) return desired;
     const chassis = await this.chassis();
     const held = new Map(
@@ -303,19 +304,14 @@ export class OvnNetwork {
   }
 
   /**
-   * Makes OVN and this host hold exactly the VPCs of `instances` (all of one account's, or everyone's
-   * when `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
-   * host ports and namespaces of VPCs left with no instance removed. Idempotent. With `rules`, each
-   * port's firewall is part of its VPC (vpcs.ts). With a public `link`, each VPC's router holds an
-   * address on it, given back once the VPC is out of OVN.
+   * Makes OVN and this host hold exactly the VPCs of `state` (all of one account's, or everyone's when
+   * `accountId` is null): each VPC's rows applied in one transaction, its host port made; the rows,
+   * host ports and namespaces of VPCs left with no instance nor VPN removed. Idempotent. With firewall
+   * rules, each port's firewall is part of its VPC (vpcs.ts). With a public `link`, each VPC's router
+   * holds an address on it, given back once the VPC is out of OVN.
    */
-  async reconcile(
-    accountId: string | null,
-    instances: readonly VpcInstance[],
-    rules?: VpcFirewallRules,
-    link?: PublicLink,
-  ): Promise<ApplyResult> {
-    const desired = await this.desiredVpcs(accountId, instances, rules, link, true);
+  async reconcile(accountId: string | null, state: VpcState, link?: PublicLink): Promise<ApplyResult> {
+    const desired = await this.desiredVpcs(accountId, state, link, true);
     const total: ApplyResult = { inserted: 0, updated: 0, deleted: 0 };
     const add = (result: ApplyResult) => {
       total.inserted += result.inserted;
@@ -374,6 +370,11 @@ export class OvnNetwork {
       name,
       instanceId: mark,
     }));
+  }
+
+  /** The VPN gateways' veths on the bridge (drivers/ovn/vpn-gateways.ts), by the VPN each serves. */
+  async gatewayInterfaces(): Promise<{ name: string; vpnId: string }[]> {
+    return (await this.interfacesMarked('nimbus-vpn')).map(({ name, mark }) => ({ name, vpnId: mark }));
   }
 
   private async interfacesMarked(key: string): Promise<{ name: string; mark: string }[]> {

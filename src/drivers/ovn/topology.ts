@@ -27,6 +27,7 @@ import {
 } from './northbound.js';
 import { routerAttachment } from './router-attachment.js';
 import { PUBLIC_COLUMNS, type PublicTable, publicRows, type VpcPublicSide } from './uplink.js';
+import { gatewayRows, type VpcGateway } from './vpn-gateway-rows.js';
 
 export interface VpcPort {
   /** The instance id: also the logical port's name, which the VM's interface names as its iface-id. */
@@ -54,6 +55,8 @@ export interface DesiredVpc {
    * the host reaches the guests from it, so it must be in no private block.
    */
   hostPort?: HostPort;
+  /** Its VPN gateways (vpn-gateway-rows.ts): a port, a route to the tunnel and, with a public side, a NAT each. */
+  gateways?: readonly VpcGateway[];
 }
 
 export interface HostPort {
@@ -170,6 +173,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
   const publicSide = publicRows(key, vpc.public, ids);
+  const gateways = gatewayRows(vpc.gateways ?? [], vpc.public !== undefined, ids);
   const dns = dnsRows(vpc, names.dns, ids);
   return [
     {
@@ -203,11 +207,13 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
       columns: {
         name: names.router,
         ports: { refs: [names.routerPort, ...publicSide.router.ports] },
-        ...publicSide.router.columns,
+        nat: { refs: [...publicSide.router.columns.nat.refs, ...gateways.nats] },
+        static_routes: { refs: [...publicSide.router.columns.static_routes.refs, ...gateways.routes] },
         external_ids: ids(names.router),
       },
     },
     ...publicSide.rows,
+    ...gateways.rows,
     routerAttachment(names.switchRouterPort, names.routerPort, ids(names.switchRouterPort)),
     ...instancePorts.map(
       (port): Row => ({
@@ -252,6 +258,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
             names.switchRouterPort,
             ...instancePorts.map((p) => p.instanceId),
             ...(host ? [names.hostPort] : []),
+            ...gateways.switchPorts,
           ],
         },
         dns_records: { refs: dns.refs },

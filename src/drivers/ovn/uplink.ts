@@ -25,7 +25,7 @@ import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.j
 import { run } from '../qemu/tools.js';
 import { addNetdevBridge, type OvnEndpoints } from './daemons.js';
 import { routerAttachment } from './router-attachment.js';
-import type { Cell, Row } from './topology.js';
+import type { Row } from './topology.js';
 
 /** The physical network name the provider bridge is mapped to on every chassis. */
 export const PUBLIC_PHYSNET = 'nimbus-public';
@@ -92,7 +92,7 @@ export function publicNames(vpcKey: string) {
 /** What the public side adds to the VPC's router row: its gateway port, NATs and default route. */
 export interface RouterAdditions {
   ports: string[];
-  columns: { nat: Cell; static_routes: Cell };
+  columns: { nat: { refs: string[] }; static_routes: { refs: string[] } };
 }
 
 /**

@@ -153,4 +153,36 @@ describe("the VPC's firewall", () => {
     expect(wakes.length).toBe(4 * VPC_WAKES_MS.length);
     expect(Math.min(...wakes)).toBeGreaterThan(1000);
   });
+
+  it("makes a VPN's VPC even without an instance, its gateway routed to, and queues on vpn.created and vpn.deleted", async () => {
+    const vpn = {
+      id: 'vpn_only',
+      account_id: 'acct_v',
+      region: 'us-east-1',
+      tunnel_cidr: '100.96.0.0/24',
+      endpoint_ip: '203.0.113.9',
+    };
+    const [vpc, ...more] = vpcsOf([], undefined, [vpn]);
+    expect(more).toEqual([]);
+    expect(vpc).toMatchObject({ accountId: 'acct_v', region: 'us-east-1', ports: [] });
+    expect(vpc!.gateways).toEqual([
+      { vpnId: 'vpn_only', tunnelCidr: '100.96.0.0/24', publicIp: '203.0.113.9' },
+    ]);
+    const rows = vpcRows(vpc!);
+    const router = rows.find((row) => row.table === 'Logical_Router')!;
+    expect(router.columns.static_routes).toEqual({ refs: ['vpn_only-route'] });
+    // No public side: no NAT of the endpoint.
+    expect(router.columns.nat).toEqual({ refs: [] });
+    const queued: string[] = [];
+    const subscriber = queueVpcReconcile({
+      enqueue: async (_trx, kind, subject) => {
+        queued.push(`${kind}:${subject}`);
+      },
+      wake: () => {},
+    });
+    for (const type of ['vpn.created', 'vpn.deleted', 'vpn.peer_added']) {
+      await subscriber({} as never, { type, accountId: 'acct_v', recordedAt: new Date() } as never);
+    }
+    expect(queued).toEqual(['vpc:acct_v', 'vpc:acct_v']);
+  });
 });

@@ -37,6 +37,16 @@ export interface VpcInstance {
   public_ip?: string | null;
 }
 
+/** What the network needs of a VPN: its gateway joins the VPC of its account and region (vpn-gateway-rows.ts). */
+export interface VpcVpn {
+  id: string;
+  account_id: string;
+  region: string;
+  tunnel_cidr: string;
+  /** The gateway's public endpoint address, NATed to it when the VPC has a public side. */
+  endpoint_ip: string;
+}
+
 /** How the network reads the instances (the composition root gives it the store's). */
 export interface VpcInstanceReader {
   /** The instances of an account (every region and status), or of every account when null. */
@@ -49,24 +59,34 @@ export interface VpcInstanceReader {
   firewallRules?(accountId: string, region: string): Promise<FirewallRule[]>;
   /** The account's instance in the region holding `privateIp`, or null (how the metadata path knows a guest). */
   atAddress(accountId: string, region: string, privateIp: string): Promise<VpcInstance | null>;
+  /**
+   * The VPNs of an account (every status while the record exists), or of every account when null; without
+   * it no VPC has a gateway.
+   */
+  vpns?(accountId: string | null): Promise<VpcVpn[]>;
 }
 
 /** The firewall rules of each VPC (by vpcKey) that instances of `instances` are in. */
 export type VpcFirewallRules = ReadonlyMap<string, readonly FirewallRule[]>;
 
-/** The instances of an account (or all) and the firewall rules of their VPCs, as the store has them now. */
-export async function readVpcState(
-  reader: VpcInstanceReader,
-  accountId: string | null,
-): Promise<{ instances: VpcInstance[]; rules: VpcFirewallRules | undefined }> {
+/** What an account's VPCs (or everyone's) are made of, as the store has it now. */
+export interface VpcState {
+  instances: VpcInstance[];
+  rules: VpcFirewallRules | undefined;
+  vpns: VpcVpn[];
+}
+
+/** The instances of an account (or all), the firewall rules of their VPCs and the VPNs, as the store has them now. */
+export async function readVpcState(reader: VpcInstanceReader, accountId: string | null): Promise<VpcState> {
   const instances = await reader.list(accountId);
-  if (!reader.firewallRules) return { instances, rules: undefined };
+  const vpns = reader.vpns ? await reader.vpns(accountId) : [];
+  if (!reader.firewallRules) return { instances, rules: undefined, vpns };
   const rules = new Map<string, readonly FirewallRule[]>();
   for (const instance of instances) {
     const key = vpcKey({ accountId: instance.account_id, region: instance.region });
     if (!rules.has(key)) rules.set(key, await reader.firewallRules(instance.account_id, instance.region));
   }
-  return { instances, rules };
+  return { instances, rules, vpns };
 }
 
 /** The job kind of the per-account VPC reconcile. */
@@ -86,6 +106,9 @@ export const VPC_EVENTS: ReadonlySet<string> = new Set([
   'firewall_rule.deleted',
   'public_ip.assigned',
   'public_ip.unassigned',
+  // A VPN's gateway port, its route to the tunnel and the NAT of its endpoint (vpn-gateway-rows.ts).
+  'vpn.created',
+  'vpn.deleted',
 ]);
 
 /**
@@ -124,20 +147,34 @@ export function privateBlockOf(region: string): string {
 export const HOST_PORT = { ip: '169.254.169.254', routerNetwork: '169.254.0.1/16' } as const;
 
 /**
- * The VPCs of `instances`, one per account and region that has any, sorted by key. With `rules` (the
- * firewall rules of each VPC), every instance that names its preset gets its effective rules as its
- * port's firewall (acls.ts).
+ * The VPCs of `instances` and `vpns`, one per account and region that has any, sorted by key. With
+ * `rules` (the firewall rules of each VPC), every instance that names its preset gets its effective
+ * rules as its port's firewall (acls.ts). Each VPN's gateway is a port of its VPC (a VPC may have a
+ * gateway and no instance yet).
  */
-export function vpcsOf(instances: readonly VpcInstance[], rules?: VpcFirewallRules): DesiredVpc[] {
-  const byVpc = new Map<string, VpcInstance[]>();
-  for (const instance of instances) {
-    const key = vpcKey({ accountId: instance.account_id, region: instance.region });
-    byVpc.set(key, [...(byVpc.get(key) ?? []), instance]);
-  }
+export function vpcsOf(
+  instances: readonly VpcInstance[],
+  rules?: VpcFirewallRules,
+  vpns: readonly VpcVpn[] = [],
+): DesiredVpc[] {
+  const byVpc = new Map<
+    string,
+    { accountId: string; region: string; members: VpcInstance[]; vpns: VpcVpn[] }
+  >();
+  const vpcOf = (accountId: string, region: string) => {
+    const key = vpcKey({ accountId, region });
+    let vpc = byVpc.get(key);
+    if (!vpc) {
+      vpc = { accountId, region, members: [], vpns: [] };
+      byVpc.set(key, vpc);
+    }
+    return vpc;
+  };
+  for (const instance of instances) vpcOf(instance.account_id, instance.region).members.push(instance);
+  for (const vpn of vpns) vpcOf(vpn.account_id, vpn.region).vpns.push(vpn);
   return [...byVpc.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([key, members]) => {
-      const { account_id: accountId, region } = members[0]!;
+    .map(([key, { accountId, region, members, vpns: gateways }]) => {
       const cidr = privateBlockOf(region);
       const block = parseCidrBlock(cidr);
       const hostPort: HostPort = { mac: macAddressFor(`${key}/host`), ...HOST_PORT };
@@ -169,6 +206,15 @@ export function vpcsOf(instances: readonly VpcInstance[], rules?: VpcFirewallRul
           };
         }),
         hostPort,
+        ...(gateways.length > 0
+          ? {
+              gateways: gateways.map((vpn) => ({
+                vpnId: vpn.id,
+                tunnelCidr: vpn.tunnel_cidr,
+                publicIp: vpn.endpoint_ip,
+              })),
+            }
+          : {}),
       };
     });
 }

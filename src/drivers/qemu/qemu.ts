@@ -7,10 +7,13 @@
  * The watcher looks at every VM every WATCH_MS: a QEMU process that went away without being asked (killed,
  * crashed), or a guest that powered itself off, is reported through the host's `machineChanged`, which
  * the composition root turns into a look by the instance reconciler — so the instance shows it within
- * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md).
+ * seconds (`error` with an `instance.error` event, or `stopped`; docs/api.md). On OVN it also looks at
+ * the VPN gateways every 5 s: one whose wireguard-go went away is reported through `gatewayChanged`,
+ * and the VPN's job starts it again with its configuration.
  *
- * VPN gateways stay simulated with this driver (the simulator's gateways, in the same store): running
- * WireGuard would change the host's network configuration, which this driver never does.
+ * VPN gateways: with NIMBUS_NETWORK=ovn each is real, wireguard-go in a namespace of its own on the
+ * account's VPC (drivers/ovn/vpn-gateways.ts); with the user-mode network they stay simulated (the
+ * simulator's gateways, in the same store), since there is no network of Nimbus's own to attach them to.
  *
  * One Nimbus process drives the VMs of a data dir; replicas sharing a store need the simulator.
  *
@@ -22,8 +25,12 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type NetworkConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/domain/clock.js';
+import { configDigest } from '../../resources/vpns/wireguard.js';
 import type {
   ComputeDriver,
+  GatewayPeerStats,
+  GatewaySpec,
+  GatewayState,
   GuestHost,
   MachineSpec,
   MachineState,
@@ -46,6 +53,7 @@ import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/to
 import { TransferCounters } from '../ovn/transfer-flows.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
+import { OvnGateways } from '../ovn/vpn-gateways.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
 import { type AnyDb, migrateSimulatorTables } from '../simulator/machines.js';
 import { QemuDisks } from './disks.js';
@@ -59,6 +67,8 @@ import { SshProxies } from './ssh-proxy.js';
 import { describeMissing, missingPrograms, type ProgramNeed } from './tools.js';
 
 const WATCH_MS = 1000;
+/** Gateways are looked at every 5th round (each look runs `wg` once per gateway). */
+const GATEWAY_LOOK_EVERY = 5;
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
 /**
@@ -112,6 +122,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly imageDir: string;
   private watcher: NodeJS.Timeout | null = null;
   private watching = false;
+  /** The watcher's rounds, so gateways are looked at every GATEWAY_LOOK_EVERY-th. */
+  private looks = 0;
   private host: GuestHost | null = null;
   private readonly networkConfig: NetworkConfig;
   private readonly vpcInstances: VpcInstanceReader | null;
@@ -125,6 +137,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private uplinkBefore: UplinkState | null = null;
   /** The public IPs' byte counters on the provider bridge (drivers/ovn/transfer-flows.ts), while serving with a link. */
   private transfer: TransferCounters | null = null;
+  /** The real VPN gateways on OVN, once serve started the network. */
+  private ovnGateways: OvnGateways | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -223,8 +237,11 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     return {
       run: async (accountId) => {
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
-        const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
-        await this.network.reconcile(accountId, instances, rules, this.publicLink);
+        await this.network.reconcile(
+          accountId,
+          await readVpcState(this.vpcInstances!, accountId),
+          this.publicLink,
+        );
         await this.syncTransferCounters();
         return null;
       },
@@ -239,8 +256,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    const { instances, rules } = await readVpcState(this.vpcInstances!, null);
-    const applied = await this.network!.reconcile(null, instances, rules, this.publicLink);
+    const applied = await this.network!.reconcile(null, await readVpcState(this.vpcInstances!, null), this.publicLink);
     await this.syncTransferCounters();
     return applied;
   }
@@ -274,20 +290,20 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     if (this.networkConfig.mode !== 'ovn') return null;
     const network = OvnNetwork.attach({ dir: this.ovnDir(), central: this.networkConfig.central });
     try {
-      const { instances, rules } = await readVpcState(this.vpcInstances!, null);
+      const state = await readVpcState(this.vpcInstances!, null);
+      const { instances } = state;
       const existing = await readRows(network.nb).catch((error: unknown) => {
         throw new QemuDriverError(
           `network check: cannot read OVN's northbound database (${(error as Error).message}); with the embedded OVN the server must be running`,
         );
       });
       // Read only: a VPC whose router holds no public address yet is shown without its public side.
-      const desired = (await network.desiredVpcs(null, instances, rules, this.publicLink, false)).flatMap(
-        vpcRows,
-      );
+      const desired = (await network.desiredVpcs(null, state, this.publicLink, false)).flatMap(vpcRows);
       const changes = diffRows(desired, existing);
       const name = (change: { table: string; key: string }) => `${change.table} ${change.key}`;
       const ids = new Set(instances.map((i) => i.id));
-      const vpcs = new Set(vpcsOf(instances).map(vpcKey));
+      const vpcs = new Set(vpcsOf(instances, undefined, state.vpns).map(vpcKey));
+      const vpns = new Set(state.vpns.map((vpn) => vpn.id));
       return {
         missing: changes.filter((c) => c.op === 'insert').map(name),
         differing: changes.filter((c) => c.op === 'update').map(name),
@@ -299,6 +315,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
           ...(await network.hostPortInterfaces())
             .filter((h) => !vpcs.has(h.vpc))
             .map((h) => `host port ${h.name} (${h.vpc})`),
+          ...(await network.gatewayInterfaces())
+            .filter((g) => !vpns.has(g.vpnId))
+            .map((g) => `VPN gateway ${g.name} (${g.vpnId})`),
         ],
       };
     } finally {
@@ -341,7 +360,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         host.metadata(instanceId, request, response),
       );
       this.metadataPath = metadataPath;
-      this.network = await OvnNetwork.start({
+      const network = await OvnNetwork.start({
         dir: this.ovnDir(),
         central,
         onGuestConnection: (place, socket) => metadataPath.accept(place, socket),
@@ -350,6 +369,9 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
             ? host.log.warn({ daemon, err: error }, 'OVN: a daemon died and could not be started again')
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
+      this.network = network;
+      // Gateways still running from an earlier run are found as they are (nothing of them is in memory).
+      this.ovnGateways = new OvnGateways(network.endpoints, path.join(this.ovnDir(), 'gateways'));
       try {
         if (this.publicLink) {
           const bridge = await this.plugPublicLink(this.network, this.publicLink);
@@ -370,6 +392,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         await this.network.close();
         this.network = null;
         this.transfer = null;
+        this.ovnGateways = null;
         throw error;
       }
     }
@@ -451,9 +474,54 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         this.host?.log.warn({ err: error }, 'qemu driver: could not unplug the public uplink');
       });
     }
+    // The VPN gateways keep running: a restarted Nimbus re-adopts their tunnels as they are.
     await this.network?.close();
     this.network = null;
     this.transfer = null;
+    this.ovnGateways = null;
+  }
+
+  /** The real gateways with NIMBUS_NETWORK=ovn (serve must have started the network); null: simulated. */
+  private realGateways(): OvnGateways | null {
+    if (this.networkConfig.mode !== 'ovn') return null;
+    if (!this.ovnGateways)
+      throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started (serve)');
+    return this.ovnGateways;
+  }
+
+  override provisionGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.provision(spec) ?? super.provisionGateway(spec);
+  }
+
+  override configureGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.configure(spec) ?? super.configureGateway(spec);
+  }
+
+  override destroyGateway(spec: GatewaySpec): Promise<void> {
+    return this.realGateways()?.destroy(spec) ?? super.destroyGateway(spec);
+  }
+
+  override inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
+    return this.realGateways()?.inspect(spec, configDigest) ?? super.inspectGateway(spec);
+  }
+
+  override async gatewayPeers(
+    gatewayId: string,
+    publicKeys: readonly string[],
+  ): Promise<Map<string, GatewayPeerStats>> {
+    const real = this.realGateways();
+    if (!real) return super.gatewayPeers(gatewayId, publicKeys);
+    const wanted = new Set(publicKeys);
+    const stats = new Map<string, GatewayPeerStats>();
+    for (const peer of (await real.peers(gatewayId)) ?? []) {
+      if (!wanted.has(peer.publicKey)) continue;
+      stats.set(peer.publicKey, {
+        lastHandshakeAt: peer.latestHandshake > 0 ? new Date(peer.latestHandshake * 1000) : null,
+        receivedBytes: peer.rxBytes,
+        sentBytes: peer.txBytes,
+      });
+    }
+    return stats;
   }
 
   private async look(): Promise<void> {
@@ -462,11 +530,23 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     try {
       for (const record of this.machines.lost()) this.changed(record.id);
       for (const record of await this.machines.poweredOff()) this.changed(record.id);
+      this.looks += 1;
+      if (this.ovnGateways && this.looks % GATEWAY_LOOK_EVERY === 0) {
+        for (const vpnId of await this.ovnGateways.broken()) this.gatewayChanged(vpnId);
+      }
     } catch {
       // the next look tries again
     } finally {
       this.watching = false;
     }
+  }
+
+  /** Has the control plane look at the VPN again; a failure to ask is logged, and the next look asks again. */
+  private gatewayChanged(vpnId: string): void {
+    const host = this.host;
+    host?.gatewayChanged(vpnId).catch((error: unknown) => {
+      host.log.warn({ err: error, vpn: vpnId }, 'could not look at a VPN gateway again');
+    });
   }
 
   /** Has the control plane look at the instance again; a failure to ask is logged, and the next look asks again. */

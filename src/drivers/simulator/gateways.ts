@@ -4,10 +4,11 @@
  * where the gateway is now is worked out from the clock, so a gateway keeps provisioning while the server
  * is down. Only a digest of the configuration is kept: the private key inside it never reaches this table.
  */
+import { createHash } from 'node:crypto';
 import type { Kysely, Migration } from 'kysely';
 import type { Clock } from '../../platform/domain/clock.js';
 import { configDigest } from '../../resources/vpns/wireguard.js';
-import type { GatewayPhase, GatewaySpec, GatewayState } from '../driver.js';
+import type { GatewayPeerStats, GatewayPhase, GatewaySpec, GatewayState } from '../driver.js';
 import type { AnyDb } from './machines.js';
 
 /** At speed-up 1: a gateway takes 6 s to come up, 3 s to go; a new configuration loads at once. */
@@ -111,6 +112,31 @@ export class SimulatedGateways {
     return (await this.current(spec.id)).state;
   }
 
+  /**
+   * Simulated figures for the peers of an active gateway: each peer shakes hands every 2 minutes (at an
+   * offset of its own) and moves a steady few kB/s each way, counted from when the gateway came up.
+   * Deterministic in the key and the clock, so two reads agree.
+   */
+  async peers(id: string, publicKeys: readonly string[]): Promise<Map<string, GatewayPeerStats>> {
+    const { row, state } = await this.current(id);
+    const stats = new Map<string, GatewayPeerStats>();
+    if (!row || state.state !== 'active') return stats;
+    const now = this.clock.now().getTime();
+    const upSeconds = Math.max(0, (now - Date.parse(row.state_since)) / 1000 - this.timings.provision / 1000);
+    for (const key of publicKeys) {
+      const seed = createHash('sha256').update(key).digest();
+      const offset = seed.readUInt16BE(0) % 120;
+      const sinceHandshake = (Math.floor(upSeconds) + offset) % 120;
+      const rate = 1000 + (seed.readUInt16BE(2) % 4000);
+      stats.set(key, {
+        lastHandshakeAt: upSeconds < 1 ? null : new Date(now - Math.min(sinceHandshake, upSeconds) * 1000),
+        receivedBytes: Math.floor(upSeconds * rate),
+        sentBytes: Math.floor(upSeconds * rate * 3),
+      });
+    }
+    return stats;
+  }
+
   private async current(id: string): Promise<{ row: SimGatewaysTable | undefined; state: GatewayState }> {
     const row = await this.db.selectFrom('sim_gateways').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row) return { row, state: { state: 'absent', configDigest: null, settlesAt: null } };
@@ -155,5 +181,9 @@ export abstract class SimulatedGatewayDriver {
 
   inspectGateway(spec: GatewaySpec): Promise<GatewayState> {
     return this.gateways.inspect(spec);
+  }
+
+  gatewayPeers(gatewayId: string, publicKeys: readonly string[]): Promise<Map<string, GatewayPeerStats>> {
+    return this.gateways.peers(gatewayId, publicKeys);
   }
 }

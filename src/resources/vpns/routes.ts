@@ -14,7 +14,7 @@ import {
 } from './record.js';
 import type { VpnService } from './service.js';
 import { VPN_STATUSES } from './states.js';
-import { VpnPeerView, VpnView } from './view.js';
+import { PEER_STATS, VpnPeerView, VpnView } from './view.js';
 import { WIREGUARD_KEY_PATTERN } from './wireguard.js';
 
 const CidrText = Type.String({
@@ -30,7 +30,8 @@ const AllowedCidrs = Type.Array(CidrText, {
 
 export const Vpn = VpnView;
 
-const peerFields = VpnPeerView.properties;
+// A peer just added has no figures yet: the answer is the record and its file.
+const peerFields = Type.Omit(VpnPeerView, PEER_STATS).properties;
 
 export const VpnPeer = VpnPeerView;
 
@@ -41,14 +42,12 @@ const CreatedVpnPeer = Type.Object(
     config: Type.Optional(
       Type.String({
         description:
-          "The client's wg-quick file; with a generated key it holds the private key (this answer only), " +
-          'otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true).',
+          "The client's wg-quick file: a generated private key in it (this answer only), else a placeholder; not in a replay",
       }),
     ),
     private_key: Type.Optional(
       Type.String({
-        description:
-          'A generated private key, shown in this answer and never again (not stored; not in a replayed answer)',
+        description: 'A generated private key: in this answer only, never stored',
       }),
     ),
   },
@@ -150,8 +149,7 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
   route.update({
     summary: 'Update VPN (name, allowed_cidrs)',
     description:
-      'In any status but `deleting` (409 then). New routes reach clients through their configuration files ' +
-      '(`GET …/peers/{peer_id}/config`); any other field is a 400.',
+      'Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.',
     body: VpnUpdate,
     answer: 'The VPN as changed',
     errors: [404, 409],
@@ -160,8 +158,7 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
 
   route.delete({
     summary: 'Delete VPN (202 deleting; then 404)',
-    description:
-      'Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.',
+    description: 'Takes the gateway and its peers down and frees its address; again: 409.',
     status: 202,
     answer: 'Accepted: the VPN, deleting',
     errors: [404, 409],
@@ -206,7 +203,7 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
   route.get({
     path: '/:id/peers/:peer_id',
     summary: 'Get peer',
-    description: 'One peer of the VPN (never its private key).',
+    description: "One peer, with the gateway's figures (last handshake, bytes); never its private key.",
     params: PeerParams,
     returns: VpnPeer,
     answer: 'The peer',
@@ -230,8 +227,7 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
     path: '/:id/peers/:peer_id/config',
     summary: "Get a peer's wg-quick file (without its private key)",
     description:
-      'The client configuration with the current routes; where the private key goes it has a placeholder: the ' +
-      'server never keeps a peer private key (a generated one is shown only when the peer is added).',
+      'The client file with the current routes and a placeholder for the private key, which the server never keeps.',
     params: PeerParams,
     returns: PeerConfig,
     answer: 'The configuration file',

@@ -13,6 +13,7 @@
  * Lock order: the account, then the VPN (peers are written while their VPN is held).
  */
 
+import type { ComputeDriver } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
@@ -50,7 +51,7 @@ import {
   type VpnSort,
 } from './record.js';
 import * as vpns from './store.js';
-import { type PeerView, peerView, type VpnView, vpnView } from './view.js';
+import { type PEER_STATS, type PeerView, peerRecordView, peerView, type VpnView, vpnView } from './view.js';
 import { generateKeyPair, isWireGuardKey, renderClientConfig } from './wireguard.js';
 
 export interface NewVpn {
@@ -77,7 +78,7 @@ export interface NewPeer {
 }
 
 /** The answer to adding a peer: the peer, its wg-quick file and, for a generated key, its private key. */
-export interface CreatedPeerView extends PeerView {
+export interface CreatedPeerView extends Omit<PeerView, (typeof PEER_STATS)[number]> {
   config: string;
   private_key?: string;
 }
@@ -110,6 +111,8 @@ export class VpnService {
     private readonly secretBox: SecretBox,
     /** Each region's public IPv4 pool (NIMBUS_PUBLIC_IP_POOLS), shared with instances. */
     private readonly publicIpPools: Record<string, string>,
+    /** The gateways' own figures for their peers (last handshake, bytes): the real gateway's or the simulator's. */
+    private readonly gateways: Pick<ComputeDriver, 'gatewayPeers'>,
   ) {}
 
   async create(principal: Principal, input: NewVpn): Promise<VpnView> {
@@ -240,7 +243,7 @@ export class VpnService {
     });
     const added = peer as VpnPeer;
     return {
-      ...peerView(added),
+      ...peerRecordView(added),
       config: clientConfig(vpn, added, generated?.privateKey ?? null),
       ...(generated ? { private_key: generated.privateKey } : {}),
     };
@@ -249,11 +252,20 @@ export class VpnService {
   async listPeers(accountId: string, vpnId: string, query: PageRequest<PeerSort>): Promise<Page<PeerView>> {
     await this.find(this.store.db, accountId, vpnId);
     const page = await vpns.listPeers(this.store.db, vpnId, query);
-    return { items: page.items.map(peerView), pagination: page.pagination };
+    const stats = await this.gateways.gatewayPeers(
+      vpnId,
+      page.items.map((peer) => peer.public_key),
+    );
+    return {
+      items: page.items.map((peer) => peerView(peer, stats.get(peer.public_key))),
+      pagination: page.pagination,
+    };
   }
 
   async getPeer(accountId: string, vpnId: string, peerId: string): Promise<PeerView> {
-    return peerView((await this.findPeer(accountId, vpnId, peerId)).peer);
+    const { peer } = await this.findPeer(accountId, vpnId, peerId);
+    const stats = await this.gateways.gatewayPeers(vpnId, [peer.public_key]);
+    return peerView(peer, stats.get(peer.public_key));
   }
 
   async removePeer(accountId: string, vpnId: string, peerId: string): Promise<PeerView> {

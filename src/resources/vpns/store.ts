@@ -142,3 +142,13 @@ export async function anySealedKey(
 ): Promise<{ id: string; server_private_key_sealed: string } | undefined> {
   return db.selectFrom('vpns').select(['id', 'server_private_key_sealed']).limit(1).executeTakeFirst();
 }
+
+/** What the network needs of the VPNs of an account (or of every account, null): their gateways join its VPCs. */
+export async function vpnsForNetwork(
+  db: Executor,
+  accountId: string | null,
+): Promise<{ id: string; account_id: string; region: string; tunnel_cidr: string; endpoint_ip: string }[]> {
+  let query = db.selectFrom('vpns').select(['id', 'account_id', 'region', 'tunnel_cidr', 'endpoint_ip']);
+  if (accountId !== null) query = query.where('account_id', '=', accountId);
+  return query.orderBy('id').execute();
+}

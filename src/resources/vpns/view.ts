@@ -1,6 +1,8 @@
 /** How a VPN and its peers look to users (docs/api.md, VPNs): fields of their records, and what follows from them. */
 import { type Static, Type } from '@sinclair/typebox';
+import type { GatewayPeerStats } from '../../drivers/driver.js';
 import { microsToUsd } from '../../platform/domain/money.js';
+import { Nullable } from '../../platform/http/schemas.js';
 import { viewOf } from '../../platform/http/view-of.js';
 import {
   gatewayAddress,
@@ -8,6 +10,7 @@ import {
   VPN_PORT,
   VPN_PRICE_MICROS_PER_HOUR,
   type Vpn,
+  type VpnPeer,
   VpnPeerRecord,
   VpnRecord,
 } from './record.js';
@@ -55,9 +58,30 @@ export function vpnView(record: Vpn): VpnView {
 }
 
 // Made again as an object of its own, so its $id and title come first as in every other schema.
-export const VpnPeerView = Type.Object(Type.Omit(VpnPeerRecord, ['account_id']).properties, {
-  $id: 'VpnPeer',
-  title: 'VpnPeer',
-});
+export const VpnPeerView = Type.Object(
+  {
+    ...Type.Omit(VpnPeerRecord, ['account_id']).properties,
+    // The gateway's figures (docs/api.md, "Peers"): from the real gateway, or the simulator's.
+    last_handshake_at: Nullable(Type.String({ format: 'date-time' })),
+    received_bytes: Type.Integer(),
+    sent_bytes: Type.Integer(),
+  },
+  { $id: 'VpnPeer', title: 'VpnPeer' },
+);
 export type PeerView = Static<typeof VpnPeerView>;
-export const peerView = viewOf(VpnPeerView);
+const peerFields = viewOf(VpnPeerView);
+
+/** The gateway's figures, which a peer just added or removed is shown without. */
+export const PEER_STATS = ['last_handshake_at', 'received_bytes', 'sent_bytes'] as const;
+/** A peer as it is recorded, without the gateway's figures. */
+export const peerRecordView = viewOf(Type.Omit(VpnPeerView, PEER_STATS));
+
+/** A peer with the gateway's figures for it (none: no handshake yet, nothing moved). */
+export function peerView(record: VpnPeer, stats?: GatewayPeerStats): PeerView {
+  return {
+    ...peerFields(record),
+    last_handshake_at: stats?.lastHandshakeAt?.toISOString() ?? null,
+    received_bytes: stats?.receivedBytes ?? 0,
+    sent_bytes: stats?.sentBytes ?? 0,
+  };
+}
