@@ -592,14 +592,14 @@ export interface paths {
         post?: never;
         /**
          * Delete VPN (202 deleting; then 404)
-         * @description Takes the gateway and its peers down and frees its address; again: 409.
+         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
          */
         delete: operations["deleteVpnById"];
         options?: never;
         head?: never;
         /**
          * Update VPN (name, allowed_cidrs)
-         * @description Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.
+         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
          */
         patch: operations["patchVpnById"];
         trace?: never;
@@ -1974,14 +1974,14 @@ export interface paths {
         post?: never;
         /**
          * Delete VPN (202 deleting; then 404)
-         * @description Takes the gateway and its peers down and frees its address; again: 409.
+         * @description Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.
          */
         delete: operations["deleteV2VpnById"];
         options?: never;
         head?: never;
         /**
          * Update VPN (name, allowed_cidrs)
-         * @description Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.
+         * @description In any status but `deleting` (409 then). New routes reach clients through their configuration files (`GET …/peers/{peer_id}/config`); any other field is a 400.
          */
         patch: operations["patchV2VpnById"];
         trace?: never;
@@ -3094,9 +3094,9 @@ export interface components {
              * @description ISO 8601 UTC
              */
             created_at: string;
-            /** @description The client's wg-quick file: a generated private key in it (this answer only), else a placeholder; not in a replay */
+            /** @description The client's wg-quick file; with a generated key it holds the private key (this answer only), otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true). */
             config?: string;
-            /** @description A generated private key: in this answer only, never stored */
+            /** @description A generated private key, shown in this answer and never again (not stored; not in a replayed answer) */
             private_key?: string;
         };
         /** CreatedVpnPeerEnvelope */

@@ -42,12 +42,14 @@ const CreatedVpnPeer = Type.Object(
     config: Type.Optional(
       Type.String({
         description:
-          "The client's wg-quick file: a generated private key in it (this answer only), else a placeholder; not in a replay",
+          "The client's wg-quick file; with a generated key it holds the private key (this answer only), " +
+          'otherwise a placeholder. Not in a replayed answer (Idempotent-Replayed: true).',
       }),
     ),
     private_key: Type.Optional(
       Type.String({
-        description: 'A generated private key: in this answer only, never stored',
+        description:
+          'A generated private key, shown in this answer and never again (not stored; not in a replayed answer)',
       }),
     ),
   },
@@ -149,7 +151,8 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
   route.update({
     summary: 'Update VPN (name, allowed_cidrs)',
     description:
-      'Any status but `deleting` (409). Clients get new routes from their files (`GET …/peers/{peer_id}/config`); other fields: 400.',
+      'In any status but `deleting` (409 then). New routes reach clients through their configuration files ' +
+      '(`GET …/peers/{peer_id}/config`); any other field is a 400.',
     body: VpnUpdate,
     answer: 'The VPN as changed',
     errors: [404, 409],
@@ -158,7 +161,8 @@ export const vpnRoutes: FastifyPluginAsyncTypebox<{ vpns: VpnService }> = async 
 
   route.delete({
     summary: 'Delete VPN (202 deleting; then 404)',
-    description: 'Takes the gateway and its peers down and frees its address; again: 409.',
+    description:
+      'Takes the gateway down with its peers and frees its public address. Deleting twice is a 409.',
     status: 202,
     answer: 'Accepted: the VPN, deleting',
     errors: [404, 409],
