@@ -256,7 +256,11 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
-    const applied = await this.network!.reconcile(null, await readVpcState(this.vpcInstances!, null), this.publicLink);
+    const applied = await this.network!.reconcile(
+      null,
+      await readVpcState(this.vpcInstances!, null),
+      this.publicLink,
+    );
     await this.syncTransferCounters();
     return applied;
   }
