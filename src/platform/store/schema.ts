@@ -230,31 +230,6 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
-export interface FirewallRulesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string;
-  direction: string;
-  action: string;
-  protocol: string;
-  ports: string | null;
-  /** JSON array of CIDR blocks. */
-  sources: string;
-  /** JSON array of CIDR blocks. */
-  destinations: string;
-  priority: number;
-  /** JSON array of instance ids. */
-  target_instance_ids: string;
-  /** JSON object of tags. */
-  target_tags: string;
-  region: string;
-  /** 0/1. */
-  enabled: number;
-  created_at: string;
-  updated_at: string;
-}
-
 /** Metric samples as compact blocks (resources/metrics/blocks.ts); see migration 0008. */
 export interface MetricBlocksTable {
   instance_id: string;
@@ -291,7 +266,6 @@ export interface Database extends BillingTables, AlertTables {
   jobs: JobsTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
-  firewall_rules: FirewallRulesTable;
   metric_blocks: MetricBlocksTable;
 }
 
@@ -307,7 +281,6 @@ export type SshKeyRow = Selectable<SshKeysTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
-export type FirewallRuleRow = Selectable<FirewallRulesTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 
 /** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */
