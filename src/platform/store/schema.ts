@@ -86,17 +86,6 @@ export interface SettingsTable {
   value: string;
 }
 
-export interface SshKeysTable {
-  id: string;
-  account_id: string;
-  name: string;
-  /** The key as uploaded, normalised to `type base64 [comment]`. */
-  public_key: string;
-  /** `SHA256:` + unpadded base64 of the SHA-256 of the key blob, as `ssh-keygen -l` prints it. */
-  fingerprint: string;
-  created_at: string;
-}
-
 export interface InstanceTagsTable {
   instance_id: string;
   account_id: string;
@@ -253,7 +242,6 @@ export interface Database extends BillingTables, AlertTables {
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
   settings: SettingsTable;
-  ssh_keys: SshKeysTable;
   instance_tags: InstanceTagsTable;
   instance_counts: InstanceCountsTable;
   region_gpu_usage: RegionGpuUsageTable;
@@ -277,7 +265,6 @@ export type NewAccountRow = Insertable<AccountsTable>;
 export type AccountUpdate = Updateable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
-export type SshKeyRow = Selectable<SshKeysTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
