@@ -174,28 +174,6 @@ export interface JobsTable {
   created_at: string;
 }
 
-export interface WebhooksTable {
-  id: string;
-  account_id: string;
-  url: string;
-  /** JSON array of event types and patterns (`*`, `instance.*`). */
-  events: string;
-  /** The signing secret, encrypted (platform/secret-box.ts); never stored in clear. */
-  secret: string;
-  /** The secret before the last rotation, encrypted, still signing until previous_secret_until. */
-  previous_secret: string | null;
-  previous_secret_until: string | null;
-  description: string | null;
-  enabled: number;
-  /** 'active' or 'disabled' (by the platform: the receiver answered 410, or failed for 3 days). */
-  status: string;
-  disabled_reason: string | null;
-  /** When deliveries began failing without a success since; null while they succeed. */
-  failing_since: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
 export interface WebhookDeliveriesTable {
   id: string;
   webhook_id: string;
@@ -252,7 +230,6 @@ export interface Database extends BillingTables, AlertTables {
   volume_tags: VolumeTagsTable;
   backup_schedules: BackupSchedulesTable;
   jobs: JobsTable;
-  webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
   metric_blocks: MetricBlocksTable;
 }
@@ -266,7 +243,6 @@ export type AccountUpdate = Updateable<AccountsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
 export type JobRow = Selectable<JobsTable>;
-export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 
