@@ -29,21 +29,6 @@ export interface AccountQuotasTable {
   limit: number;
 }
 
-export interface ApiKeysTable {
-  id: string;
-  account_id: string;
-  name: string;
-  /** The first characters of the key, shown so users can tell keys apart. */
-  prefix: string;
-  /** Lowercase hex SHA-256 of the whole key; the key itself is never stored. */
-  key_hash: string;
-  /** JSON array of permission strings. */
-  permissions: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
-}
-
 export interface IdempotencyKeysTable {
   account_id: string;
   key: string;
@@ -216,7 +201,6 @@ export interface MetricBlocksTable {
 export interface Database extends BillingTables, AlertTables {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
-  api_keys: ApiKeysTable;
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
   settings: SettingsTable;
@@ -240,7 +224,6 @@ export type Executor = Kysely<Database> | Transaction<Database>;
 export type AccountRow = Selectable<AccountsTable>;
 export type NewAccountRow = Insertable<AccountsTable>;
 export type AccountUpdate = Updateable<AccountsTable>;
-export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
 export type JobRow = Selectable<JobsTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
