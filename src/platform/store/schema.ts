@@ -343,55 +343,13 @@ export interface BillingCountersTable {
   value: number;
 }
 
-/** Alerts' tables (migration 0011): policies, incidents, notifications, the policy generation. */
+/**
+ * Alerts' tables (migration 0011) that have no record: notifications and the policy generation. Policies
+ * and incidents are derived from their records in resources/alerts/store.ts.
+ */
 export interface AlertTables {
-  alert_policies: AlertPoliciesTable;
-  alert_incidents: AlertIncidentsTable;
   alert_notifications: AlertNotificationsTable;
   alert_counters: AlertCountersTable;
-}
-
-export interface AlertPoliciesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string | null;
-  metric: string | null;
-  compare: string | null;
-  threshold: number | null;
-  /** `1m` … `1h`; null for an `error` state policy. */
-  time_window: string | null;
-  state: string | null;
-  /** JSON array of instance ids. */
-  target_instance_ids: string;
-  /** JSON object of tags. */
-  target_tags: string;
-  /** JSON {email, webhook_ids, chat}. */
-  channels: string;
-  enabled: number;
-  created_at: string;
-  updated_at: string;
-  /** Set when deleted while its incidents' resolved messages are still to be sent (then purged). */
-  deleted_at: string | null;
-}
-
-export interface AlertIncidentsTable {
-  id: string;
-  account_id: string;
-  policy_id: string;
-  instance_id: string;
-  /** The instance's name when the incident opened (it may be gone by the time it resolves). */
-  instance_name: string;
-  /** firing or resolved; at most one firing row per policy and instance (a partial unique index). */
-  status: string;
-  value: number | null;
-  threshold: number | null;
-  resolved_value: number | null;
-  resolution: string | null;
-  started_at: string;
-  resolved_at: string | null;
-  created_at: string;
-  updated_at: string;
 }
 
 export interface AlertNotificationsTable {
