@@ -1,8 +1,9 @@
 /**
  * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are ISO 8601 UTC strings with
  * millisecond precision (they sort as text on both engines); booleans are 0/1 integers; JSON is text.
- * The tables of records declared in TypeBox (instances, volumes, snapshots, VPNs and their peers) are
- * not written here: each resource's store derives its table from its record (`RowFor`,
+ * The tables of records declared in TypeBox (instances, volumes, snapshots, VPNs and their peers, public
+ * IPs, firewall rules, SSH keys, webhooks, API keys, alert policies and incidents, invoices) are not
+ * written here: each resource's store derives its table from its record (`RowFor`,
  * platform/store/record-table.ts) and adds it to `Database` by module augmentation, so the platform
  * imports no resource and a column is declared once, as the record's field.
  */
@@ -233,7 +234,6 @@ export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 export interface BillingTables {
   meter_segments: MeterSegmentsTable;
   meter_month_totals: MeterMonthTotalsTable;
-  invoices: InvoicesTable;
   invoice_lines: InvoiceLinesTable;
   billing_counters: BillingCountersTable;
   transfer_counters: TransferCountersTable;
@@ -299,27 +299,6 @@ export interface MeterMonthTotalsTable {
   seconds: number;
   /** The `seq` of the first interval counted: lines keep the order resources began in. */
   first_seq: number;
-}
-
-export interface InvoicesTable {
-  id: string;
-  account_id: string;
-  /** Given when the invoice opens; never reused. Null while draft. */
-  number: number | null;
-  status: string;
-  period_start: string;
-  period_end: string;
-  /** Exact amount in 1/2,628,000 micro-USD, as decimal text (resources/billing/rules.ts). */
-  subtotal: string;
-  total_cents: number;
-  issued_at: string | null;
-  due_at: string | null;
-  past_due_at: string | null;
-  paid_at: string | null;
-  voided_at: string | null;
-  version: number;
-  created_at: string;
-  updated_at: string;
 }
 
 export interface InvoiceLinesTable {
