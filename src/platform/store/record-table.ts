@@ -40,6 +40,21 @@ export const booleanInteger: ColumnCodec<boolean, number> = {
   decode: (column) => column === 1,
 };
 
+/**
+ * A number, whichever way the driver hands its column back (PostgreSQL's bigint comes back as text; a
+ * double precision is read through Number too, as the hand-written decoders did).
+ */
+export const numberColumn: ColumnCodec<number, number> = {
+  encode: (field) => field,
+  decode: (column) => Number(column),
+};
+
+/** A number or null, as `numberColumn`. */
+export const nullableNumberColumn: ColumnCodec<number | null, number | null> = {
+  encode: (field) => field,
+  decode: (column) => (column === null ? null : Number(column)),
+};
+
 /** A string union (a status, a kind) widened to string, as its column holds it; null kept. */
 type ColumnOfField<Field> = Field extends string ? string : Field;
 

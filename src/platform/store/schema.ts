@@ -1,8 +1,9 @@
 /**
  * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are ISO 8601 UTC strings with
  * millisecond precision (they sort as text on both engines); booleans are 0/1 integers; JSON is text.
- * The tables of records declared in TypeBox (instances, volumes, snapshots, VPNs and their peers) are
- * not written here: each resource's store derives its table from its record (`RowFor`,
+ * The tables of records declared in TypeBox (instances, volumes, snapshots, VPNs and their peers, public
+ * IPs, firewall rules, SSH keys, webhooks, API keys, alert policies and incidents, invoices) are not
+ * written here: each resource's store derives its table from its record (`RowFor`,
  * platform/store/record-table.ts) and adds it to `Database` by module augmentation, so the platform
  * imports no resource and a column is declared once, as the record's field.
  */
@@ -27,21 +28,6 @@ export interface AccountQuotasTable {
   account_id: string;
   name: string;
   limit: number;
-}
-
-export interface ApiKeysTable {
-  id: string;
-  account_id: string;
-  name: string;
-  /** The first characters of the key, shown so users can tell keys apart. */
-  prefix: string;
-  /** Lowercase hex SHA-256 of the whole key; the key itself is never stored. */
-  key_hash: string;
-  /** JSON array of permission strings. */
-  permissions: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
 }
 
 export interface IdempotencyKeysTable {
@@ -84,17 +70,6 @@ export interface EventsTable {
 export interface SettingsTable {
   key: string;
   value: string;
-}
-
-export interface SshKeysTable {
-  id: string;
-  account_id: string;
-  name: string;
-  /** The key as uploaded, normalised to `type base64 [comment]`. */
-  public_key: string;
-  /** `SHA256:` + unpadded base64 of the SHA-256 of the key blob, as `ssh-keygen -l` prints it. */
-  fingerprint: string;
-  created_at: string;
 }
 
 export interface InstanceTagsTable {
@@ -185,28 +160,6 @@ export interface JobsTable {
   created_at: string;
 }
 
-export interface WebhooksTable {
-  id: string;
-  account_id: string;
-  url: string;
-  /** JSON array of event types and patterns (`*`, `instance.*`). */
-  events: string;
-  /** The signing secret, encrypted (platform/secret-box.ts); never stored in clear. */
-  secret: string;
-  /** The secret before the last rotation, encrypted, still signing until previous_secret_until. */
-  previous_secret: string | null;
-  previous_secret_until: string | null;
-  description: string | null;
-  enabled: number;
-  /** 'active' or 'disabled' (by the platform: the receiver answered 410, or failed for 3 days). */
-  status: string;
-  disabled_reason: string | null;
-  /** When deliveries began failing without a success since; null while they succeed. */
-  failing_since: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
 export interface WebhookDeliveriesTable {
   id: string;
   webhook_id: string;
@@ -230,31 +183,6 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
-export interface FirewallRulesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string;
-  direction: string;
-  action: string;
-  protocol: string;
-  ports: string | null;
-  /** JSON array of CIDR blocks. */
-  sources: string;
-  /** JSON array of CIDR blocks. */
-  destinations: string;
-  priority: number;
-  /** JSON array of instance ids. */
-  target_instance_ids: string;
-  /** JSON object of tags. */
-  target_tags: string;
-  region: string;
-  /** 0/1. */
-  enabled: number;
-  created_at: string;
-  updated_at: string;
-}
-
 /** Metric samples as compact blocks (resources/metrics/blocks.ts); see migration 0008. */
 export interface MetricBlocksTable {
   instance_id: string;
@@ -274,11 +202,9 @@ export interface MetricBlocksTable {
 export interface Database extends BillingTables, AlertTables {
   accounts: AccountsTable;
   account_quotas: AccountQuotasTable;
-  api_keys: ApiKeysTable;
   idempotency_keys: IdempotencyKeysTable;
   events: EventsTable;
   settings: SettingsTable;
-  ssh_keys: SshKeysTable;
   instance_tags: InstanceTagsTable;
   instance_counts: InstanceCountsTable;
   region_gpu_usage: RegionGpuUsageTable;
@@ -289,9 +215,7 @@ export interface Database extends BillingTables, AlertTables {
   volume_tags: VolumeTagsTable;
   backup_schedules: BackupSchedulesTable;
   jobs: JobsTable;
-  webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
-  firewall_rules: FirewallRulesTable;
   metric_blocks: MetricBlocksTable;
 }
 
@@ -301,20 +225,15 @@ export type Executor = Kysely<Database> | Transaction<Database>;
 export type AccountRow = Selectable<AccountsTable>;
 export type NewAccountRow = Insertable<AccountsTable>;
 export type AccountUpdate = Updateable<AccountsTable>;
-export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
-export type SshKeyRow = Selectable<SshKeysTable>;
 export type JobRow = Selectable<JobsTable>;
-export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
-export type FirewallRuleRow = Selectable<FirewallRulesTable>;
 export type BackupScheduleRow = Selectable<BackupSchedulesTable>;
 
 /** Billing's tables (migration 0009): metered intervals, invoices and their lines, counters. */
 export interface BillingTables {
   meter_segments: MeterSegmentsTable;
   meter_month_totals: MeterMonthTotalsTable;
-  invoices: InvoicesTable;
   invoice_lines: InvoiceLinesTable;
   billing_counters: BillingCountersTable;
   transfer_counters: TransferCountersTable;
@@ -382,27 +301,6 @@ export interface MeterMonthTotalsTable {
   first_seq: number;
 }
 
-export interface InvoicesTable {
-  id: string;
-  account_id: string;
-  /** Given when the invoice opens; never reused. Null while draft. */
-  number: number | null;
-  status: string;
-  period_start: string;
-  period_end: string;
-  /** Exact amount in 1/2,628,000 micro-USD, as decimal text (resources/billing/rules.ts). */
-  subtotal: string;
-  total_cents: number;
-  issued_at: string | null;
-  due_at: string | null;
-  past_due_at: string | null;
-  paid_at: string | null;
-  voided_at: string | null;
-  version: number;
-  created_at: string;
-  updated_at: string;
-}
-
 export interface InvoiceLinesTable {
   invoice_id: string;
   position: number;
@@ -424,55 +322,13 @@ export interface BillingCountersTable {
   value: number;
 }
 
-/** Alerts' tables (migration 0011): policies, incidents, notifications, the policy generation. */
+/**
+ * Alerts' tables (migration 0011) that have no record: notifications and the policy generation. Policies
+ * and incidents are derived from their records in resources/alerts/store.ts.
+ */
 export interface AlertTables {
-  alert_policies: AlertPoliciesTable;
-  alert_incidents: AlertIncidentsTable;
   alert_notifications: AlertNotificationsTable;
   alert_counters: AlertCountersTable;
-}
-
-export interface AlertPoliciesTable {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string | null;
-  metric: string | null;
-  compare: string | null;
-  threshold: number | null;
-  /** `1m` … `1h`; null for an `error` state policy. */
-  time_window: string | null;
-  state: string | null;
-  /** JSON array of instance ids. */
-  target_instance_ids: string;
-  /** JSON object of tags. */
-  target_tags: string;
-  /** JSON {email, webhook_ids, chat}. */
-  channels: string;
-  enabled: number;
-  created_at: string;
-  updated_at: string;
-  /** Set when deleted while its incidents' resolved messages are still to be sent (then purged). */
-  deleted_at: string | null;
-}
-
-export interface AlertIncidentsTable {
-  id: string;
-  account_id: string;
-  policy_id: string;
-  instance_id: string;
-  /** The instance's name when the incident opened (it may be gone by the time it resolves). */
-  instance_name: string;
-  /** firing or resolved; at most one firing row per policy and instance (a partial unique index). */
-  status: string;
-  value: number | null;
-  threshold: number | null;
-  resolved_value: number | null;
-  resolution: string | null;
-  started_at: string;
-  resolved_at: string | null;
-  created_at: string;
-  updated_at: string;
 }
 
 export interface AlertNotificationsTable {

@@ -1,20 +1,30 @@
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { AccountRow, ApiKeyRow, Executor } from '../../platform/store/schema.js';
-import type { ApiKey } from './api-key-record.js';
+import { jsonText, type RowFor, recordRows } from '../../platform/store/record-table.js';
+import type { AccountRow, Executor } from '../../platform/store/schema.js';
+import { type ApiKey, ApiKeyRecord } from './api-key-record.js';
 
 /** An API key as services see it: declared once, as a TypeBox record (api-key-record.ts). */
 export type { ApiKey };
 
-const fromRow = (row: ApiKeyRow): ApiKey => ({
-  ...row,
-  permissions: JSON.parse(row.permissions) as string[],
-});
+/** Permissions are kept as JSON text; every other field is its own column. */
+const codecs = { permissions: jsonText<string[]>() };
+
+/** The api_keys table: the record's fields as columns (the key's hash, never the key). */
+export type ApiKeysTable = RowFor<ApiKey, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    api_keys: ApiKeysTable;
+  }
+}
+
+const rows = recordRows({ table: 'api_keys', record: ApiKeyRecord, codecs });
+const fromRow = rows.decode;
 
 export async function insertApiKey(db: Executor, key: ApiKey): Promise<void> {
   await db
     .insertInto('api_keys')
-    .values({ ...key, permissions: JSON.stringify(key.permissions) })
+    .values(rows.encode(key) as ApiKeysTable)
     .execute();
 }
 

@@ -4,23 +4,25 @@
  * knows when to read them again. Incidents open and resolve guarded on their status, and the partial
  * unique index keeps one open incident per policy and instance whatever writes them.
  */
+
+import { type Static, Type } from '@sinclair/typebox';
 import { sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { Timestamp } from '../../platform/http/schemas.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type {
-  AlertIncidentsTable,
-  AlertNotificationsTable,
-  AlertPoliciesTable,
-  Executor,
-} from '../../platform/store/schema.js';
+import {
+  booleanInteger,
+  jsonText,
+  nullableNumberColumn,
+  type RowFor,
+  recordRows,
+} from '../../platform/store/record-table.js';
+import type { AlertNotificationsTable, Executor } from '../../platform/store/schema.js';
+import { type AlertIncident, AlertIncidentRecord, AlertPolicyRecord } from './record.js';
 import type {
   AlertChannels,
-  AlertCompare,
-  AlertMetric,
   AlertPolicy,
-  AlertState,
-  AlertWindow,
   ChannelKind,
   ChatFormat,
   IncidentStatus,
@@ -28,46 +30,83 @@ import type {
   Resolution,
 } from './rules.js';
 
-type PolicyRow = AlertPoliciesTable;
+type Targets = AlertPolicy['targets'];
 
-function fromRow(row: PolicyRow): AlertPolicy {
+/**
+ * The columns of a policy (migrations 0011, 0014): the record's fields, with `window` kept as
+ * `time_window` and `targets` as one column per part, and `deleted_at`, which only this module reads.
+ */
+const PolicyColumns = Type.Composite([
+  Type.Omit(AlertPolicyRecord, ['window', 'targets']),
+  Type.Object({
+    time_window: AlertPolicyRecord.properties.window,
+    target_instance_ids: AlertPolicyRecord.properties.targets.properties.instance_ids,
+    target_tags: AlertPolicyRecord.properties.targets.properties.tags,
+    /** Set when deleted while its incidents' resolved messages are still to be sent (then purged). */
+    deleted_at: Type.Union([Timestamp, Type.Null()]),
+  }),
+]);
+type StoredPolicy = Static<typeof PolicyColumns>;
+
+/** Targets and channels are kept as JSON text and `enabled` as 0/1; every other field is its own column. */
+const policyCodecs = {
+  threshold: nullableNumberColumn,
+  target_instance_ids: jsonText<Targets['instance_ids']>(),
+  target_tags: jsonText<Targets['tags']>(),
+  channels: jsonText<AlertChannels>(),
+  enabled: booleanInteger,
+};
+/** Incidents' measurements are numbers; every other field is its own column. */
+const incidentCodecs = {
+  value: nullableNumberColumn,
+  threshold: nullableNumberColumn,
+  resolved_value: nullableNumberColumn,
+};
+
+/** The alert_policies and alert_incidents tables: the records' fields as columns (policies: as above). */
+export type AlertPoliciesTable = RowFor<StoredPolicy, typeof policyCodecs>;
+export type AlertIncidentsTable = RowFor<AlertIncident, typeof incidentCodecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    alert_policies: AlertPoliciesTable;
+    alert_incidents: AlertIncidentsTable;
+  }
+}
+
+const policyRows = recordRows({ table: 'alert_policies', record: PolicyColumns, codecs: policyCodecs });
+const incidentRows = recordRows({
+  table: 'alert_incidents',
+  record: AlertIncidentRecord,
+  codecs: incidentCodecs,
+});
+
+function fromRow(row: AlertPoliciesTable): AlertPolicy {
+  const {
+    time_window,
+    target_instance_ids,
+    target_tags,
+    deleted_at: _deleted,
+    ...policy
+  } = policyRows.decode(row);
   return {
-    id: row.id,
-    account_id: row.account_id,
-    name: row.name,
-    description: row.description,
-    metric: row.metric as AlertMetric | null,
-    compare: row.compare as AlertCompare | null,
-    threshold: row.threshold === null ? null : Number(row.threshold),
-    window: row.time_window as AlertWindow | null,
-    state: row.state as AlertState | null,
-    targets: {
-      instance_ids: JSON.parse(row.target_instance_ids) as string[],
-      tags: JSON.parse(row.target_tags) as Record<string, string>,
-    },
-    channels: JSON.parse(row.channels) as AlertChannels,
-    enabled: row.enabled === 1,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
+    ...policy,
+    window: time_window,
+    targets: { instance_ids: target_instance_ids, tags: target_tags },
   };
 }
 
 export type PolicyChanges = Partial<Omit<AlertPolicy, 'id' | 'account_id' | 'created_at'>>;
 
-function toColumns(changes: PolicyChanges): Partial<PolicyRow> {
-  const { targets, channels, enabled, window, ...plain } = changes;
-  return {
-    ...plain,
+function toColumns(changes: PolicyChanges): Partial<AlertPoliciesTable> {
+  const { window, targets, ...fields } = changes;
+  const stored: Partial<StoredPolicy> = {
+    ...fields,
     ...(window !== undefined ? { time_window: window } : {}),
     ...(targets !== undefined
-      ? {
-          target_instance_ids: JSON.stringify(targets.instance_ids),
-          target_tags: JSON.stringify(targets.tags),
-        }
+      ? { target_instance_ids: targets.instance_ids, target_tags: targets.tags }
       : {}),
-    ...(channels !== undefined ? { channels: JSON.stringify(channels) } : {}),
-    ...(enabled !== undefined ? { enabled: enabled ? 1 : 0 } : {}),
   };
+  return policyRows.encode(stored);
 }
 
 /** Bumps the policy generation; call in the transaction of every policy write. */
@@ -93,23 +132,12 @@ export async function insertPolicy(db: Executor, policy: AlertPolicy): Promise<v
   await db
     .insertInto('alert_policies')
     .values({
+      ...toColumns(policy),
       id: policy.id,
       account_id: policy.account_id,
-      name: policy.name,
-      description: policy.description,
-      metric: policy.metric,
-      compare: policy.compare,
-      threshold: policy.threshold,
-      time_window: policy.window,
-      state: policy.state,
-      target_instance_ids: JSON.stringify(policy.targets.instance_ids),
-      target_tags: JSON.stringify(policy.targets.tags),
-      channels: JSON.stringify(policy.channels),
-      enabled: policy.enabled ? 1 : 0,
-      deleted_at: null,
       created_at: policy.created_at,
-      updated_at: policy.updated_at,
-    })
+      deleted_at: null,
+    } as AlertPoliciesTable)
     .execute();
   await bumpGeneration(db);
 }
@@ -266,36 +294,16 @@ export async function holdPolicies(db: Executor, ids: readonly string[]): Promis
 // Incidents
 // ---------------------------------------------------------------------------------------------------
 
-export interface Incident {
-  id: string;
-  account_id: string;
-  policy_id: string;
-  instance_id: string;
-  instance_name: string;
-  status: IncidentStatus;
-  value: number | null;
-  threshold: number | null;
-  resolved_value: number | null;
-  resolution: Resolution | null;
-  started_at: string;
-  resolved_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/** An incident as the services see it: declared once, as a TypeBox record (record.ts). */
+export type Incident = AlertIncident;
 
-function incidentFromRow(row: AlertIncidentsTable): Incident {
-  return {
-    ...row,
-    status: row.status as IncidentStatus,
-    resolution: row.resolution as Resolution | null,
-    value: row.value === null ? null : Number(row.value),
-    threshold: row.threshold === null ? null : Number(row.threshold),
-    resolved_value: row.resolved_value === null ? null : Number(row.resolved_value),
-  };
-}
+const incidentFromRow = incidentRows.decode;
 
 export async function insertIncident(db: Executor, incident: Incident): Promise<void> {
-  await db.insertInto('alert_incidents').values(incident).execute();
+  await db
+    .insertInto('alert_incidents')
+    .values(incidentRows.encode(incident) as AlertIncidentsTable)
+    .execute();
 }
 
 /** Resolves the incident if it is still firing; the incident as resolved, or undefined when it was not. */

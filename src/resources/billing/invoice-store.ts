@@ -1,31 +1,55 @@
 /**
- * Invoices, their lines and the billing counters. Rows are decoded into records here (exact amounts from
- * decimal text to bigint). Every status write is guarded by the version read.
+ * Invoices, their lines and the billing counters. Invoices are `Invoice` records (invoice-record.ts); the
+ * invoices table is derived from the record and rows are decoded through its codecs (exact amounts from
+ * decimal text and integer cents to bigint). Every status write is guarded by the version read.
  */
-import { type Selectable, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Executor, InvoicesTable } from '../../platform/store/schema.js';
+import {
+  type ColumnCodec,
+  nullableNumberColumn,
+  numberColumn,
+  type RowFor,
+  recordRows,
+} from '../../platform/store/record-table.js';
+import type { Executor } from '../../platform/store/schema.js';
+import { InvoiceRecord } from './invoice-record.js';
 import type { Invoice, InvoiceLine, InvoiceStatus } from './invoice-rules.js';
 import type { BilledResourceType, BillingUnit, MeterName } from './rules.js';
 
-type InvoiceRow = Selectable<InvoicesTable>;
+/** An exact amount (1/2,628,000 micro-USD: resources/billing/rules.ts) kept as decimal text. */
+const decimalText: ColumnCodec<bigint, string> = {
+  encode: (field) => field.toString(),
+  decode: (column) => BigInt(column),
+};
 
-const decoded = (row: InvoiceRow): Invoice => ({
-  ...row,
-  number: row.number === null ? null : Number(row.number),
-  status: row.status as InvoiceStatus,
-  subtotal: BigInt(row.subtotal),
-  total_cents: BigInt(row.total_cents),
-  version: Number(row.version),
-});
+/** Whole cents kept as an integer column (PostgreSQL's bigint comes back as text). */
+const centsInteger: ColumnCodec<bigint, number> = {
+  encode: (field) => Number(field),
+  decode: (column) => BigInt(column),
+};
 
-const encoded = (invoice: Invoice): InvoiceRow => ({
-  ...invoice,
-  subtotal: invoice.subtotal.toString(),
-  total_cents: Number(invoice.total_cents),
-});
+/** Amounts are exact integers; the number and version are read as numbers; every other field is its column. */
+const codecs = {
+  number: nullableNumberColumn,
+  subtotal: decimalText,
+  total_cents: centsInteger,
+  version: numberColumn,
+};
+
+/** The invoices table: the record's fields as columns. */
+export type InvoicesTable = RowFor<Invoice, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    invoices: InvoicesTable;
+  }
+}
+
+const invoiceRows = recordRows({ table: 'invoices', record: InvoiceRecord, codecs });
+const decoded = invoiceRows.decode;
+const encoded = (invoice: Invoice): InvoicesTable => invoiceRows.encode(invoice) as InvoicesTable;
 
 export async function findInvoice(db: Executor, id: string): Promise<Invoice | undefined> {
   const row = await db.selectFrom('invoices').selectAll().where('id', '=', id).executeTakeFirst();
@@ -111,15 +135,9 @@ export async function updateInvoice(
   current: Invoice,
   changes: InvoiceChanges,
 ): Promise<Invoice | undefined> {
-  const { subtotal, total_cents, ...rest } = changes;
   const row = await db
     .updateTable('invoices')
-    .set({
-      ...rest,
-      ...(subtotal !== undefined ? { subtotal: subtotal.toString() } : {}),
-      ...(total_cents !== undefined ? { total_cents: Number(total_cents) } : {}),
-      version: current.version + 1,
-    })
+    .set({ ...invoiceRows.encode(changes), version: current.version + 1 })
     .where('id', '=', current.id)
     .where('version', '=', current.version)
     .returningAll()

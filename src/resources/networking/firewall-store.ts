@@ -1,13 +1,18 @@
 /**
- * Firewall rules. Rows are decoded into `FirewallRule` records here (JSON lists and targets, the 0/1
- * `enabled`); nothing above this module sees the columns.
+ * Firewall rules. Callers see `FirewallRule` records (firewall-record.ts); the table is derived from the
+ * record (platform/store/record-table.ts), except that a rule's targets are kept as two columns,
+ * `target_instance_ids` and `target_tags`, declared here beside it. JSON lists and the 0/1 `enabled` stay
+ * in this module; nothing above it sees the columns.
  */
 
+import { type Static, Type } from '@sinclair/typebox';
 import { type Page, type PageRequest, pagination } from '../../platform/domain/pagination.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type { Executor, FirewallRuleRow, FirewallRulesTable } from '../../platform/store/schema.js';
-import type { Action, Direction, FIREWALL_RULE_SORTS, FirewallRule, Protocol } from './firewall-rules.js';
+import { booleanInteger, jsonText, type RowFor, recordRows } from '../../platform/store/record-table.js';
+import type { Executor } from '../../platform/store/schema.js';
+import { FirewallRuleRecord } from './firewall-record.js';
+import type { Direction, FIREWALL_RULE_SORTS, FirewallRule, Protocol } from './firewall-rules.js';
 
 export type FirewallRuleSort = (typeof FIREWALL_RULE_SORTS)[number];
 
@@ -22,44 +27,49 @@ export interface FirewallRuleFilters {
 
 export type FirewallRuleChanges = Partial<Omit<FirewallRule, 'id' | 'account_id' | 'created_at'>>;
 
-function fromRow(row: FirewallRuleRow): FirewallRule {
-  return {
-    id: row.id,
-    account_id: row.account_id,
-    name: row.name,
-    description: row.description,
-    direction: row.direction as Direction,
-    action: row.action as Action,
-    protocol: row.protocol as Protocol,
-    ports: row.ports,
-    sources: JSON.parse(row.sources) as string[],
-    destinations: JSON.parse(row.destinations) as string[],
-    priority: row.priority,
-    targets: {
-      instance_ids: JSON.parse(row.target_instance_ids) as string[],
-      tags: JSON.parse(row.target_tags) as Record<string, string>,
-    },
-    region: row.region,
-    enabled: row.enabled === 1,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-  };
+type Targets = FirewallRule['targets'];
+
+/** The columns of a rule: the record's fields, with `targets` kept as one column per part (migration 0006). */
+const FirewallRuleColumns = Type.Composite([
+  Type.Omit(FirewallRuleRecord, ['targets']),
+  Type.Object({
+    target_instance_ids: FirewallRuleRecord.properties.targets.properties.instance_ids,
+    target_tags: FirewallRuleRecord.properties.targets.properties.tags,
+  }),
+]);
+type StoredRule = Static<typeof FirewallRuleColumns>;
+
+/** Lists, target parts and `enabled` are JSON text and 0/1; every other field is its own column. */
+const codecs = {
+  sources: jsonText<string[]>(),
+  destinations: jsonText<string[]>(),
+  target_instance_ids: jsonText<Targets['instance_ids']>(),
+  target_tags: jsonText<Targets['tags']>(),
+  enabled: booleanInteger,
+};
+
+/** The firewall_rules table: the record's fields as columns, the targets as two. */
+export type FirewallRulesTable = RowFor<StoredRule, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    firewall_rules: FirewallRulesTable;
+  }
+}
+
+const rows = recordRows({ table: 'firewall_rules', record: FirewallRuleColumns, codecs });
+
+function fromRow(row: FirewallRulesTable): FirewallRule {
+  const { target_instance_ids, target_tags, ...rule } = rows.decode(row);
+  return { ...rule, targets: { instance_ids: target_instance_ids, tags: target_tags } };
 }
 
 function toColumns(changes: FirewallRuleChanges): Partial<FirewallRulesTable> {
-  const { sources, destinations, targets, enabled, ...plain } = changes;
-  return {
-    ...plain,
-    ...(sources !== undefined ? { sources: JSON.stringify(sources) } : {}),
-    ...(destinations !== undefined ? { destinations: JSON.stringify(destinations) } : {}),
-    ...(targets !== undefined
-      ? {
-          target_instance_ids: JSON.stringify(targets.instance_ids),
-          target_tags: JSON.stringify(targets.tags),
-        }
-      : {}),
-    ...(enabled !== undefined ? { enabled: enabled ? 1 : 0 } : {}),
-  };
+  const { targets, ...fields } = changes;
+  const stored: Partial<StoredRule> =
+    targets === undefined
+      ? fields
+      : { ...fields, target_instance_ids: targets.instance_ids, target_tags: targets.tags };
+  return rows.encode(stored);
 }
 
 export async function insertFirewallRule(db: Executor, rule: FirewallRule): Promise<void> {

@@ -1,6 +1,6 @@
 /**
- * The SSH key record: the one declaration of its fields (the store's row: platform/store/schema.ts
- * `SshKeysTable`). The API view (view.ts: this less `account_id`) and the data of its events (events.ts,
+ * The SSH key record: the one declaration of its fields (the store's table is derived from it:
+ * store.ts `SshKeysTable`). The API view (view.ts: this less `account_id`) and the data of its events (events.ts,
  * picked) are derived from it, with its descriptions.
  */
 import { type Static, Type } from '@sinclair/typebox';

@@ -14,7 +14,8 @@ import { recordEvent } from '../../platform/events/outbox.js';
 import { recordCreated } from '../../platform/idempotency/context.js';
 import type { Store } from '../../platform/store/db.js';
 import { isUniqueViolation } from '../../platform/store/dialect.js';
-import type { Executor, SshKeyRow } from '../../platform/store/schema.js';
+import type { Executor } from '../../platform/store/schema.js';
+import type { SshKey } from './record.js';
 import { parseSshPublicKey, SshKeyFormatError } from './rules.js';
 import * as keys from './store.js';
 import { type SshKeyView, sshKeyView } from './view.js';
@@ -28,7 +29,7 @@ export type SshKeyListRequest = PageRequest & keys.SshKeyFilters;
 
 const ID_PREFIX = `${ID_PREFIXES.sshKey}_`;
 
-const view = (row: SshKeyRow): SshKeyView => sshKeyView(row);
+const view = (row: SshKey): SshKeyView => sshKeyView(row);
 
 export class SshKeyService {
   constructor(
@@ -55,7 +56,7 @@ export class SshKeyService {
       });
     }
     const now = this.clock.now();
-    const row: SshKeyRow = {
+    const row: SshKey = {
       id: newId('sshKey', now),
       account_id: accountId,
       name: input.name,
@@ -85,7 +86,7 @@ export class SshKeyService {
   }
 
   /** Throws Conflict naming the account's key that has this key's name or fingerprint. */
-  private async ensureUnique(db: Executor, row: SshKeyRow): Promise<void> {
+  private async ensureUnique(db: Executor, row: SshKey): Promise<void> {
     const clashes = await keys.findSshKeyByNameOrFingerprint(db, row.account_id, row.name, row.fingerprint);
     const sameName = clashes.find((k) => k.name === row.name);
     if (sameName) {

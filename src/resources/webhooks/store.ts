@@ -9,15 +9,9 @@ import type { SealedSecret } from '../../platform/master-key.js';
 import { compiledOnce } from '../../platform/store/compiled-query.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
-import type {
-  Database,
-  Executor,
-  WebhookDeliveryRow,
-  WebhookRow,
-  WebhooksTable,
-} from '../../platform/store/schema.js';
-
-import type { Webhook, WebhookStatus } from './record.js';
+import { booleanInteger, jsonText, type RowFor, recordRows } from '../../platform/store/record-table.js';
+import type { Database, Executor, WebhookDeliveryRow } from '../../platform/store/schema.js';
+import { type Webhook, WebhookRecord, type WebhookStatus } from './record.js';
 
 /** A subscription as the services see it: declared once, as a TypeBox record (record.ts). */
 export type { Webhook, WebhookStatus };
@@ -29,30 +23,26 @@ export interface Delivery extends Omit<WebhookDeliveryRow, 'status'> {
 
 export type WebhookChanges = Partial<Omit<Webhook, 'id' | 'account_id' | 'created_at'>>;
 
-function fromRow(row: WebhookRow): Webhook {
-  return {
-    ...row,
-    events: JSON.parse(row.events) as string[],
-    enabled: row.enabled === 1,
-    status: row.status as WebhookStatus,
-  };
+/** Event patterns are kept as JSON text and `enabled` as 0/1; every other field is its own column. */
+const codecs = { events: jsonText<string[]>(), enabled: booleanInteger };
+
+/** The webhooks table: the record's fields as columns (the secrets sealed, as the record holds them). */
+export type WebhooksTable = RowFor<Webhook, typeof codecs>;
+declare module '../../platform/store/schema.js' {
+  interface Database {
+    webhooks: WebhooksTable;
+  }
 }
 
-function toColumns(changes: WebhookChanges): Partial<WebhooksTable> {
-  const { events, enabled, ...plain } = changes;
-  return {
-    ...plain,
-    ...(events !== undefined ? { events: JSON.stringify(events) } : {}),
-    ...(enabled !== undefined ? { enabled: enabled ? 1 : 0 } : {}),
-  };
-}
+const webhookRows = recordRows({ table: 'webhooks', record: WebhookRecord, codecs });
+const fromRow = webhookRows.decode;
 
 const asDelivery = (row: WebhookDeliveryRow): Delivery => row as Delivery;
 
 export async function insertWebhook(db: Executor, webhook: Webhook): Promise<void> {
   await db
     .insertInto('webhooks')
-    .values({ ...webhook, events: JSON.stringify(webhook.events), enabled: webhook.enabled ? 1 : 0 })
+    .values(webhookRows.encode(webhook) as WebhooksTable)
     .execute();
 }
 
@@ -69,8 +59,8 @@ export async function findWebhook(db: Executor, accountId: string, id: string): 
 /** Subscriptions by id, in no particular order; ids not found are simply absent. */
 export async function findWebhooksByIds(db: Executor, ids: readonly string[]): Promise<Webhook[]> {
   if (ids.length === 0) return [];
-  const rows = await db.selectFrom('webhooks').selectAll().where('id', 'in', ids).execute();
-  return rows.map(fromRow);
+  const found = await db.selectFrom('webhooks').selectAll().where('id', 'in', ids).execute();
+  return found.map(fromRow);
 }
 
 export async function findWebhookById(db: Executor, id: string): Promise<Webhook | undefined> {
@@ -106,7 +96,7 @@ export async function updateWebhook(
 ): Promise<Webhook | undefined> {
   const row = await db
     .updateTable('webhooks')
-    .set(toColumns(changes))
+    .set(webhookRows.encode(changes))
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirst();
@@ -155,8 +145,8 @@ export async function liveSubscriptions(
   db: Executor,
   accountId: string,
 ): Promise<{ id: string; events: string[] }[]> {
-  const rows = await subscriptionsRead.execute(db, { accountId });
-  return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
+  const found = await subscriptionsRead.execute(db, { accountId });
+  return found.map((row) => ({ id: row.id, events: codecs.events.decode(row.events) }));
 }
 
 /** A delivery of `eventId` to `webhookId`, due at once, never tried. */
