@@ -380,6 +380,8 @@ export interface MeterMonthTotalsTable {
   seconds: number;
   /** The `seq` of the first interval counted: lines keep the order resources began in. */
   first_seq: number;
+  /** Start (epoch second) of the resource's interval open at this price, begun this month; else null. */
+  open_start_s: number | null;
 }
 
 export interface InvoicesTable {
