@@ -360,6 +360,8 @@ export interface MeterSegmentsTable {
   start_s: number;
   ended_at: string | null;
   end_s: number | null;
+  /** 1: the interval (while open) marks its month's row of the totals; 0: a new resource's first, which does not. */
+  month_marked: Generated<number>;
 }
 
 /** Seconds of closed intervals per account, UTC month, resource and price (resources/billing/meter-store.ts). */

@@ -56,16 +56,18 @@ const closeOpen = compiledOnce<
     .returningAll(),
 );
 
-const open = compiledOnce<Database, Meter & { at: string; second: number }, { seq: number }>((db, p) =>
-  db
-    .insertInto('meter_segments')
-    .values({
-      ...metered(p),
-      region: p.region,
-      started_at: p.at,
-      start_s: p.second,
-    })
-    .returning('seq'),
+const open = compiledOnce<Database, Meter & { at: string; second: number; marked: number }, { seq: number }>(
+  (db, p) =>
+    db
+      .insertInto('meter_segments')
+      .values({
+        ...metered(p),
+        region: p.region,
+        started_at: p.at,
+        start_s: p.second,
+        month_marked: p.marked,
+      })
+      .returning('seq'),
 );
 
 /**
@@ -73,7 +75,7 @@ const open = compiledOnce<Database, Meter & { at: string; second: number }, { se
  * paying). Called only when the price changes, inside the transaction that changes it. `isNew`: the
  * resource is being created in this transaction, so it has no interval to end (one statement fewer).
  * The month totals follow in one more statement: the closed interval's seconds, month by month, its mark
- * cleared, and the opened one's mark on the row of its month (see `TotalsRow`).
+ * cleared, and the opened one's mark on the row of its month (see `TotalsRow`) — but for a new resource's.
  */
 export async function switchMeter(
   db: Executor,
@@ -90,9 +92,11 @@ export async function switchMeter(
     for (const interval of closed) rows.push(...closedRows(interval, second));
   }
   if (next !== null) {
-    const opened = await open.executeTakeFirst(db, { ...next, at: atText, second });
+    // A new resource has no row in the totals to share: its first interval marks none, so a create
+    // writes one statement (the interval is a line by itself until it closes; migration 0023).
+    const opened = await open.executeTakeFirst(db, { ...next, at: atText, second, marked: isNew ? 0 : 1 });
     if (opened === undefined) throw new Error(`No interval was opened for ${resourceId}`);
-    rows.push(openedRow(next, Number(opened.seq), second));
+    if (!isNew) rows.push(openedRow(next, Number(opened.seq), second));
   }
   if (rows.length > 0) await addToTotals(db, rows);
 }
@@ -127,7 +131,10 @@ type TotalsRow = Metered & {
 };
 const TOTALS_COLUMNS = [...METERED, 'month_s', 'price_key', 'seconds', 'first_seq', 'open_start_s'] as const;
 
-/** A closed interval's seconds in each month it lies in; the month it began in always (its mark cleared). */
+/**
+ * A closed interval's seconds in each month it lies in, and the month it began in whenever it marked a
+ * row there (the mark cleared, even when it lasted under a second).
+ */
 function closedRows(interval: Selectable<MeterSegmentsTable>, endS: number): TotalsRow[] {
   const startS = Number(interval.start_s);
   const base = {
@@ -139,7 +146,8 @@ function closedRows(interval: Selectable<MeterSegmentsTable>, endS: number): Tot
   };
   const months = monthSpans(startS, endS);
   const startMonth = monthOf(new Date(startS * 1000)).start.getTime() / 1000;
-  if (months[0]?.monthS !== startMonth) months.unshift({ monthS: startMonth, seconds: 0 });
+  if (Number(interval.month_marked) === 1 && months[0]?.monthS !== startMonth)
+    months.unshift({ monthS: startMonth, seconds: 0 });
   return months.map(({ monthS, seconds }) => ({ ...base, month_s: monthS, seconds }));
 }
 
@@ -499,8 +507,8 @@ const TYPES_IN_LINE_ORDER = RESOURCE_TYPES;
 /**
  * One month's usage lines by resource, a page at a time, without grouping the month (migration 0023):
  * its lines are the month's rows of the totals — closed seconds, plus the open interval's so far on a
- * marked row — and the account's intervals still open that began before the month (other resources: one
- * interval at a time per resource). Within a resource type both are read in line order from their
+ * marked row — and the account's intervals still open that marked no row of the month: begun before it,
+ * or a new resource's first (other resources: one interval at a time per resource). Within a resource type both are read in line order from their
  * indexes (resource id, then meter — whose names sort in line order within a type — then first interval),
  * merged by the database, and only the page is read past its offset. The count and the exact total come
  * from one pass over the month's rows in price order, and the earlier open intervals grouped by price.
@@ -516,6 +524,11 @@ async function monthLinesPage(
   if (openEnd <= monthS) return { pieces: [], lineCount: 0, byPrice: [] };
   const openSeconds = sql<number>`seconds + case when open_start_s < ${openEnd} then ${openEnd} - open_start_s else 0 end`;
   const isLine = sql<boolean>`(seconds > 0 or open_start_s < ${openEnd})`;
+  // The open intervals that are lines of their own: begun before the month, or a new resource's first
+  // (no row marked), begun before the window's end; and their seconds in the window.
+  const unmarked = sql<boolean>`(start_s < ${monthS} or (month_marked = 0 and start_s < ${openEnd}))`;
+  const greatest = isPostgres(db) ? 'greatest' : 'max';
+  const ownSeconds = sql<number>`${openEnd} - ${sql.raw(greatest)}(start_s, ${monthS})`;
   const [rowGroups, earlierGroups] = await Promise.all([
     db
       .selectFrom('meter_month_totals')
@@ -533,9 +546,12 @@ async function monthLinesPage(
       .selectFrom('meter_segments')
       .where('account_id', '=', accountId)
       .where('end_s', 'is', null)
-      .where('start_s', '<', monthS)
+      .where(unmarked)
       .select(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
-      .select(sql<number | string>`count(*)`.as('n'))
+      .select([
+        sql<number | string>`count(*)`.as('n'),
+        sql<number | string>`sum(${ownSeconds})`.as('seconds'),
+      ])
       .groupBy(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
       .execute(),
   ]);
@@ -562,9 +578,7 @@ async function monthLinesPage(
         seconds: group.seconds,
       });
   };
-  for (const group of rowGroups) count({ ...group, seconds: Number(group.seconds) });
-  // Each began before the month and is open through the window: the whole window so far.
-  for (const group of earlierGroups) count({ ...group, seconds: Number(group.n) * (openEnd - monthS) });
+  for (const group of [...rowGroups, ...earlierGroups]) count({ ...group, seconds: Number(group.seconds) });
 
   // The page, type after type: `skip` lines of the types before it go first.
   const pieces: UsagePiece[] = [];
@@ -585,9 +599,9 @@ async function monthLinesPage(
       where month_s = ${monthS} and account_id = ${accountId} and resource_type = ${type} and ${isLine}
       union all
       select resource_id${byteOrder}, meter, seq, resource_type, resource_name,
-        instance_type, size_gb, unit, unit_price_micros, ${openEnd - monthS}
+        instance_type, size_gb, unit, unit_price_micros, ${ownSeconds}
       from meter_segments
-      where account_id = ${accountId} and resource_type = ${type} and end_s is null and start_s < ${monthS}
+      where account_id = ${accountId} and resource_type = ${type} and end_s is null and ${unmarked}
       order by resource_id, meter, first_seq
       limit ${want} offset ${skip}`.execute(db);
     for (const row of rows.rows) {

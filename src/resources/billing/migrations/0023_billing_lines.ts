@@ -25,11 +25,19 @@ type AnyDb = Kysely<any>;
  * - `meter_segments_open_lines` holds an account's open intervals by resource type and id, with their
  *   start: those begun before a month are the month's other lines, in the same order.
  *
+ * One exception keeps a create to the one statement it had: the first interval of a resource made in
+ * the same transaction marks no row (it has none anywhere yet), and says so in `meter_segments.month_marked`
+ * (0). Such an interval is a line of its own, like those begun before the month, until it closes.
+ *
  * On PostgreSQL the ids are ordered byte by byte (`collate "C"`), as lines are everywhere else.
  * Existing open intervals get their mark (and their row, when they have no closed seconds yet) here.
  */
 export async function up(db: AnyDb): Promise<void> {
   await db.schema.alterTable('meter_month_totals').addColumn('open_start_s', 'bigint').execute();
+  await db.schema
+    .alterTable('meter_segments')
+    .addColumn('month_marked', 'integer', (c) => c.notNull().defaultTo(1))
+    .execute();
   const byteOrder = isPostgres(db) ? sql.raw(' collate "C"') : sql.raw('');
   await sql`create index meter_month_totals_lines on meter_month_totals
     (month_s, account_id, resource_type, resource_id${byteOrder}, meter, first_seq)`.execute(db);
@@ -38,7 +46,9 @@ export async function up(db: AnyDb): Promise<void> {
     db,
   );
   await sql`create index meter_segments_open_lines on meter_segments
-    (account_id, resource_type, resource_id${byteOrder}, start_s) where end_s is null`.execute(db);
+    (account_id, resource_type, resource_id${byteOrder}, start_s, month_marked) where end_s is null`.execute(
+    db,
+  );
 
   // Every interval open now marks the row of the month it began in.
   const open = await db.selectFrom('meter_segments').selectAll().where('end_s', 'is', null).execute();
@@ -75,6 +85,7 @@ export async function up(db: AnyDb): Promise<void> {
 }
 
 export async function down(db: AnyDb): Promise<void> {
+  await db.schema.alterTable('meter_segments').dropColumn('month_marked').execute();
   await db.schema.dropIndex('meter_segments_open_lines').execute();
   await db.schema.dropIndex('meter_month_totals_prices').execute();
   await db.schema.dropIndex('meter_month_totals_lines').execute();
