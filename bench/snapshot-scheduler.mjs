@@ -49,7 +49,8 @@ const { command, loadAverage } = await prepareRun('bench/snapshot-scheduler.mjs'
   build: !args['no-build'],
 });
 const { openStore, migrateToLatest } = await dist('platform/store/db.js');
-const { MIGRATIONS } = await dist('migrations.js');
+// The migration history is dist/resources.js since h30one, dist/migrations.js before (a --base build).
+const { MIGRATIONS } = await dist('resources.js').catch(() => dist('migrations.js'));
 const { newId } = await dist('platform/domain/ids.js');
 const { systemClock } = await dist('platform/domain/clock.js');
 const { JobRunner } = await dist('platform/jobs/runner.js');

@@ -4,9 +4,10 @@
  * `openBackends` opens what the services run on, in order: the settings read from the configuration, the
  * store (migrated, its master key checked), Redis when configured, the job runner and the compute driver
  * NIMBUS_DRIVER names. `compose` then builds every service once, in the order they need each other, and
- * does every registration in view: the lifecycle kinds and their reconcilers, then each resource's module
- * (its quota counters, jobs and outbox subscriber; its routes, which the HTTP app serves:
- * platform/module.ts). No constructor registers anything itself.
+ * does every registration in view: the lifecycle kinds and their reconcilers, then the module of each
+ * resource of the one list (src/resources.ts, which also gives the migrations and the event catalogue):
+ * its quota counters, jobs and outbox subscriber, and its routes, which the HTTP app serves
+ * (platform/module.ts). No constructor registers anything itself.
  *
  * The server (main.ts) and the admin CLI both start here. The modules' route definitions are loaded, but
  * not Fastify nor the server's plugins: buildApp (main.ts) serves them, so operator commands never pay for it.
@@ -22,8 +23,6 @@ import { type PublicLink, publicGateways } from './drivers/ovn/uplink.js';
 import { queueVpcReconcile, VPC_JOB } from './drivers/ovn/vpcs.js';
 import { QemuDriver } from './drivers/qemu/qemu.js';
 import { SimulatedDriver } from './drivers/simulator/simulator.js';
-import { EVENT_CATALOGUE } from './events.js';
-import { MIGRATIONS } from './migrations.js';
 import type { Config, PublicUplinkConfig } from './platform/config.js';
 import { type Clock, systemClock } from './platform/domain/clock.js';
 import { CursorSigner } from './platform/domain/cursors.js';
@@ -35,7 +34,7 @@ import { JobRunner } from './platform/jobs/runner.js';
 import { Lifecycle } from './platform/lifecycle/lifecycle.js';
 import type { StateTable } from './platform/lifecycle/state-table.js';
 import { checkMasterKey, resolveMasterKey } from './platform/master-key.js';
-import type { ResourceModule } from './platform/module.js';
+import { modulesOf, type ResourceModule } from './platform/module.js';
 import { QuotaService } from './platform/quotas/quotas.js';
 import {
   MemoryRateCounters,
@@ -47,7 +46,6 @@ import type { SecretBox } from './platform/secret-box.js';
 import { migrateToLatest, openStore, type Store } from './platform/store/db.js';
 import { FileClock } from './platform/test-clock.js';
 import { ApiKeyService } from './resources/account/api-key-service.js';
-import { accountModule } from './resources/account/index.js';
 import { AccountService } from './resources/account/service.js';
 import { quotaSettings } from './resources/account/store.js';
 import {
@@ -59,18 +57,12 @@ import {
 import { parseCidr } from './resources/addresses/addresses.js';
 import { AlertEvaluator } from './resources/alerts/evaluator.js';
 import { IncidentWriter } from './resources/alerts/incidents.js';
-import { alertsModule } from './resources/alerts/index.js';
 import { AlertNotifier } from './resources/alerts/notifier.js';
 import { AlertService } from './resources/alerts/service.js';
-import { billingModule } from './resources/billing/index.js';
 import { BILLING_METERING } from './resources/billing/meter-store.js';
 import { BillingService } from './resources/billing/service.js';
 import { TRANSFER_JOB, TransferCollector } from './resources/billing/transfer-collector.js';
-import { catalogModule } from './resources/catalog/index.js';
-import { dnsModule } from './resources/dns/index.js';
-import { eventsModule } from './resources/events/index.js';
 import { EventService } from './resources/events/service.js';
-import { instancesModule } from './resources/instances/index.js';
 import { INSTANCE_KIND } from './resources/instances/kind.js';
 import { InstanceReconciler } from './resources/instances/reconciler.js';
 import { type RegionSettings, regionSettings } from './resources/instances/region-settings.js';
@@ -84,39 +76,32 @@ import {
 } from './resources/instances/store.js';
 import { hostnames } from './resources/instances/view.js';
 import { MetricsCollector } from './resources/metrics/collector.js';
-import { metricsModule } from './resources/metrics/index.js';
 import { MetricsService } from './resources/metrics/service.js';
 import { StatusRelay } from './resources/metrics/status-relay.js';
 import { MetricsStreams } from './resources/metrics/streams.js';
 import { FirewallRuleService } from './resources/networking/firewall-service.js';
 import { firewallRulesInRegion } from './resources/networking/firewall-store.js';
-import { networkingModule } from './resources/networking/index.js';
 import { NetworkService } from './resources/networking/service.js';
-import { publicIpsModule } from './resources/public-ips/index.js';
 import { PublicIpService } from './resources/public-ips/service.js';
-import { snapshotsModule } from './resources/snapshots/index.js';
 import { SNAPSHOT_KIND, sourceTagsOf } from './resources/snapshots/kind.js';
 import { SnapshotReconciler } from './resources/snapshots/reconciler.js';
 import { SnapshotScheduler } from './resources/snapshots/scheduler.js';
 import { SnapshotService } from './resources/snapshots/service.js';
-import { sshKeysModule } from './resources/ssh-keys/index.js';
 import { SshKeyService } from './resources/ssh-keys/service.js';
 import { findSshKey } from './resources/ssh-keys/store.js';
 import { BackupScheduleBook } from './resources/volumes/backup-schedule-book.js';
-import { volumesModule } from './resources/volumes/index.js';
 import { VOLUME_KIND } from './resources/volumes/kind.js';
 import { VolumeReconciler } from './resources/volumes/reconciler.js';
 import { VolumeService } from './resources/volumes/service.js';
 import { findVolume } from './resources/volumes/store.js';
-import { vpnsModule } from './resources/vpns/index.js';
 import { anySealedVpnKey, gatewaySpecOf, VPN_KIND } from './resources/vpns/kind.js';
 import { VpnReconciler } from './resources/vpns/reconciler.js';
 import { VpnService } from './resources/vpns/service.js';
 import { WebhookDeliveryWorker } from './resources/webhooks/delivery-worker.js';
-import { webhooksModule } from './resources/webhooks/index.js';
 import { WebhookSender } from './resources/webhooks/sender.js';
 import { WebhookService } from './resources/webhooks/service.js';
 import { anySealedWebhookSecret } from './resources/webhooks/store.js';
+import { EVENT_CATALOGUE, MIGRATIONS, RESOURCES } from './resources.js';
 
 export interface Services {
   accounts: AccountService;
@@ -435,35 +420,32 @@ function compose(
     new VpnReconciler(driver, (vpn) => gatewaySpecOf(store.background, secretBox, vpn)),
   );
 
-  // The resources, in the order the API serves their routes; each one's other parts registered here.
-  const modules = [
-    accountModule({ store, accounts, apiKeys, quotas, rateLimits }),
-    catalogModule(),
-    instancesModule({ instances }),
-    networkingModule({ network, firewallRules }),
-    volumesModule({ volumes }),
-    vpnsModule({ vpns }),
-    publicIpsModule({ publicIps }),
-    snapshotsModule({ snapshots, scheduler }),
-    sshKeysModule({ sshKeys }),
-    eventsModule({ events }),
-    webhooksModule({ webhooks, catalogue: EVENT_CATALOGUE }),
-    metricsModule({ metrics, metricStreams, instances, collector: metricsCollector, statusRelay }),
-    billingModule({ billing, transfer }),
-    alertsModule({ alerts, notifier: alertNotifier }),
-    // NIMBUS_DNS_PORT: the platform's names, answered from the instances table (docs/api.md, "DNS").
-    ...(config.dnsPort > 0
-      ? [
-          dnsModule({
-            db: store.committedReads,
-            port: config.dnsPort,
-            host: config.host,
-            domain: config.publicDomain,
-            publicIpPools: regions.publicIpPools,
-          }),
-        ]
-      : []),
-  ];
+  // Each resource of the one list (src/resources.ts) given what its module needs, by name; the modules
+  // come out in the list's order, the order the API serves their routes. Their parts are registered here.
+  const modules = modulesOf(RESOURCES, {
+    account: { store, accounts, apiKeys, quotas, rateLimits },
+    catalog: {},
+    instances: { instances },
+    networking: { network, firewallRules },
+    volumes: { volumes },
+    vpns: { vpns },
+    'public-ips': { publicIps },
+    snapshots: { snapshots, scheduler },
+    'ssh-keys': { sshKeys },
+    events: { events },
+    webhooks: { webhooks, catalogue: EVENT_CATALOGUE },
+    metrics: { metrics, metricStreams, instances, collector: metricsCollector, statusRelay },
+    billing: { billing, transfer },
+    alerts: { alerts, notifier: alertNotifier },
+    // NIMBUS_DNS_PORT: the platform's names, answered from the instances table (docs/api.md, "DNS"); 0: none.
+    dns: {
+      db: store.committedReads,
+      port: config.dnsPort,
+      host: config.host,
+      domain: config.publicDomain,
+      publicIpPools: regions.publicIpPools,
+    },
+  });
   for (const module of modules) {
     for (const [name, counter] of Object.entries(module.quotas ?? {})) {
       quotas.register(name as QuotaName, counter);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { RESOURCES } from '../src/resources.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SRC = path.join(ROOT, 'src');
@@ -82,5 +83,23 @@ describe('the source tree', () => {
     };
     for (const start of next.keys()) walk(start, start, [start]);
     expect(circles).toEqual([]);
+  });
+
+  it('lists every resource folder once in the one list (src/resources.ts), by its folder name', () => {
+    const folders = readdirSync(path.join(SRC, 'resources'), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name)
+      .sort();
+    const listed = RESOURCES.map((resource) => resource.name);
+    expect([...listed].sort()).toEqual(folders);
+    expect(new Set(listed).size).toBe(listed.length);
+  });
+
+  it('has resources registered nowhere but the one list: only src/resources.ts imports their index.ts', () => {
+    const wrong = edges
+      .filter((edge) => /^resources\/[^/]+\/index\.ts$/.test(edge.to))
+      .filter((edge) => edge.from !== 'resources.ts')
+      .map((edge) => `${edge.from} -> ${edge.to}`);
+    expect(wrong).toEqual([]);
   });
 });

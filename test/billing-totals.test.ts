@@ -14,7 +14,6 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../src/migrations.js';
 import { migrateToLatest, openStore, type Store } from '../src/platform/store/db.js';
 import {
   switchMeter,
@@ -35,6 +34,7 @@ import {
   sumAmounts,
   type UsagePiece,
 } from '../src/resources/billing/rules.js';
+import { MIGRATIONS } from '../src/resources.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 
 const T0 = Date.parse('2026-01-20T00:00:00Z');

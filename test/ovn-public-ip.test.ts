@@ -20,6 +20,7 @@ import { aclInputsFor } from '../src/drivers/ovn/acls.js';
 import { EmbeddedOvn } from '../src/drivers/ovn/daemons.js';
 import { Northbound } from '../src/drivers/ovn/northbound.js';
 import { type ApplyResult, applyTopology, type DesiredVpc, vpcKey } from '../src/drivers/ovn/topology.js';
+import { TransferCounters } from '../src/drivers/ovn/transfer-flows.js';
 import {
   defaultPublicGateway,
   plugUplink,
@@ -38,8 +39,10 @@ import {
   InternetNamespace,
   oneOvnSuiteAtATime,
   processesNaming,
+  sendTcp,
   serveTcp,
   sh,
+  sinkTcp,
   succeeds,
 } from './helpers/ovn.js';
 
@@ -79,6 +82,8 @@ const other: DesiredVpc = {
   ports: [{ instanceId: 'ins_ovnpubb1', mac: '0a:00:0d:00:00:11', ip: one.ip, hostname: 'other-one' }],
 };
 const OTHER_PUBLIC_IP = '203.0.113.20';
+const SINK_PORT = 9090;
+const MB = 1024 * 1024;
 
 // ovn-controller's first binding of ports on a loaded machine takes most of the time (seen: 30 s).
 describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90_000 }, () => {
@@ -163,6 +168,52 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     // All of it went between the suite's namespaces: the host has no way onto the link.
     expect(sh('ip', ['-4', 'route', 'show', 'root', POOL]).trim()).toBe('');
     expect(sh('ip', ['-4', 'addr', 'show', 'dev', internet.uplink]).includes('inet ')).toBe(false);
+  });
+
+  it('counts the bytes between the internet side and a public IP on the provider bridge, and no private byte', async () => {
+    const bridge = providerBridgeName(ovn.endpoints.integrationBridge);
+    const counters = new TransferCounters(ovn.endpoints, bridge, nb);
+    for (const namespace of [internet.namespace, g.one!.namespace, g.two!.namespace]) {
+      listeners.push(await sinkTcp(namespace, SINK_PORT));
+    }
+    const first = await counters.read([one.instanceId, two.instanceId]);
+    // Only an instance with a public IP has a counter.
+    expect([...first.keys()]).toEqual([one.instanceId]);
+    const base = first.get(one.instanceId)!;
+    const OUT = 3 * MB;
+    const IN = 2 * MB;
+    sendTcp(g.one!.namespace, GATEWAY, SINK_PORT, OUT);
+    sendTcp(internet.namespace, PUBLIC_IP, SINK_PORT, IN);
+    // Private, instance to instance: crosses no public link.
+    sendTcp(g.one!.namespace, two.ip, SINK_PORT, 4 * MB);
+    const counted = await waitFor(
+      'the counters to show the bytes',
+      async () => {
+        const now = (await counters.read([one.instanceId])).get(one.instanceId);
+        return now && now.bytesOut - base.bytesOut >= OUT && now.bytesIn - base.bytesIn >= IN
+          ? now
+          : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
+    // Frames with their headers, and each way's acknowledgements of the other (a tenth of it all at most),
+    // but not the 4 MB sent privately.
+    const overhead = (OUT + IN) / 10;
+    expect(counted.bytesOut - base.bytesOut).toBeLessThan(OUT + overhead);
+    expect(counted.bytesIn - base.bytesIn).toBeLessThan(IN + overhead);
+    expect(counted.epoch).toBe(base.epoch);
+    expect(counted.epoch.startsWith(`${PUBLIC_IP}/`)).toBe(true);
+    // The bridge's flows gone (as when ovs-vswitchd starts again): the next reading makes a new pair, another
+    // life of the counter, from zero; and the public IP answers again.
+    sh('ovs-ofctl', ['del-flows', bridge], ovn.endpoints.env);
+    const after = await waitFor(
+      'a reading on a new pair',
+      async () => (await counters.read([one.instanceId])).get(one.instanceId),
+      { timeoutMs: 5000, intervalMs: 200 },
+    );
+    expect(after.epoch).not.toBe(base.epoch);
+    expect(after.bytesOut).toBeLessThan(OUT);
+    expect(askTcp(internet.namespace, PUBLIC_IP, PORT)).toBe(`pub-one ${GATEWAY}`);
   });
 
   it("lets through a public IP only what the instance's port ACLs allow, judged by the client's own address", async () => {

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidRequest } from '../src/platform/errors.js';
 import { formatSshPublicKey, SSH_KEY_TYPES } from '../src/resources/ssh-keys/rules.js';
-import type { SshKeyView } from '../src/resources/ssh-keys/service.js';
+import type { SshKeyView } from '../src/resources/ssh-keys/view.js';
 import { STORES } from './helpers/backends.js';
 import { serverForSuite, type TestServer } from './helpers/server.js';
 

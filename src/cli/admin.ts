@@ -6,10 +6,10 @@
 import { parseArgs } from 'node:util';
 import { type Backends, openBackends } from '../composition.js';
 import { migrateSimulatorTables } from '../drivers/simulator/machines.js';
-import { MIGRATIONS } from '../migrations.js';
 import type { Config } from '../platform/config.js';
 import { actingAs, OPERATOR } from '../platform/events/actor.js';
 import { migrateToLatest, openStore } from '../platform/store/db.js';
+import { MIGRATIONS } from '../resources.js';
 
 export class UsageError extends Error {}
 

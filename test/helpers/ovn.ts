@@ -230,6 +230,39 @@ export function askTcp(namespace: string, host: string, port: number): string | 
   }
 }
 
+const TCP_SINK = `
+import net from 'node:net';
+const [port] = process.argv.slice(1);
+net.createServer((socket) => socket.on('error', () => {}).resume())
+  .listen(Number(port), '0.0.0.0', () => console.log('listening'));
+`;
+const TCP_SEND = `
+import net from 'node:net';
+const [host, port, bytes] = process.argv.slice(1);
+const socket = net.connect({ host, port: Number(port) }, () => socket.end(Buffer.alloc(Number(bytes))));
+socket.setTimeout(10000, () => process.exit(2));
+socket.on('close', (failed) => process.exit(failed ? 1 : 0));
+socket.on('error', () => process.exit(1));
+`;
+
+/** A TCP listener inside `namespace` that reads and drops whatever it is sent (bytes to count). */
+export async function sinkTcp(namespace: string, port: number): Promise<{ stop: () => void }> {
+  const server = spawn('ip', nodeIn(namespace, TCP_SINK, [String(port)]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('exit', (code) => reject(new Error(`the TCP sink in ${namespace} exited (${code})`)));
+    server.stdout!.once('data', () => resolve());
+  });
+  server.removeAllListeners('exit');
+  return { stop: () => server.kill('SIGKILL') };
+}
+
+/** Sends `bytes` zero bytes over one TCP connection from `namespace` to host:port; throws when it cannot. */
+export function sendTcp(namespace: string, host: string, port: number, bytes: number): void {
+  sh('ip', nodeIn(namespace, TCP_SEND, [host, String(port), String(bytes)]));
+}
+
 /** The lock the OVN suites take in turn (`flock` on this file), whichever vitest worker runs them. */
 const OVN_SUITE_LOCK = '/tmp/nimbus-ovn-suites.lock';
 /** The longest an OVN suite waits for the one before it: the VM suites take minutes on a loaded host. */

@@ -34,6 +34,8 @@ export const OVN_PROGRAMS: readonly ProgramNeed[] = [
   { programs: ['ovsdb-tool'], debianPackage: 'openvswitch-common' },
   { programs: ['ovs-vsctl'], debianPackage: 'openvswitch-switch' },
   { programs: ['ovs-appctl'], debianPackage: 'openvswitch-common' },
+  // The provider bridge's counting flows (transfer-flows.ts).
+  { programs: ['ovs-ofctl'], debianPackage: 'openvswitch-common' },
   { programs: ['ovn-northd'], debianPackage: 'ovn-central' },
   { programs: ['ovn-controller'], debianPackage: 'ovn-host' },
   { programs: ['ovn-nbctl'], debianPackage: 'ovn-common' },

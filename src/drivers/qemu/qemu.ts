@@ -30,6 +30,7 @@ import type {
   MetricSample,
   NetworkDrift,
   NetworkReconcile,
+  PublicTransfer,
   RestoreSpec,
   RestoreState,
   SnapshotSpec,
@@ -42,6 +43,7 @@ import { missingOvnPrograms } from '../ovn/daemons.js';
 import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
+import { TransferCounters } from '../ovn/transfer-flows.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
 import { readVpcState, type VpcInstanceReader, vpcsOf } from '../ovn/vpcs.js';
 import { SimulatedGatewayDriver, SimulatedGateways } from '../simulator/gateways.js';
@@ -121,6 +123,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private readonly publicLink: PublicLink | undefined;
   /** How the uplink was before serve plugged it (put back at close). */
   private uplinkBefore: UplinkState | null = null;
+  /** The public IPs' byte counters on the provider bridge (drivers/ovn/transfer-flows.ts), while serving with a link. */
+  private transfer: TransferCounters | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -221,6 +225,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         if (!this.network) throw new QemuDriverError('NIMBUS_NETWORK=ovn: the network is not started yet');
         const { instances, rules } = await readVpcState(this.vpcInstances!, accountId);
         await this.network.reconcile(accountId, instances, rules, this.publicLink);
+        await this.syncTransferCounters();
         return null;
       },
       giveUp: async (accountId, error) => {
@@ -235,7 +240,29 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   /** Every VPC made to match the store now (at serve: a restart, a wiped database). */
   private async reconcileAll(): Promise<ApplyResult> {
     const { instances, rules } = await readVpcState(this.vpcInstances!, null);
-    return this.network!.reconcile(null, instances, rules, this.publicLink);
+    const applied = await this.network!.reconcile(null, instances, rules, this.publicLink);
+    await this.syncTransferCounters();
+    return applied;
+  }
+
+  /**
+   * The counting flows made to match the NATs just applied, so an address assigned counts from now. A
+   * failure only delays that (the VPC is applied): the transfer collector's next reading syncs again.
+   */
+  private async syncTransferCounters(): Promise<void> {
+    await this.transfer?.sync().catch((error: unknown) => {
+      this.host?.log.warn({ err: error }, 'OVN: the public transfer counters could not be synced');
+    });
+  }
+
+  /**
+   * Each instance's bytes to and from public addresses, from the provider bridge's counters of its public
+   * IP (drivers/ovn/transfer-flows.ts); none without a public link (the user-mode network reaches
+   * nothing public). An instance without a public IP, or with no counter yet, is left out.
+   */
+  async publicTransfer(specs: readonly MachineSpec[]): Promise<Map<string, PublicTransfer>> {
+    if (!this.transfer) return new Map();
+    return this.transfer.read(specs.map((spec) => spec.id));
   }
 
   /**
@@ -324,7 +351,10 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
             : host.log.warn({ daemon }, 'OVN: a daemon died and was started again'),
       });
       try {
-        if (this.publicLink) await this.plugPublicLink(this.network, this.publicLink);
+        if (this.publicLink) {
+          const bridge = await this.plugPublicLink(this.network, this.publicLink);
+          this.transfer = new TransferCounters(this.network.endpoints, bridge, this.network.nb);
+        }
         const applied = await this.reconcileAll();
         host.log.info(
           {
@@ -339,6 +369,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         await this.unplugPublicLink(this.network).catch(() => {});
         await this.network.close();
         this.network = null;
+        this.transfer = null;
         throw error;
       }
     }
@@ -362,14 +393,14 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
    * How the interface was is kept in `<data dir>/ovn/uplink.json` until it is put back, so a server
    * killed with -9 and started again still knows it (the interface is plugged by then).
    */
-  private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<void> {
+  private async plugPublicLink(network: OvnNetwork, link: PublicLink): Promise<string> {
     for (const [region, gateway] of Object.entries(link.gateways)) {
       await link.routers.holdGateway(region, gateway).catch((error: unknown) => {
         throw new QemuDriverError((error as Error).message);
       });
     }
     try {
-      const { before } = await plugUplink(network.endpoints, link.uplink);
+      const { bridge, before } = await plugUplink(network.endpoints, link.uplink);
       const kept = this.keptUplinkState(link.uplink);
       this.uplinkBefore = kept ?? before;
       if (!kept) {
@@ -378,6 +409,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
           mode: 0o600,
         });
       }
+      return bridge;
     } catch (error) {
       throw new QemuDriverError(`NIMBUS_PUBLIC_UPLINK=${link.uplink}: ${(error as Error).message}`);
     }
@@ -421,6 +453,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     }
     await this.network?.close();
     this.network = null;
+    this.transfer = null;
   }
 
   private async look(): Promise<void> {

@@ -6,10 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../../migrations.js';
 import { ManualClock } from '../../platform/domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
 import { INSTANCE_TYPES } from '../../resources/catalog/catalog.js';
+import { MIGRATIONS } from '../../resources.js';
 import type { MachineSpec, VolumeSpec } from '../driver.js';
 import { FAULT_TAG, SimulatedDriver } from './simulator.js';
 

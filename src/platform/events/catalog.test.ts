@@ -4,7 +4,7 @@
  */
 import { Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
-import { EVENT_CATALOGUE } from '../../events.js';
+import { EVENT_CATALOGUE } from '../../resources.js';
 import { entry, eventCatalogue } from './catalog.js';
 
 const data = Type.Object({ thing_id: Type.String() });

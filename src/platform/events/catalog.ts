@@ -6,7 +6,7 @@
  * from its record (Pick) where the record has the field, and adds them to `EventCatalog` by module
  * augmentation, as its tables are added to `Database`; so the outbox writer (platform/events/outbox.ts)
  * takes only declared types, each with its own data, and a misspelt type or a missing field is a compile
- * error. The composition root puts the resources' parts together (`eventCatalogue`, src/events.ts), and
+ * error. The one list of resources (src/resources.ts) puts their parts together (`eventCatalogue`), and
  * `GET /v1/events` filters and webhook subscriptions take their allowed values from that.
  */
 import type { Static, TObject } from '@sinclair/typebox';
@@ -32,7 +32,7 @@ export interface EventCatalog {}
 export type EventType = keyof EventCatalog & string;
 export type EventData<T extends EventType> = Static<EventCatalog[T]['data']>;
 
-/** The catalogue at run time: the entries in the order the composition root gives them. */
+/** The catalogue at run time: the entries in the order the parts are given. */
 export interface EventCatalogue {
   readonly entries: Readonly<Record<EventType, EventEntry>>;
   readonly types: readonly EventType[];

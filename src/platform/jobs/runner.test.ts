@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../../test/helpers/common.js';
-import { MIGRATIONS } from '../../migrations.js';
+import { MIGRATIONS } from '../../resources.js';
 import { systemClock } from '../domain/clock.js';
 import { migrateToLatest, openStore, type Store } from '../store/db.js';
 import { JobRunner } from './runner.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../../migrations.js';
+import { MIGRATIONS } from '../../resources.js';
 import { columnsShape, compiledOnce, compiledPerShape } from './compiled-query.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import type { Database } from './schema.js';

@@ -154,8 +154,8 @@ function openSqlite(
 }
 
 /**
- * Brings the schema up to date with `history` (the one history the composition root puts together:
- * src/migrations.ts); safe to run from several replicas at once (Kysely takes a lock). On SQLite the
+ * Brings the schema up to date with `history` (the one history, derived from the list of resources:
+ * src/resources.ts `MIGRATIONS`); safe to run from several replicas at once (Kysely takes a lock). On SQLite the
  * migrations run with foreign keys off, as SQLite's way of changing a table's constraints (a rebuild:
  * new table, copy, drop the old one) requires, and are checked once they are done.
  */

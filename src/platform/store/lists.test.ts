@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../migrations.js';
+import { MIGRATIONS } from '../../resources.js';
 import { insertEvent } from '../events/store.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import { fetchPage } from './lists.js';

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresDatabase, HAVE_POSTGRES } from '../../../test/helpers/backends.js';
 import { waitFor } from '../../../test/helpers/common.js';
-import { MIGRATIONS } from '../../migrations.js';
+import { MIGRATIONS } from '../../resources.js';
 import { claimDueJobs, finishJob, upsertJob } from '../jobs/store.js';
 import { compiledOnce } from './compiled-query.js';
 import { migrateToLatest, openStore, type Store } from './db.js';

@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../migrations.js';
+import { MIGRATIONS } from '../../resources.js';
 import { migrateToLatest, openStore, type Store } from './db.js';
 import { booleanInteger, jsonText, nullableJsonText, recordTable } from './record-table.js';
 

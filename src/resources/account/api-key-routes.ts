@@ -11,26 +11,16 @@ import {
   ListQuery,
   PrintableName,
   StringEnum,
-  Timestamp,
 } from '../../platform/http/schemas.js';
 import type { ApiKeyService } from './api-key-service.js';
+import { ApiKeyView } from './api-key-view.js';
 
 const Permission = StringEnum(ALL_PERMISSIONS);
 
-const apiKeyFields = {
-  id: Type.String(),
-  name: Type.String(),
-  prefix: Type.String({ description: 'The first characters of the key, to tell keys apart' }),
-  permissions: Type.Array(Type.String()),
-  expires_at: Type.Union([Timestamp, Type.Null()]),
-  last_used_at: Type.Union([Timestamp, Type.Null()]),
-  created_at: Timestamp,
-};
-
-const ApiKey = Type.Object(apiKeyFields, { $id: 'ApiKey', title: 'ApiKey' });
+const ApiKey = ApiKeyView;
 const CreatedApiKey = Type.Object(
   {
-    ...apiKeyFields,
+    ...ApiKeyView.properties,
     // Optional because an Idempotency-Key replay of the creation leaves it out (the key is kept as a hash only).
     key: Type.Optional(
       Type.String({

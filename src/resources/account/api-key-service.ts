@@ -27,6 +27,7 @@ import type { Store } from '../../platform/store/db.js';
 import type { Executor } from '../../platform/store/schema.js';
 import { grantedExpiry, permissionsBeyond, revocationBlockers } from './api-key-rules.js';
 import * as keys from './api-key-store.js';
+import { type ApiKeyView, apiKeyView } from './api-key-view.js';
 import { lockAccount } from './store.js';
 import { accountView } from './view.js';
 
@@ -37,15 +38,7 @@ const INVALIDATE_CHANNEL = 'auth.invalidate';
 const LAST_USED_FLUSH_MS = 15_000;
 export const ROTATION_RECOMMENDED_DAYS = 90;
 
-export interface ApiKeyView {
-  id: string;
-  name: string;
-  prefix: string;
-  permissions: string[];
-  expires_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
-}
+export type { ApiKeyView };
 
 export interface CreatedApiKey extends ApiKeyView {
   /** The key itself; returned once, at creation. */
@@ -75,17 +68,7 @@ export function hashKey(key: string): string {
   return hash('sha256', key, 'hex');
 }
 
-function view(row: keys.ApiKey): ApiKeyView {
-  return {
-    id: row.id,
-    name: row.name,
-    prefix: row.prefix,
-    permissions: row.permissions,
-    expires_at: row.expires_at,
-    last_used_at: row.last_used_at,
-    created_at: row.created_at,
-  };
-}
+const view = (row: keys.ApiKey): ApiKeyView => apiKeyView(row);
 
 /** Keys that cannot be ours are refused before any hashing. */
 function isPlausibleKey(presented: string): boolean {

@@ -1,11 +1,10 @@
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import type { AccountRow, ApiKeyRow, Executor } from '../../platform/store/schema.js';
+import type { ApiKey } from './api-key-record.js';
 
-/** An API key as services see it: its permissions decoded. */
-export interface ApiKey extends Omit<ApiKeyRow, 'permissions'> {
-  permissions: string[];
-}
+/** An API key as services see it: declared once, as a TypeBox record (api-key-record.ts). */
+export type { ApiKey };
 
 const fromRow = (row: ApiKeyRow): ApiKey => ({
   ...row,

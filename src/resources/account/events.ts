@@ -1,20 +1,19 @@
 /**
  * API key events: their types and the shape of their data, added to the platform's catalogue
- * (platform/events/catalog.ts). Written here until API keys have a TypeBox record to pick them from.
+ * (platform/events/catalog.ts). What the record has is picked from it (api-key-record.ts).
  */
 import { Type } from '@sinclair/typebox';
 import { entry } from '../../platform/events/catalog.js';
+import { ApiKeyRecord } from './api-key-record.js';
+
+const KeyId = { api_key_id: Type.String({ description: 'The API key' }) };
 
 const ApiKeyCreated = Type.Object(
-  {
-    api_key_id: Type.String({ description: 'The API key' }),
-    name: Type.String(),
-    permissions: Type.Array(Type.String()),
-  },
+  { ...KeyId, ...Type.Pick(ApiKeyRecord, ['name', 'permissions']).properties },
   { additionalProperties: false },
 );
 const ApiKeyDeleted = Type.Object(
-  { api_key_id: Type.String({ description: 'The API key' }), name: Type.String() },
+  { ...KeyId, ...Type.Pick(ApiKeyRecord, ['name']).properties },
   { additionalProperties: false },
 );
 

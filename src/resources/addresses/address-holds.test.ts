@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
+import { MIGRATIONS } from '../../resources.js';
 import {
   holdGatewayAddress,
   holdRouterAddress,

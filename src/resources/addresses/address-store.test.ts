@@ -9,8 +9,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STORES, storeForSuite } from '../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../migrations.js';
 import { migrateToLatest, openStore, type Store } from '../../platform/store/db.js';
+import { MIGRATIONS } from '../../resources.js';
 import { type AddressScope, returnAddress, takeAddress } from './address-store.js';
 import { intToIp, lowestFree, parseCidr } from './addresses.js';
 

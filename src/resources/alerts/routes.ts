@@ -5,11 +5,8 @@ import { MAX_EMAIL_LENGTH } from '../../platform/domain/validation.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
 import { IdParams, ListQuery, StringEnum, Timestamp } from '../../platform/http/schemas.js';
+import { AlertIncidentRecord, AlertPolicyRecord, Compare, Metric, State, Window } from './record.js';
 import {
-  ALERT_COMPARES,
-  ALERT_METRICS,
-  ALERT_STATES,
-  ALERT_WINDOWS,
   CHANNEL_KINDS,
   CHAT_FORMATS,
   INCIDENT_STATUSES,
@@ -20,31 +17,15 @@ import {
   MAX_TARGET_TAGS,
   MAX_WEBHOOK_CHANNELS,
   NOTIFICATION_STATUSES,
-  RESOLUTIONS,
 } from './rules.js';
 import type { AlertService } from './service.js';
 
 const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof StringEnum>>(schema: T) =>
   Type.Union([schema, Type.Null()]);
 
-const Metric = StringEnum(ALERT_METRICS, {
-  description: 'The metric whose window average is compared: memory_percent is used over total memory',
-});
-const Compare = StringEnum(ALERT_COMPARES, {
-  description: 'Fire when the average is above or below the threshold',
-});
 const Threshold = Type.Number({
   description: 'In the metric’s unit: percentages 0–100, rates (bytes per second) 0 or more',
 });
-const Window = StringEnum(ALERT_WINDOWS, {
-  description:
-    'Metric policies: the window averaged over (and the whole window that must be back on the good side to ' +
-    'resolve). `stuck`: how long in starting or stopping counts as stuck',
-});
-const State = StringEnum(ALERT_STATES, {
-  description: '`error`: the instance is in error; `stuck`: in starting or stopping longer than `window`',
-});
-
 const Targets = Type.Object(
   {
     instance_ids: Type.Optional(
@@ -113,31 +94,11 @@ const Channels = Type.Object(
 const Name = Type.String({ minLength: 1, maxLength: 100, description: 'What the policy is called' });
 const Description = Type.String({ maxLength: MAX_DESCRIPTION_LENGTH });
 
-const Policy = Type.Object(
-  {
-    id: Type.String({ description: '`alr_…`' }),
-    name: Type.String(),
-    description: Type.Union([Type.String(), Type.Null()]),
-    metric: Type.Union([Metric, Type.Null()]),
-    compare: Type.Union([Compare, Type.Null()]),
-    threshold: Type.Union([Type.Number(), Type.Null()]),
-    window: Type.Union([Window, Type.Null()]),
-    state: Type.Union([State, Type.Null()]),
-    targets: Type.Object({
-      instance_ids: Type.Array(Type.String()),
-      tags: Type.Record(Type.String(), Type.String()),
-    }),
-    channels: Type.Object({
-      email: Type.Array(Type.String()),
-      webhook_ids: Type.Array(Type.String()),
-      chat: Type.Array(Type.Object({ url: Type.String(), format: StringEnum(CHAT_FORMATS) })),
-    }),
-    enabled: Type.Boolean(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'AlertPolicy', title: 'AlertPolicy' },
-);
+/** What the API shows of a policy: its record, less the account it belongs to. */
+const Policy = Type.Object(Type.Omit(AlertPolicyRecord, ['account_id']).properties, {
+  $id: 'AlertPolicy',
+  title: 'AlertPolicy',
+});
 
 const Notification = Type.Object(
   {
@@ -155,25 +116,10 @@ const Notification = Type.Object(
   { $id: 'AlertNotification', title: 'AlertNotification' },
 );
 
+/** What the API shows of an incident: its record less what stays in the server, with its notifications. */
 const Incident = Type.Object(
   {
-    id: Type.String({ description: '`inc_…`' }),
-    policy_id: Type.String(),
-    instance_id: Type.String(),
-    instance_name: Type.String({ description: 'The instance’s name when the incident opened' }),
-    status: StringEnum(INCIDENT_STATUSES),
-    value: Type.Union([Type.Number(), Type.Null()], {
-      description: 'The window average that fired (a stuck instance: seconds in the state; error: null)',
-    }),
-    threshold: Type.Union([Type.Number(), Type.Null()], {
-      description: 'The threshold (a stuck policy: the window in seconds; error: null)',
-    }),
-    resolved_value: Type.Union([Type.Number(), Type.Null()], {
-      description: 'The window average when it resolved by recovering',
-    }),
-    resolution: Type.Union([StringEnum(RESOLUTIONS), Type.Null()]),
-    started_at: Timestamp,
-    resolved_at: Type.Union([Timestamp, Type.Null()]),
+    ...Type.Omit(AlertIncidentRecord, ['account_id', 'created_at', 'updated_at']).properties,
     notifications: Type.Array(Notification, {
       description: 'One per channel target per transition (firing, then resolved), oldest first',
     }),

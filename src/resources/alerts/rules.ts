@@ -12,6 +12,7 @@
  */
 import type { MetricSample } from '../../drivers/driver.js';
 import { EMAIL_PATTERN, isMailboxAddress } from '../../platform/domain/validation.js';
+import type { AlertPolicy } from './record.js';
 
 export const ALERT_METRICS = [
   'cpu_percent',
@@ -127,23 +128,8 @@ export type AlertCondition =
     }
   | { kind: 'state'; state: AlertState; window: AlertWindow | null };
 
-/** A policy as services and the evaluator see it (resources/alerts/store.ts decodes the row). */
-export interface AlertPolicy {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string | null;
-  metric: AlertMetric | null;
-  compare: AlertCompare | null;
-  threshold: number | null;
-  window: AlertWindow | null;
-  state: AlertState | null;
-  targets: AlertTargets;
-  channels: AlertChannels;
-  enabled: boolean;
-  created_at: string;
-  updated_at: string;
-}
+/** A policy as services and the evaluator see it (store.ts decodes the row): declared once, in record.ts. */
+export type { AlertPolicy };
 
 /** A reason a policy's fields do not make a policy: the field, what it held and what it may hold. */
 export interface PolicyProblem {

@@ -1,13 +1,14 @@
 /**
  * Invoice events: their types and the shape of their data, added to the platform's catalogue
- * (platform/events/catalog.ts). Written here until invoices have a TypeBox record to pick them from.
+ * (platform/events/catalog.ts). The status is the record's (invoice-record.ts), after the change.
  */
 import { Type } from '@sinclair/typebox';
 import { entry } from '../../platform/events/catalog.js';
+import { InvoiceRecord } from './invoice-record.js';
 
 const InvoiceEvent = Type.Object({
   invoice_id: Type.String({ description: 'The invoice' }),
-  status: Type.String(),
+  ...Type.Pick(InvoiceRecord, ['status']).properties,
 });
 
 export const INVOICE_EVENTS = {

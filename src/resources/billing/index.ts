@@ -1,15 +1,13 @@
 /** Billing as the platform serves it: usage, invoices, estimates, and the job that closes each period. */
-import type { ResourceModule } from '../../platform/module.js';
+import { defineResource, type ModuleParts } from '../../platform/module.js';
+import { INVOICE_EVENTS } from './events.js';
+import { BILLING_MIGRATIONS } from './migrations/index.js';
 import { billingRoutes } from './routes.js';
 import { BILLING_JOB, type BillingService } from './service.js';
 import { TRANSFER_JOB, type TransferCollector } from './transfer-collector.js';
 
-export function billingModule(deps: {
-  billing: BillingService;
-  transfer: TransferCollector;
-}): ResourceModule {
+export function billingModule(deps: { billing: BillingService; transfer: TransferCollector }): ModuleParts {
   return {
-    name: 'billing',
     routes: async (app) => {
       await app.register(billingRoutes, deps);
     },
@@ -22,3 +20,11 @@ export function billingModule(deps: {
     },
   };
 }
+
+/** The resource as src/resources.ts lists it. */
+export const BILLING_RESOURCE = defineResource({
+  name: 'billing',
+  migrations: BILLING_MIGRATIONS,
+  events: INVOICE_EVENTS,
+  module: billingModule,
+});

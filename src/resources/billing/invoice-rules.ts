@@ -4,6 +4,7 @@
  * a number fixed), then `paid` or `void` by an operator. An open invoice past `due_at` makes the account
  * `past_due` until it is paid or voided.
  */
+import type { Invoice } from './invoice-record.js';
 import type { BilledResourceType, BillingUnit, MeterName } from './rules.js';
 
 export const INVOICE_STATUSES = ['draft', 'open', 'paid', 'void'] as const;
@@ -16,25 +17,8 @@ export const INVOICE_ACTIONS = {
 } as const satisfies Record<string, { from: readonly InvoiceStatus[]; to: InvoiceStatus }>;
 export type InvoiceAction = keyof typeof INVOICE_ACTIONS;
 
-export interface Invoice {
-  id: string;
-  account_id: string;
-  number: number | null;
-  status: InvoiceStatus;
-  period_start: string;
-  period_end: string;
-  /** Exact amount (resources/billing/rules.ts units); for a draft, as of when it was last read. */
-  subtotal: bigint;
-  total_cents: bigint;
-  issued_at: string | null;
-  due_at: string | null;
-  past_due_at: string | null;
-  paid_at: string | null;
-  voided_at: string | null;
-  version: number;
-  created_at: string;
-  updated_at: string;
-}
+/** An invoice as the services see it: declared once, as a TypeBox record (invoice-record.ts). */
+export type { Invoice };
 
 export interface InvoiceLine {
   resource_id: string | null;

@@ -20,6 +20,7 @@ import {
 } from '../../platform/http/schemas.js';
 import { INSTANCE_TYPES, REGION_NAMES } from '../catalog/catalog.js';
 import { estimateItem, estimatePlan } from './estimate.js';
+import { InvoiceRecord } from './invoice-record.js';
 import { INVOICE_SORTS, INVOICE_STATUSES } from './invoice-rules.js';
 import { ESTIMATE_ITEMS, GROUP_BYS, METERS, PERIOD_PATTERN, RESOURCE_TYPES } from './rules.js';
 import { type BillingService, type Download, USAGE_PAGE_SIZE } from './service.js';
@@ -76,28 +77,23 @@ const Usage = Type.Object(
   { $id: 'Usage', title: 'Usage' },
 );
 
+// Computed from the record (invoice-record.ts): what it holds as it is comes from its declaration.
 const invoiceFields = {
-  id: Type.String(),
+  id: InvoiceRecord.properties.id,
   number: Type.Union([Type.String(), Type.Null()], {
     description:
       'NMB-000001…: sequential per deployment, given when the invoice opens, never reused; null while draft',
   }),
-  status: StringEnum(INVOICE_STATUSES, {
-    description: '`draft` (the running month, live) → `open` (period closed) → `paid` | `void`',
-  }),
+  status: InvoiceRecord.properties.status,
   currency: Type.Literal('USD'),
   period: Type.String({ description: 'YYYY-MM' }),
-  period_start: Timestamp,
+  period_start: InvoiceRecord.properties.period_start,
   period_end: Type.String({ format: 'date-time', description: 'Exclusive' }),
   subtotal: Usd('The exact sum of the line items, 6 decimals'),
   total: Usd('What is owed: the exact sum rounded once to the cent (2 decimals)'),
-  issued_at: Type.Union([Timestamp, Type.Null()]),
-  due_at: Type.Union([Timestamp, Type.Null()]),
+  ...Type.Pick(InvoiceRecord, ['issued_at', 'due_at']).properties,
   past_due: Type.Boolean({ description: 'Open and past due_at: the account is past due until it is paid' }),
-  paid_at: Type.Union([Timestamp, Type.Null()]),
-  voided_at: Type.Union([Timestamp, Type.Null()]),
-  created_at: Timestamp,
-  updated_at: Timestamp,
+  ...Type.Pick(InvoiceRecord, ['paid_at', 'voided_at', 'created_at', 'updated_at']).properties,
 };
 
 const InvoiceSummary = Type.Object(invoiceFields, { $id: 'InvoiceSummary', title: 'InvoiceSummary' });

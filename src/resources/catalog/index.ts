@@ -1,12 +1,17 @@
 /** The catalogue as the platform serves it: instance types, regions and images, read-only. */
-import type { ResourceModule } from '../../platform/module.js';
+import { defineResource, type ModuleParts } from '../../platform/module.js';
 import { catalogRoutes } from './routes.js';
 
-export function catalogModule(): ResourceModule {
+export function catalogModule(): ModuleParts {
   return {
-    name: 'catalog',
     routes: async (app) => {
       await app.register(catalogRoutes);
     },
   };
 }
+
+/** The resource as src/resources.ts lists it. */
+export const CATALOG_RESOURCE = defineResource({
+  name: 'catalog',
+  module: catalogModule,
+});

@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { ResourceModule } from '../../platform/module.js';
+import { defineResource, type ModuleParts } from '../../platform/module.js';
 import type { Database } from '../../platform/store/schema.js';
 import { DnsResponder } from './responder.js';
 import { DnsServer } from './server.js';
@@ -13,7 +13,7 @@ import { DnsServer } from './server.js';
 export interface DnsSettings {
   /** Reads of what is committed (Store.committedReads): an answer never waits on a write in progress. */
   db: Kysely<Database>;
-  /** NIMBUS_DNS_PORT, and NIMBUS_HOST: the address bound, whose family picks the UDP socket's. */
+  /** NIMBUS_DNS_PORT (0: no DNS server), and NIMBUS_HOST: the address bound, whose family picks the UDP socket's. */
   port: number;
   host: string;
   /** NIMBUS_PUBLIC_DOMAIN. */
@@ -21,7 +21,9 @@ export interface DnsSettings {
   publicIpPools: Readonly<Record<string, string>>;
 }
 
-export function dnsModule(settings: DnsSettings): ResourceModule {
+export function dnsModule(settings: DnsSettings): ModuleParts {
+  // Off unless NIMBUS_DNS_PORT names a port: the module has no part then.
+  if (settings.port <= 0) return {};
   const responder = new DnsResponder(settings.db, {
     domain: settings.domain,
     publicIpPools: settings.publicIpPools,
@@ -35,7 +37,6 @@ export function dnsModule(settings: DnsSettings): ResourceModule {
     (error) => logger?.warn({ err: error }, 'dns: a query or socket failed'),
   );
   return {
-    name: 'dns',
     prepare: async (host) => {
       logger = host.logger;
     },
@@ -46,3 +47,9 @@ export function dnsModule(settings: DnsSettings): ResourceModule {
     stop: () => server.close(),
   };
 }
+
+/** The resource as src/resources.ts lists it. */
+export const DNS_RESOURCE = defineResource({
+  name: 'dns',
+  module: dnsModule,
+});

@@ -1,7 +1,8 @@
 /** Monitoring as the platform serves it: metric history, live streams, and the jobs that collect and relay. */
-import type { ResourceModule } from '../../platform/module.js';
+import { defineResource, type ModuleParts } from '../../platform/module.js';
 import type { InstanceService } from '../instances/service.js';
 import { COLLECT_JOB, type MetricsCollector } from './collector.js';
+import { METRIC_MIGRATIONS } from './migrations/index.js';
 import { instanceMetricsExposition } from './operator-gauges.js';
 import { metricRoutes, STREAM_MAX_PAYLOAD } from './routes.js';
 import type { MetricsService } from './service.js';
@@ -14,9 +15,8 @@ export function metricsModule(deps: {
   instances: InstanceService;
   collector: MetricsCollector;
   statusRelay: StatusRelay;
-}): ResourceModule {
+}): ModuleParts {
   return {
-    name: 'metrics',
     routes: async (app) => {
       await app.register(metricRoutes, deps);
     },
@@ -32,3 +32,10 @@ export function metricsModule(deps: {
     operatorMetrics: () => instanceMetricsExposition(deps.collector.latestSamples()),
   };
 }
+
+/** The resource as src/resources.ts lists it. */
+export const METRICS_RESOURCE = defineResource({
+  name: 'metrics',
+  migrations: METRIC_MIGRATIONS,
+  module: metricsModule,
+});

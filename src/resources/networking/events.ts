@@ -1,20 +1,26 @@
 /**
  * Firewall rule events: their types and the shape of their data, added to the platform's catalogue
- * (platform/events/catalog.ts). Written here until firewall rules have a TypeBox record to pick them from.
+ * (platform/events/catalog.ts). What the record has is picked from it (firewall-record.ts); the rest is
+ * what a change says.
  */
 import { Type } from '@sinclair/typebox';
 import { entry } from '../../platform/events/catalog.js';
+import { FirewallRuleRecord } from './firewall-record.js';
 
 const FirewallRuleEvent = Type.Object({
   firewall_rule_id: Type.String({ description: 'The firewall rule' }),
-  name: Type.String(),
-  region: Type.Optional(Type.String()),
-  direction: Type.Optional(Type.String({ description: '`inbound` or `outbound`' })),
-  action: Type.Optional(Type.String({ description: '`allow` or `deny`' })),
-  protocol: Type.Optional(Type.String({ description: '`tcp`, `udp`, `icmp` or `all`' })),
-  ports: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  priority: Type.Optional(Type.Integer()),
-  enabled: Type.Optional(Type.Boolean()),
+  ...Type.Pick(FirewallRuleRecord, ['name']).properties,
+  ...Type.Partial(
+    Type.Pick(FirewallRuleRecord, [
+      'region',
+      'direction',
+      'action',
+      'protocol',
+      'ports',
+      'priority',
+      'enabled',
+    ]),
+  ).properties,
   changed: Type.Optional(
     Type.Array(Type.String(), { description: 'firewall_rule.updated: the fields the change named' }),
   ),

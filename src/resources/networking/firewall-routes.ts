@@ -3,8 +3,9 @@ import { Type } from '@sinclair/typebox';
 import { TAG_VALUE_MAX_LENGTH } from '../../platform/domain/labels.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
-import { ListQuery, ResourceName, StringEnum, Timestamp } from '../../platform/http/schemas.js';
+import { ListQuery, ResourceName, StringEnum } from '../../platform/http/schemas.js';
 import { REGION_NAMES } from '../catalog/catalog.js';
+import { FirewallRuleRecord } from './firewall-record.js';
 import {
   ACTIONS,
   DIRECTIONS,
@@ -58,31 +59,11 @@ const Targets = Type.Object(
   },
 );
 
-const FirewallRule = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    description: Type.String(),
-    direction: StringEnum(DIRECTIONS),
-    action: StringEnum(ACTIONS),
-    protocol: StringEnum(PROTOCOLS),
-    ports: Type.Union([Type.String(), Type.Null()], { description: 'null for icmp and all' }),
-    sources: Type.Array(Type.String(), { description: 'Inbound rules: remote CIDR blocks; [] on outbound' }),
-    destinations: Type.Array(Type.String(), {
-      description: 'Outbound rules: remote CIDR blocks; [] on inbound',
-    }),
-    priority: Type.Integer(),
-    targets: Type.Object({
-      instance_ids: Type.Array(Type.String()),
-      tags: Type.Record(Type.String(), Type.String()),
-    }),
-    region: Type.String(),
-    enabled: Type.Boolean(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'FirewallRule', title: 'FirewallRule' },
-);
+/** What the API shows of a rule: its record, less the account it belongs to. */
+const FirewallRule = Type.Object(Type.Omit(FirewallRuleRecord, ['account_id']).properties, {
+  $id: 'FirewallRule',
+  title: 'FirewallRule',
+});
 
 const NewFirewallRule = Type.Object(
   {

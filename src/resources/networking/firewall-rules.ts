@@ -18,6 +18,7 @@ import {
   unmapped,
 } from '../../platform/domain/cidrs.js';
 import type { FIREWALL_PRESETS } from '../instances/rules.js';
+import type { FirewallRule } from './firewall-record.js';
 
 export const DIRECTIONS = ['inbound', 'outbound'] as const;
 export type Direction = (typeof DIRECTIONS)[number];
@@ -45,28 +46,8 @@ export interface FirewallTargets {
   tags: Record<string, string>;
 }
 
-/** A stored rule, decoded. */
-export interface FirewallRule {
-  id: string;
-  account_id: string;
-  name: string;
-  description: string;
-  direction: Direction;
-  action: Action;
-  protocol: Protocol;
-  /** `"22"` or `"8000-8100"` for tcp and udp; null for icmp and all. */
-  ports: string | null;
-  /** Inbound: where packets come from. Empty on outbound rules. */
-  sources: string[];
-  /** Outbound: where packets go. Empty on inbound rules. */
-  destinations: string[];
-  priority: number;
-  targets: FirewallTargets;
-  region: string;
-  enabled: boolean;
-  created_at: string;
-  updated_at: string;
-}
+/** A stored rule, decoded: declared once, as a TypeBox record (firewall-record.ts). */
+export type { FirewallRule };
 
 export type RuleOrigin = 'rule' | 'preset' | 'default';
 

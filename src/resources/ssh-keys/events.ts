@@ -1,15 +1,15 @@
 /**
  * SSH key events: their types and the shape of their data, added to the platform's catalogue
- * (platform/events/catalog.ts). Written here until SSH keys have a TypeBox record to pick them from.
+ * (platform/events/catalog.ts). What the record has is picked from it (record.ts).
  */
 import { Type } from '@sinclair/typebox';
 import { entry } from '../../platform/events/catalog.js';
+import { SshKeyRecord } from './record.js';
 
 const SshKeyEvent = Type.Object(
   {
     ssh_key_id: Type.String({ description: 'The SSH key' }),
-    name: Type.String(),
-    fingerprint: Type.String(),
+    ...Type.Pick(SshKeyRecord, ['name', 'fingerprint']).properties,
   },
   { additionalProperties: false },
 );

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { ok, okList } from '../../platform/http/envelope.js';
 import { principalOf } from '../../platform/http/plugins/guard.js';
 import { described, errorResponses, withExample } from '../../platform/http/responses.js';
-import { Envelope, IdParams, ListEnvelope, ListQuery, Timestamp } from '../../platform/http/schemas.js';
+import { Envelope, IdParams, ListEnvelope, ListQuery } from '../../platform/http/schemas.js';
 import {
   MAX_PUBLIC_KEY_LENGTH,
   MAX_SSH_KEY_NAME_LENGTH,
@@ -11,6 +11,7 @@ import {
   SSH_KEY_TYPES,
 } from './rules.js';
 import type { SshKeyService } from './service.js';
+import { SshKeyView } from './view.js';
 
 const SshKeyName = Type.String({
   minLength: 1,
@@ -19,18 +20,7 @@ const SshKeyName = Type.String({
   description: 'Letters, digits, ".", "_" and "-"; unique in the account',
 });
 
-const SshKey = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    public_key: Type.String({
-      description: 'OpenSSH one-line form: type, base64 key data, optional comment',
-    }),
-    fingerprint: Type.String({ description: 'SHA256:… as `ssh-keygen -lf` prints it' }),
-    created_at: Timestamp,
-  },
-  { $id: 'SshKey', title: 'SshKey' },
-);
+const SshKey = SshKeyView;
 
 const NewSshKey = Type.Object(
   {

@@ -17,14 +17,7 @@ import { isUniqueViolation } from '../../platform/store/dialect.js';
 import type { Executor, SshKeyRow } from '../../platform/store/schema.js';
 import { parseSshPublicKey, SshKeyFormatError } from './rules.js';
 import * as keys from './store.js';
-
-export interface SshKeyView {
-  id: string;
-  name: string;
-  public_key: string;
-  fingerprint: string;
-  created_at: string;
-}
+import { type SshKeyView, sshKeyView } from './view.js';
 
 export interface NewSshKey {
   name: string;
@@ -35,15 +28,7 @@ export type SshKeyListRequest = PageRequest & keys.SshKeyFilters;
 
 const ID_PREFIX = `${ID_PREFIXES.sshKey}_`;
 
-function view(row: SshKeyRow): SshKeyView {
-  return {
-    id: row.id,
-    name: row.name,
-    public_key: row.public_key,
-    fingerprint: row.fingerprint,
-    created_at: row.created_at,
-  };
-}
+const view = (row: SshKeyRow): SshKeyView => sshKeyView(row);
 
 export class SshKeyService {
   constructor(

@@ -1,6 +1,7 @@
 /**
  * Webhook events: their types and the shape of their data, added to the platform's catalogue
- * (platform/events/catalog.ts). Written here until webhook subscriptions have a TypeBox record to pick them from.
+ * (platform/events/catalog.ts). They carry none of the record's fields (record.ts) but the id: `reason`
+ * is what `disabled_reason` was set to, which is never null when the event is written.
  */
 import { Type } from '@sinclair/typebox';
 import { entry } from '../../platform/events/catalog.js';

@@ -1,17 +1,15 @@
 /** The webhooks resource as the platform serves it: subscriptions, and a delivery for each event they match. */
 import type { EventCatalogue } from '../../platform/events/catalog.js';
-import type { ResourceModule } from '../../platform/module.js';
+import { defineResource, type ModuleParts } from '../../platform/module.js';
+import { WEBHOOK_EVENTS } from './events.js';
 import { fanOutToWebhooks } from './fan-out.js';
+import { WEBHOOK_MIGRATIONS } from './migrations/index.js';
 import { webhookRoutes } from './routes.js';
 import type { WebhookService } from './service.js';
 import { countWebhooks } from './store.js';
 
-export function webhooksModule(deps: {
-  webhooks: WebhookService;
-  catalogue: EventCatalogue;
-}): ResourceModule {
+export function webhooksModule(deps: { webhooks: WebhookService; catalogue: EventCatalogue }): ModuleParts {
   return {
-    name: 'webhooks',
     routes: async (app) => {
       await app.register(webhookRoutes, deps);
     },
@@ -19,3 +17,11 @@ export function webhooksModule(deps: {
     onEventRecorded: fanOutToWebhooks,
   };
 }
+
+/** The resource as src/resources.ts lists it. */
+export const WEBHOOKS_RESOURCE = defineResource({
+  name: 'webhooks',
+  migrations: WEBHOOK_MIGRATIONS,
+  events: WEBHOOK_EVENTS,
+  module: webhooksModule,
+});

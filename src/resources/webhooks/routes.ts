@@ -8,6 +8,7 @@ import { Envelope, IdParams, ListQuery, StringEnum, Timestamp } from '../../plat
 import { EventActor } from '../events/routes.js';
 import { MAX_ROTATION_OVERLAP_SECONDS, MIN_SECRET_LENGTH } from './rules.js';
 import type { WebhookService } from './service.js';
+import { WebhookView, webhookViewFields } from './view.js';
 
 const EventPatterns = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
   minItems: 1,
@@ -30,29 +31,11 @@ const Secret = Type.String({
 
 const Description = Type.String({ maxLength: 500, description: 'What the subscription is for' });
 
-const webhookFields = {
-  id: Type.String(),
-  url: Type.String(),
-  events: Type.Array(Type.String()),
-  description: Type.Union([Type.String(), Type.Null()]),
-  enabled: Type.Boolean({ description: 'Set by you: a disabled subscription gets no deliveries' }),
-  status: StringEnum(['active', 'disabled'] as const, {
-    description:
-      '`disabled` when Nimbus turned deliveries off (see `disabled_reason`); enabling it again restarts it',
-  }),
-  disabled_reason: Type.Union([Type.String(), Type.Null()]),
-  previous_secret_expires_at: Type.Union([Timestamp, Type.Null()], {
-    description: 'After a rotation: until when the previous secret still signs, beside the new one',
-  }),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-};
-
-const Webhook = Type.Object(webhookFields, { $id: 'Webhook', title: 'Webhook' });
+const Webhook = WebhookView;
 
 const WebhookWithSecret = Type.Object(
   {
-    ...webhookFields,
+    ...webhookViewFields,
     secret: Type.Optional(
       Type.String({ description: 'The signing secret, shown this once, when Nimbus generated it' }),
     ),

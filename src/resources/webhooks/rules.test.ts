@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EVENT_CATALOGUE } from '../../events.js';
+import { EVENT_CATALOGUE } from '../../resources.js';
 import {
   deliveryBody,
   headerSignature,

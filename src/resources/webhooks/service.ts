@@ -30,20 +30,9 @@ import {
   urlProblem,
 } from './rules.js';
 import * as webhooks from './store.js';
+import type { WebhookView } from './view.js';
 
-export interface WebhookView {
-  id: string;
-  url: string;
-  events: string[];
-  description: string | null;
-  enabled: boolean;
-  status: webhooks.WebhookStatus;
-  disabled_reason: string | null;
-  /** Until when the secret before the last rotation still signs; null when there is none. */
-  previous_secret_expires_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type { WebhookView };
 
 /** A new or rotated subscription: the secret is shown this once, when Nimbus generated it. */
 export interface WebhookWithSecret extends WebhookView {
@@ -85,7 +74,7 @@ export interface WebhookUpdate {
 export interface WebhookServiceOptions {
   /** NIMBUS_WEBHOOK_ALLOW_PRIVATE: receivers on loopback and private addresses are allowed. */
   allowPrivate: boolean;
-  /** The event types subscriptions may name (src/events.ts). */
+  /** The event types subscriptions may name (src/resources.ts `EVENT_CATALOGUE`). */
   catalogue: EventCatalogue;
 }
 

@@ -17,26 +17,11 @@ import type {
   WebhooksTable,
 } from '../../platform/store/schema.js';
 
-export type WebhookStatus = 'active' | 'disabled';
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+import type { Webhook, WebhookStatus } from './record.js';
 
-export interface Webhook {
-  id: string;
-  account_id: string;
-  url: string;
-  events: string[];
-  /** Sealed (platform/secret-box.ts). */
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: string | null;
-  description: string | null;
-  enabled: boolean;
-  status: WebhookStatus;
-  disabled_reason: string | null;
-  failing_since: string | null;
-  created_at: string;
-  updated_at: string;
-}
+/** A subscription as the services see it: declared once, as a TypeBox record (record.ts). */
+export type { Webhook, WebhookStatus };
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
 
 export interface Delivery extends Omit<WebhookDeliveryRow, 'status'> {
   status: DeliveryStatus;

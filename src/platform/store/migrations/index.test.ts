@@ -4,7 +4,7 @@
  * number taken twice, or a name without one, refused when the history is made.
  */
 import { describe, expect, it } from 'vitest';
-import { MIGRATIONS } from '../../../migrations.js';
+import { MIGRATIONS } from '../../../resources.js';
 import { migrationHistory, PLATFORM_MIGRATIONS } from './index.js';
 
 /** Released: recorded in existing databases under these names, in this order. Never edited. */

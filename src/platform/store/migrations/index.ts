@@ -3,10 +3,10 @@
  *
  * A migration lives with what it changes: the platform's files here (its own tables, and the early
  * migrations that change the tables of several resources at once), each resource's in its
- * `resources/<kind>/migrations/`. The composition root hands the union to `migrationHistory`, and the
- * runner (platform/store/db.ts) replays it in the order of the numbers, on SQLite and PostgreSQL alike:
- * the tables reference each other (a volume its instance, an event its account), so there is one order,
- * and the numbers never change. A released migration is never edited, renamed or renumbered (its name
+ * `resources/<kind>/migrations/`. The list of resources (src/resources.ts) hands the union to
+ * `migrationHistory`, and the runner (platform/store/db.ts) replays it in the order of the numbers, on
+ * SQLite and PostgreSQL alike: the tables reference each other (a volume its instance, an event its
+ * account), so there is one order, and the numbers never change. A released migration is never edited, renamed or renumbered (its name
  * is what the database records); it may move to another folder.
  */
 import type { Migration, MigrationProvider } from 'kysely';

@@ -7,8 +7,8 @@
 import { type Kysely, Migrator } from 'kysely';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STORES, storePerCase } from '../../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../../migrations.js';
 import { migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 
 const at = '2026-01-02T03:04:05.000Z';
 const account = (id: string, email: string) => ({

@@ -7,8 +7,8 @@
 import { type Kysely, sql } from 'kysely';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STORES, storePerCase } from '../../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../../migrations.js';
 import { migrateTo, migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 
 const at = '2026-01-02T03:04:05.000Z';
 const instance = (id: string, publicIp: string | null, privateIp: string) => ({

@@ -6,8 +6,8 @@
 import type { Kysely } from 'kysely';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { storePerCase } from '../../../../test/helpers/backends.js';
-import { MIGRATIONS } from '../../../migrations.js';
 import { migrateTo, migrateToLatest, type Store } from '../../../platform/store/db.js';
+import { MIGRATIONS } from '../../../resources.js';
 import { findVolume, updateVolume } from '../store.js';
 
 describe('migration 0004_volumes', () => {
