@@ -143,19 +143,31 @@ function sumBy(rows, column) {
  * per-(region, status) counts written, and the verified total.
  */
 /**
+ * `root`: the checkout whose build's migrations make the schema (this one by default).
  * `monitoringShare`: the share of instances with monitoring on (0.9 by default, as users leave it on);
  * a benchmark of something else sets 0 so the metrics collector does not sample the seeded fleet.
  */
-export async function seedInstances({ dataDir, accountId, count, log = () => {}, monitoringShare = 0.9 }) {
+export async function seedInstances({
+  dataDir,
+  accountId,
+  count,
+  log = () => {},
+  monitoringShare = 0.9,
+  root = ROOT,
+}) {
   const started = performance.now();
-  const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+  // The schema of the build that serves the store (`root`: another checkout when a benchmark compares).
+  const built = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
+  const { openStore, migrateToLatest } = await built('platform/store/db.js');
+  // The migration history is dist/resources.js since h30one, dist/migrations.js before (a --base build).
+  const { MIGRATIONS } = await built('resources.js').catch(() => built('migrations.js'));
   const { newId } = await dist('platform/domain/ids.js');
   const { ipToInt, intToIp } = await dist('resources/addresses/addresses.js');
 
   // The schema, by the server's own migrations (a no-op when the server already ran them).
   const store = openStore({ dataDir });
   try {
-    await migrateToLatest(store.db);
+    await migrateToLatest(store.db, MIGRATIONS);
   } finally {
     await store.close();
   }

@@ -17,13 +17,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest, openStore, type Store } from '../src/platform/store/db.js';
 import {
   switchMeter,
+  usageLinesPage,
   usagePieces,
   usagePiecesFromIntervals,
   usagePiecesOfAll,
   type Window,
 } from '../src/resources/billing/meter-store.js';
 import { up as totalsMigration } from '../src/resources/billing/migrations/0012_billing_totals.js';
-import { type Meter, monthOf } from '../src/resources/billing/rules.js';
+import { up as linesMigration } from '../src/resources/billing/migrations/0023_billing_lines.js';
+import {
+  accrue,
+  groupUsage,
+  type LineItem,
+  type Meter,
+  monthOf,
+  sumAmounts,
+  type UsagePiece,
+} from '../src/resources/billing/rules.js';
 import { MIGRATIONS } from '../src/resources.js';
 import { createPostgresDatabase, STORES } from './helpers/backends.js';
 
@@ -106,6 +116,46 @@ function windows(nowMs: number): Window[] {
   return out;
 }
 
+/**
+ * The database's pages of usage lines by resource (usageLinesPage: one month read as ranges, several
+ * merged in SQL) against the lines grouped from the intervals: the same lines in the same order, page by
+ * page (pages of two and one page of all), the same count and the same exact total.
+ */
+async function expectPagesAgree(
+  db: Store['db'],
+  account: string,
+  window: Window,
+  fromIntervals: UsagePiece[],
+): Promise<void> {
+  const expected = groupUsage(fromIntervals, 'resource');
+  // Not the description: which of a resource's names the intervals' sum shows is arbitrary (max).
+  const line = (l: LineItem) =>
+    `${l.resource_id} ${l.meter} ${l.instance_type} ${l.unit_price_micros} ${l.quantity_numerator} ${l.amount}`;
+  const whole = await usageLinesPage(db, account, window, { offset: 0, limit: 1000 });
+  if (whole === null) return; // not a window of whole months
+  const context = JSON.stringify({ account, window });
+  expect(whole.lineCount, context).toBe(expected.length);
+  let total = 0n;
+  for (const price of whole.byPrice) total += accrue(price, price.seconds);
+  expect(total, context).toBe(sumAmounts(expected));
+  // Each piece is one line, in the order lines are shown (not sorted again here). The order is checked
+  // down to the resource and meter: between two prices of one resource and meter, the totals know the
+  // first interval that lasted a second or more (as before migration 0023), the intervals every one.
+  const lines = (pieces: UsagePiece[]) => pieces.map((piece) => line(groupUsage([piece], 'resource')[0]!));
+  const order = (texts: string[]) => texts.map((text) => text.split(' ').slice(0, 2).join(' '));
+  const expectSameLines = (actual: string[]) => {
+    expect(order(actual), context).toEqual(order(expected.map(line)));
+    expect([...actual].sort(), context).toEqual(expected.map(line).sort());
+  };
+  expectSameLines(lines(whole.pieces));
+  const paged: string[] = [];
+  for (let offset = 0; offset < expected.length; offset += 2) {
+    const page = await usageLinesPage(db, account, window, { offset, limit: 2 });
+    paged.push(...lines(page?.pieces ?? []));
+  }
+  expectSameLines(paged);
+}
+
 describe.each(STORES)('billing month totals (%s)', (store) => {
   let opened: Store;
   let drop: (() => Promise<void>) | undefined;
@@ -130,16 +180,24 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
         run += 1;
         const accounts = [0, 1, 2].map((n) => `acct_run${run}_${n}`);
         // Every change of every resource, in time order (as the lifecycle core writes them).
-        const writes: { at: number; resource: string; account: string; meter: Meter | null }[] = [];
+        // `isNew`: a resource's first change is its create (its interval marks no row of the totals).
+        const writes: {
+          at: number;
+          resource: string;
+          account: string;
+          meter: Meter | null;
+          isNew: boolean;
+        }[] = [];
         let lastMs = T0;
         histories.forEach((h, index) => {
           let at = T0 + h.startMs;
           const resource = `res_run${run}_${index}`;
-          for (const c of h.changes) {
+          h.changes.forEach((c, n) => {
             at += c.gapMs;
             const price = c.price === null ? null : PRICES[c.price]!;
             writes.push({
               at,
+              isNew: n === 0,
               resource,
               account: accounts[h.account]!,
               meter:
@@ -155,13 +213,13 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
                     },
             });
             lastMs = Math.max(lastMs, at);
-          }
+          });
         });
         writes.sort((a, b) => a.at - b.at);
         for (const write of writes) {
           await opened.db
             .transaction()
-            .execute((trx) => switchMeter(trx, write.resource, write.meter, new Date(write.at)));
+            .execute((trx) => switchMeter(trx, write.resource, write.meter, new Date(write.at), write.isNew));
         }
         const nowMs = lastMs + 1234;
         for (const window of windows(nowMs)) {
@@ -172,6 +230,7 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
             }));
             const fromIntervals = await usagePiecesFromIntervals(opened.db, account, window);
             expect(keyed(fromTotals), JSON.stringify(window)).toEqual(keyed(fromIntervals));
+            await expectPagesAgree(opened.db, account, window, fromIntervals);
           }
           const all = (await usagePiecesOfAll(opened.db, window)).filter((p) =>
             accounts.includes(p.account_id),
@@ -202,9 +261,12 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
       .orderBy('resource_id')
       .orderBy('price_key')
       .execute();
+    await db.schema.dropIndex('meter_segments_open_lines').execute();
+    await db.schema.alterTable('meter_segments').dropColumn('month_marked').execute();
     await db.schema.dropIndex('meter_segments_open').execute();
     await db.schema.dropTable('meter_month_totals').execute();
     await totalsMigration(db);
+    await linesMigration(db);
     const rebuilt = await db
       .selectFrom('meter_month_totals')
       .selectAll()
@@ -213,12 +275,29 @@ describe.each(STORES)('billing month totals (%s)', (store) => {
       .orderBy('resource_id')
       .orderBy('price_key')
       .execute();
+    // The closed seconds (rows that hold none only stand for an open interval, or one under a second).
     const comparable = (rows: typeof now) =>
-      rows.map(({ resource_name: _name, first_seq: _seq, ...rest }) => ({
-        ...rest,
-        month_s: Number(rest.month_s),
-        seconds: Number(rest.seconds),
-      }));
+      rows
+        .filter((row) => Number(row.seconds) > 0)
+        .map(({ resource_name: _name, first_seq: _seq, open_start_s: _open, ...rest }) => ({
+          ...rest,
+          month_s: Number(rest.month_s),
+          seconds: Number(rest.seconds),
+        }));
     expect(comparable(rebuilt)).toEqual(comparable(now));
+    // Migration 0023 marks, for every interval still open, the row of the month it began in.
+    const open = await db.selectFrom('meter_segments').selectAll().where('end_s', 'is', null).execute();
+    expect(open.length).toBeGreaterThan(0);
+    const marks = new Set(
+      rebuilt
+        .filter((row) => row.open_start_s !== null)
+        .map((row) => `${row.resource_id} ${Number(row.open_start_s)} ${Number(row.month_s)}`),
+    );
+    for (const interval of open) {
+      const month = monthOf(new Date(Number(interval.start_s) * 1000)).start.getTime() / 1000;
+      expect(marks.has(`${interval.resource_id} ${Number(interval.start_s)} ${month}`)).toBe(true);
+      expect(Number(interval.month_marked)).toBe(1);
+    }
+    expect(marks.size).toBe(open.length);
   }, 120_000);
 });

@@ -21,7 +21,10 @@ import { serverForSuite } from './helpers/server.js';
 const CREATE_COMMITS = 1;
 const CREATE_STATEMENTS = 17;
 const BOOT_COMMITS = 6;
-const BOOT_STATEMENTS = 26;
+// Boot 27 (issue 33): the interval that starts when the instance runs marks its month's row of the
+// billing totals (migration 0023) in the statement that adds the closed interval's seconds; here the
+// interval before it lasted under a second, which adds none, so that statement is counted in addition.
+const BOOT_STATEMENTS = 27;
 
 describe('Commits per create (SQLite)', () => {
   const clock = new ManualClock(new Date('2026-09-01T00:00:00Z'));

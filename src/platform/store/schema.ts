@@ -279,6 +279,8 @@ export interface MeterSegmentsTable {
   start_s: number;
   ended_at: string | null;
   end_s: number | null;
+  /** 1: the interval (while open) marks its month's row of the totals; 0: a new resource's first, which does not. */
+  month_marked: Generated<number>;
 }
 
 /** Seconds of closed intervals per account, UTC month, resource and price (resources/billing/meter-store.ts). */
@@ -299,6 +301,8 @@ export interface MeterMonthTotalsTable {
   seconds: number;
   /** The `seq` of the first interval counted: lines keep the order resources began in. */
   first_seq: number;
+  /** Start (epoch second) of the resource's interval open at this price, begun this month; else null. */
+  open_start_s: number | null;
 }
 
 export interface InvoiceLinesTable {

@@ -19,7 +19,7 @@ import { compiledOnce, compiledPerShape } from '../../platform/store/compiled-qu
 import { isPostgres } from '../../platform/store/dialect.js';
 import type { Database, Executor, MeterSegmentsTable } from '../../platform/store/schema.js';
 import type { BilledResourceType, BillingUnit, Meter, MeterName, UsagePiece } from './rules.js';
-import { epochSecond, meterKey, monthOf, monthSpans } from './rules.js';
+import { epochSecond, meterKey, monthOf, monthSpans, RESOURCE_TYPES } from './rules.js';
 
 /**
  * The columns that tell usage pieces apart: a resource at one price. Its name is not among them (a
@@ -56,19 +56,26 @@ const closeOpen = compiledOnce<
     .returningAll(),
 );
 
-const open = compiledOnce<Database, Meter & { at: string; second: number }, never>((db, p) =>
-  db.insertInto('meter_segments').values({
-    ...metered(p),
-    region: p.region,
-    started_at: p.at,
-    start_s: p.second,
-  }),
+const open = compiledOnce<Database, Meter & { at: string; second: number; marked: number }, { seq: number }>(
+  (db, p) =>
+    db
+      .insertInto('meter_segments')
+      .values({
+        ...metered(p),
+        region: p.region,
+        started_at: p.at,
+        start_s: p.second,
+        month_marked: p.marked,
+      })
+      .returning('seq'),
 );
 
 /**
  * Ends the resource's open interval at `at` and opens one for `next` (none when the resource stops
  * paying). Called only when the price changes, inside the transaction that changes it. `isNew`: the
  * resource is being created in this transaction, so it has no interval to end (one statement fewer).
+ * The month totals follow in one more statement: the closed interval's seconds, month by month, its mark
+ * cleared, and the opened one's mark on the row of its month (see `TotalsRow`) — but for a new resource's.
  */
 export async function switchMeter(
   db: Executor,
@@ -79,12 +86,19 @@ export async function switchMeter(
 ): Promise<void> {
   const atText = at.toISOString();
   const second = epochSecond(at.getTime());
+  const rows: TotalsRow[] = [];
   if (!isNew) {
     const closed = await closeOpen.execute(db, { resourceId, at: atText, second });
-    for (const interval of closed) await addToTotals(db, interval, second);
+    for (const interval of closed) rows.push(...closedRows(interval, second));
   }
-  if (next === null) return;
-  await open.run(db, { ...next, at: atText, second });
+  if (next !== null) {
+    // A new resource has no row in the totals to share: its first interval marks none, so a create
+    // writes one statement (the interval is a line by itself until it closes; migration 0023).
+    const opened = await open.executeTakeFirst(db, { ...next, at: atText, second, marked: isNew ? 0 : 1 });
+    if (opened === undefined) throw new Error(`No interval was opened for ${resourceId}`);
+    if (!isNew) rows.push(openedRow(next, Number(opened.seq), second));
+  }
+  if (rows.length > 0) await addToTotals(db, rows);
 }
 
 /**
@@ -101,48 +115,100 @@ export const priceKey = (m: {
   unit_price_micros: number;
 }) => `${m.meter}|${m.instance_type ?? ''}|${m.size_gb ?? ''}|${m.unit_price_micros}`;
 
-/** The upsert of `addToTotals`, per number of months the interval spans (nearly always one). */
-type TotalsValues = Metered & { price_key: string; first_seq: number } & Record<string, unknown>;
-const totalsUpsert = compiledPerShape<Database, TotalsValues, never>((shape) => (db, p) => {
+/**
+ * What one write adds to a row of `meter_month_totals` (a month of a resource at one price): closed
+ * seconds, and `open_start_s`, which the row holds afterwards — the start of the interval open at that
+ * price when it began that month (set when it opens), null otherwise (cleared when it closes). A month's
+ * lines are thus its rows, with no open interval to merge in but those begun in earlier months
+ * (migration 0023).
+ */
+type TotalsRow = Metered & {
+  month_s: number;
+  price_key: string;
+  seconds: number;
+  first_seq: number;
+  open_start_s: number | null;
+};
+const TOTALS_COLUMNS = [...METERED, 'month_s', 'price_key', 'seconds', 'first_seq', 'open_start_s'] as const;
+
+/**
+ * A closed interval's seconds in each month it lies in, and the month it began in whenever it marked a
+ * row there (the mark cleared, even when it lasted under a second).
+ */
+function closedRows(interval: Selectable<MeterSegmentsTable>, endS: number): TotalsRow[] {
+  const startS = Number(interval.start_s);
+  const base = {
+    ...metered(interval),
+    unit_price_micros: Number(interval.unit_price_micros),
+    price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
+    first_seq: Number(interval.seq),
+    open_start_s: null,
+  };
+  const months = monthSpans(startS, endS);
+  const startMonth = monthOf(new Date(startS * 1000)).start.getTime() / 1000;
+  if (Number(interval.month_marked) === 1 && months[0]?.monthS !== startMonth)
+    months.unshift({ monthS: startMonth, seconds: 0 });
+  return months.map(({ monthS, seconds }) => ({ ...base, month_s: monthS, seconds }));
+}
+
+/** The row of the month an interval opens in, marked with its start. */
+function openedRow(meter: Meter, seq: number, startS: number): TotalsRow {
+  return {
+    ...metered(meter),
+    month_s: monthOf(new Date(startS * 1000)).start.getTime() / 1000,
+    price_key: priceKey(meter),
+    seconds: 0,
+    first_seq: seq,
+    open_start_s: startS,
+  };
+}
+
+/** The upsert of `addToTotals`, per number of rows (a switch within one month: two). */
+const totalsUpsert = compiledPerShape<Database, Record<string, unknown>, never>((shape) => (db, p) => {
   const least = isPostgres(db) ? 'least' : 'min';
   return db
     .insertInto('meter_month_totals')
     .values(
-      Array.from({ length: Number(shape) }, (_, i) => ({
-        ...metered(p),
-        month_s: p[`month_s${i}`] as number,
-        price_key: p.price_key,
-        seconds: p[`seconds${i}`] as number,
-        first_seq: p.first_seq,
-      })),
+      Array.from(
+        { length: Number(shape) },
+        (_, i) =>
+          Object.fromEntries(TOTALS_COLUMNS.map((column) => [column, p[`${column}${i}`]])) as TotalsRow,
+      ),
     )
     .onConflict((oc) =>
       oc.columns(['month_s', 'account_id', 'resource_id', 'price_key']).doUpdateSet({
         seconds: sql`meter_month_totals.seconds + excluded.seconds`,
         first_seq: sql`${sql.raw(least)}(meter_month_totals.first_seq, excluded.first_seq)`,
         resource_name: sql`excluded.resource_name`,
+        open_start_s: sql`excluded.open_start_s`,
       }),
     );
 });
 
-/** Adds a closed interval's seconds to the totals of each month it lies in (one statement). */
-async function addToTotals(
-  db: Executor,
-  interval: Selectable<MeterSegmentsTable>,
-  endS: number,
-): Promise<void> {
-  const months = monthSpans(Number(interval.start_s), endS);
-  if (months.length === 0) return;
-  const values: TotalsValues = {
-    ...metered(interval),
-    price_key: priceKey({ ...interval, unit_price_micros: Number(interval.unit_price_micros) }),
-    first_seq: interval.seq,
-  };
-  months.forEach(({ monthS, seconds }, i) => {
-    values[`month_s${i}`] = monthS;
-    values[`seconds${i}`] = seconds;
+/**
+ * Adds rows to the totals in one statement. Rows of the same month and price (a switch back to a price
+ * within the second that left it) are put together first: one statement may not update a row twice.
+ */
+async function addToTotals(db: Executor, rows: TotalsRow[]): Promise<void> {
+  const byKey = new Map<string, TotalsRow>();
+  for (const row of rows) {
+    const key = `${row.month_s}|${row.price_key}`;
+    const earlier = byKey.get(key);
+    if (earlier === undefined) {
+      byKey.set(key, { ...row });
+      continue;
+    }
+    // The later write's name and mark, as two statements in a row would leave them.
+    earlier.seconds += row.seconds;
+    earlier.first_seq = Math.min(earlier.first_seq, row.first_seq);
+    earlier.resource_name = row.resource_name;
+    earlier.open_start_s = row.open_start_s;
+  }
+  const values: Record<string, unknown> = {};
+  [...byKey.values()].forEach((row, i) => {
+    for (const column of TOTALS_COLUMNS) values[`${column}${i}`] = row[column];
   });
-  await totalsUpsert(String(months.length)).run(db, values);
+  await totalsUpsert(String(byKey.size)).run(db, values);
 }
 
 /** A window of epoch seconds: [start, end), and `now` ending the intervals still open. */
@@ -360,7 +426,8 @@ export interface UsageLinesPage {
 
 /**
  * An account's usage by resource for a window of whole months (see wholeMonths; null for other windows),
- * one page at a time, with the grouping, the ordering and the sums done by the database: the month totals
+ * one page at a time. A window of one month — the default, and a draft's — is read as ranges of the
+ * totals (monthLinesPage). Over several months, with the grouping, the ordering and the sums done by the database: the month totals
  * and the open intervals are merged per resource and price in SQL, which answers only the page's lines
  * and the seconds per price, instead of every line of a large account (tens of thousands) as objects.
  * The order is the one groupUsage gives lines grouped by resource: resource type, resource id, meter, then
@@ -377,6 +444,7 @@ export async function usageLinesPage(
   // A window shorter than a second holds no month (and `in ()` is a syntax error on PostgreSQL): the
   // general path answers it.
   if (months.length === 0) return null;
+  if (months.length === 1) return monthLinesPage(db, accountId, window, page);
   const greatest = isPostgres(db) ? 'greatest' : 'max';
   const openEnd = Math.min(window.now, window.end);
   // Every total and open interval of the window, with its seconds in it (`live`: the open one, whose name
@@ -431,4 +499,118 @@ export async function usageLinesPage(
       seconds: Number(price.seconds),
     })),
   };
+}
+
+/** The resource types in line order (groupUsage): a month's lines are read one type after another. */
+const TYPES_IN_LINE_ORDER = RESOURCE_TYPES;
+
+/**
+ * One month's usage lines by resource, a page at a time, without grouping the month (migration 0023):
+ * its lines are the month's rows of the totals — closed seconds, plus the open interval's so far on a
+ * marked row — and the account's intervals still open that marked no row of the month: begun before it,
+ * or a new resource's first (other resources: one interval at a time per resource). Within a resource type both are read in line order from their
+ * indexes (resource id, then meter — whose names sort in line order within a type — then first interval),
+ * merged by the database, and only the page is read past its offset. The count and the exact total come
+ * from one pass over the month's rows in price order, and the earlier open intervals grouped by price.
+ */
+async function monthLinesPage(
+  db: Executor,
+  accountId: string,
+  window: Window,
+  page: { offset: number; limit: number },
+): Promise<UsageLinesPage> {
+  const monthS = window.start;
+  const openEnd = Math.min(window.now, window.end);
+  if (openEnd <= monthS) return { pieces: [], lineCount: 0, byPrice: [] };
+  const openSeconds = sql<number>`seconds + case when open_start_s < ${openEnd} then ${openEnd} - open_start_s else 0 end`;
+  const isLine = sql<boolean>`(seconds > 0 or open_start_s < ${openEnd})`;
+  // The open intervals that are lines of their own: begun before the month, or a new resource's first
+  // (no row marked), begun before the window's end; and their seconds in the window.
+  const unmarked = sql<boolean>`(start_s < ${monthS} or (month_marked = 0 and start_s < ${openEnd}))`;
+  const greatest = isPostgres(db) ? 'greatest' : 'max';
+  const ownSeconds = sql<number>`${openEnd} - ${sql.raw(greatest)}(start_s, ${monthS})`;
+  const [rowGroups, earlierGroups] = await Promise.all([
+    db
+      .selectFrom('meter_month_totals')
+      .where('month_s', '=', monthS)
+      .where('account_id', '=', accountId)
+      .where(isLine)
+      .select(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
+      .select([
+        sql<number | string>`count(*)`.as('n'),
+        sql<number | string>`sum(${openSeconds})`.as('seconds'),
+      ])
+      .groupBy(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
+      .execute(),
+    db
+      .selectFrom('meter_segments')
+      .where('account_id', '=', accountId)
+      .where('end_s', 'is', null)
+      .where(unmarked)
+      .select(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
+      .select([
+        sql<number | string>`count(*)`.as('n'),
+        sql<number | string>`sum(${ownSeconds})`.as('seconds'),
+      ])
+      .groupBy(['resource_type', 'unit', 'unit_price_micros', 'size_gb'])
+      .execute(),
+  ]);
+  const linesOfType = new Map<string, number>();
+  const byPrice = new Map<string, UsageLinesPage['byPrice'][number]>();
+  const count = (group: {
+    resource_type: string;
+    unit: string;
+    unit_price_micros: number;
+    size_gb: number | null;
+    n: number | string;
+    seconds: number;
+  }) => {
+    linesOfType.set(group.resource_type, (linesOfType.get(group.resource_type) ?? 0) + Number(group.n));
+    const size = group.size_gb === null ? null : Number(group.size_gb);
+    const key = `${group.unit}|${group.unit_price_micros}|${size}`;
+    const price = byPrice.get(key);
+    if (price) price.seconds += group.seconds;
+    else
+      byPrice.set(key, {
+        unit: group.unit as BillingUnit,
+        unit_price_micros: Number(group.unit_price_micros),
+        size_gb: size,
+        seconds: group.seconds,
+      });
+  };
+  for (const group of [...rowGroups, ...earlierGroups]) count({ ...group, seconds: Number(group.seconds) });
+
+  // The page, type after type: `skip` lines of the types before it go first.
+  const pieces: UsagePiece[] = [];
+  let skip = page.offset;
+  const byteOrder = sql.raw(isPostgres(db) ? ' collate "C"' : '');
+  for (const type of TYPES_IN_LINE_ORDER) {
+    const lines = linesOfType.get(type) ?? 0;
+    if (pieces.length >= page.limit) break;
+    if (skip >= lines) {
+      skip -= lines;
+      continue;
+    }
+    const want = page.limit - pieces.length;
+    const rows = await sql<PieceRow & { first_seq: number }>`
+      select resource_id${byteOrder} as resource_id, meter, first_seq, resource_type, resource_name,
+        instance_type, size_gb, unit, unit_price_micros, ${openSeconds} as seconds
+      from meter_month_totals
+      where month_s = ${monthS} and account_id = ${accountId} and resource_type = ${type} and ${isLine}
+      union all
+      select resource_id${byteOrder}, meter, seq, resource_type, resource_name,
+        instance_type, size_gb, unit, unit_price_micros, ${ownSeconds}
+      from meter_segments
+      where account_id = ${accountId} and resource_type = ${type} and end_s is null and ${unmarked}
+      order by resource_id, meter, first_seq
+      limit ${want} offset ${skip}`.execute(db);
+    for (const row of rows.rows) {
+      const { account_id: _account, ...usage } = piece({ ...row, account_id: accountId });
+      pieces.push(usage);
+    }
+    skip = 0;
+  }
+  let lineCount = 0;
+  for (const lines of linesOfType.values()) lineCount += lines;
+  return { pieces, lineCount, byPrice: [...byPrice.values()] };
 }
