@@ -53,10 +53,21 @@ function isStaleResultType(error: unknown): boolean {
 }
 
 /**
- * A pool for Kysely's PostgresDialect over `pool`: its connections run the registered SQL texts as named
- * prepared statements.
+ * What the store sent PostgreSQL so far. Every query a connection submits is one round trip: node-postgres
+ * sends a query's messages and waits for its ReadyForQuery before it sends the next, so BEGIN and COMMIT
+ * count as trips of their own. Load-independent, unlike a time: test/create-round-trips-pg.test.ts pins a
+ * create's and a boot's figure with it.
  */
-export function preparingPool(pool: pg.Pool): PostgresPool {
+export interface RoundTripStats {
+  /** Queries submitted, each a wait for PostgreSQL's answer. */
+  roundTrips: number;
+}
+
+/**
+ * A pool for Kysely's PostgresDialect over `pool`: its connections run the registered SQL texts as named
+ * prepared statements, and count what they send in `stats`.
+ */
+export function preparingPool(pool: pg.Pool, stats: RoundTripStats = { roundTrips: 0 }): PostgresPool {
   /** Bumped when a prepared statement went stale: connections of an older generation are closed. */
   let generation = 0;
   // Kysely keeps its connection objects per client it is given, so each pg client keeps one wrapper.
@@ -70,7 +81,7 @@ export function preparingPool(pool: pg.Pool): PostgresPool {
         const client = await pool.connect();
         let wrapper = wrappers.get(client);
         if (wrapper === undefined) {
-          wrapper = new PreparingClient(client, generation, staleSchema);
+          wrapper = new PreparingClient(client, generation, staleSchema, stats);
           wrappers.set(client, wrapper);
         }
         if (wrapper.generation >= generation) return wrapper;
@@ -91,6 +102,7 @@ class PreparingClient implements PostgresPoolClient {
     private readonly client: pg.PoolClient,
     readonly generation: number,
     private readonly staleSchema: () => void,
+    private readonly stats: RoundTripStats,
   ) {}
 
   query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
@@ -99,6 +111,7 @@ class PreparingClient implements PostgresPoolClient {
     sqlOrCursor: string | PostgresCursor<R>,
     parameters?: ReadonlyArray<unknown>,
   ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    this.stats.roundTrips++;
     if (typeof sqlOrCursor !== 'string') {
       return this.client.query(sqlOrCursor as unknown as pg.Submittable) as unknown as PostgresCursor<R>;
     }
@@ -117,6 +130,7 @@ class PreparingClient implements PostgresPoolClient {
       this.stale = true;
       this.staleSchema();
       if (this.client.getTransactionStatus() !== 'I') throw error;
+      this.stats.roundTrips++;
       return (await this.client.query(text, values)) as unknown as PostgresQueryResult<R>;
     }
   }
