@@ -77,9 +77,37 @@ const lease = compiledPerShape<Database, Record<string, string>, JobRow>((shape)
 });
 
 /**
+ * PostgreSQL's claim in one statement, outside any transaction: the due jobs are picked and locked with
+ * FOR UPDATE SKIP LOCKED in the subquery and leased by the UPDATE around it, atomically, so it needs no
+ * BEGIN and COMMIT of its own. One round trip instead of four (an empty poll: one instead of three).
+ */
+const claimOnPostgres = compiledOnce<
+  Database,
+  { owner: string; leaseUntil: string; now: string; limit: number },
+  JobRow
+>((db, p) =>
+  db
+    .updateTable('jobs')
+    .set({ lease_owner: p.owner, lease_until: p.leaseUntil, attempts: sql<number>`attempts + 1` })
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('jobs')
+        .select('id')
+        .where('run_at', '<=', p.now)
+        .where((inner) => inner.or([inner('lease_until', 'is', null), inner('lease_until', '<', p.now)]))
+        .orderBy('run_at')
+        .limit(p.limit)
+        .forUpdate()
+        .skipLocked(),
+    )
+    .returningAll(),
+);
+
+/**
  * Leases up to `limit` due jobs to `owner`. A job is due when its run_at has passed and nobody holds a
  * live lease on it. On PostgreSQL, FOR UPDATE SKIP LOCKED lets replicas claim side by side without ever
- * taking the same job; SQLite runs one write transaction at a time, which gives the same guarantee.
+ * taking the same job (a row another claim changed meanwhile is checked again once locked, and a leased
+ * one is no longer due); SQLite runs one write transaction at a time, which gives the same guarantee.
  */
 export async function claimDueJobs(
   store: Store,
@@ -89,23 +117,16 @@ export async function claimDueJobs(
   limit: number,
 ): Promise<JobRow[]> {
   const nowText = now.toISOString();
+  if (isPostgres(store.background)) {
+    return claimOnPostgres.execute(store.background, {
+      owner,
+      leaseUntil: leaseUntil.toISOString(),
+      now: nowText,
+      limit,
+    });
+  }
   return store.background.transaction().execute(async (trx) => {
-    let ids: string[];
-    if (isPostgres(trx)) {
-      // Row locks are PostgreSQL's alone; this one is built per call.
-      const due = trx
-        .selectFrom('jobs')
-        .select('id')
-        .where('run_at', '<=', nowText)
-        .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', nowText)]))
-        .orderBy('run_at')
-        .limit(limit)
-        .forUpdate()
-        .skipLocked();
-      ids = (await due.execute()).map((row) => row.id);
-    } else {
-      ids = (await dueJobs.execute(trx, { now: nowText, limit })).map((row) => row.id);
-    }
+    const ids = (await dueJobs.execute(trx, { now: nowText, limit })).map((row) => row.id);
     if (ids.length === 0) return [];
     const values: Record<string, string> = { owner, leaseUntil: leaseUntil.toISOString() };
     ids.forEach((id, i) => {
