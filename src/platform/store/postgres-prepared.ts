@@ -94,9 +94,30 @@ export function preparingPool(pool: pg.Pool, stats: RoundTripStats = { roundTrip
   };
 }
 
+/** How Kysely opens a transaction (PostgresDriver.beginTransaction): held back until its first statement. */
+function opensTransaction(sql: string): boolean {
+  return sql === 'begin' || sql.startsWith('start transaction');
+}
+
+/** How Kysely ends one. */
+function endsTransaction(sql: string): boolean {
+  return sql === 'commit' || sql === 'rollback';
+}
+
+/** What a BEGIN, COMMIT or ROLLBACK that was never sent answers (Kysely reads nothing of it). */
+const NOTHING_SENT = { command: 'BEGIN', rowCount: 0, rows: [] } as unknown as PostgresQueryResult<never>;
+
 class PreparingClient implements PostgresPoolClient {
   /** Set when one of this connection's statements went stale: it is closed on release. */
   private stale = false;
+  /**
+   * A BEGIN not sent yet: it goes out with the transaction's first statement, pipelined on the same write
+   * (the pool's clients run in node-postgres' pipeline mode), so opening a transaction costs no round trip
+   * of its own. A transaction with no statement sends neither its BEGIN nor its COMMIT.
+   */
+  private pendingBegin: string | null = null;
+  /** Queries sent and not answered yet: a query sent while others are in flight shares their round trip. */
+  private inFlight = 0;
 
   constructor(
     private readonly client: pg.PoolClient,
@@ -111,31 +132,58 @@ class PreparingClient implements PostgresPoolClient {
     sqlOrCursor: string | PostgresCursor<R>,
     parameters?: ReadonlyArray<unknown>,
   ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
-    this.stats.roundTrips++;
     if (typeof sqlOrCursor !== 'string') {
+      // node-postgres refuses a cursor on a pipelined connection; Nimbus reads no rows through one.
+      this.stats.roundTrips++;
       return this.client.query(sqlOrCursor as unknown as pg.Submittable) as unknown as PostgresCursor<R>;
     }
-    const values = parameters as unknown[];
-    const name = this.stale ? undefined : names.get(sqlOrCursor);
-    if (name === undefined)
-      return this.client.query(sqlOrCursor, values) as unknown as Promise<PostgresQueryResult<R>>;
-    return this.prepared<R>(name, sqlOrCursor, values);
+    if (this.pendingBegin === null && opensTransaction(sqlOrCursor)) {
+      this.pendingBegin = sqlOrCursor;
+      return Promise.resolve(NOTHING_SENT);
+    }
+    if (this.pendingBegin !== null && endsTransaction(sqlOrCursor)) {
+      this.pendingBegin = null;
+      return Promise.resolve(NOTHING_SENT);
+    }
+    const statement = () => this.statement<R>(sqlOrCursor, parameters as unknown[]);
+    if (this.pendingBegin === null) return statement();
+    const begin = this.send(() => this.client.query(this.pendingBegin as string));
+    this.pendingBegin = null;
+    // Both written before either answer comes back: one round trip. A failed BEGIN fails the statement.
+    return Promise.all([begin, statement()]).then(([, answer]) => answer);
+  }
+
+  private statement<R>(text: string, values: unknown[]): Promise<PostgresQueryResult<R>> {
+    const name = this.stale ? undefined : names.get(text);
+    if (name === undefined) return this.send(() => this.client.query(text, values));
+    return this.prepared<R>(name, text, values);
+  }
+
+  /** Sends one query, counting a round trip unless it goes out while others are still on their way. */
+  private async send<R>(submit: () => Promise<unknown>): Promise<PostgresQueryResult<R>> {
+    if (this.inFlight === 0) this.stats.roundTrips++;
+    this.inFlight++;
+    try {
+      return (await submit()) as PostgresQueryResult<R>;
+    } finally {
+      this.inFlight--;
+    }
   }
 
   private async prepared<R>(name: string, text: string, values: unknown[]): Promise<PostgresQueryResult<R>> {
     try {
-      return (await this.client.query({ name, text, values })) as unknown as PostgresQueryResult<R>;
+      return await this.send(() => this.client.query({ name, text, values }));
     } catch (error) {
       if (!isStaleResultType(error)) throw error;
       this.stale = true;
       this.staleSchema();
       if (this.client.getTransactionStatus() !== 'I') throw error;
-      this.stats.roundTrips++;
-      return (await this.client.query(text, values)) as unknown as PostgresQueryResult<R>;
+      return await this.send(() => this.client.query(text, values));
     }
   }
 
   release(): void {
+    this.pendingBegin = null;
     this.client.release(this.stale ? true : undefined);
   }
 }
