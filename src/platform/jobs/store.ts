@@ -46,7 +46,7 @@ const upsert = compiledOnce<
 
 /** Inserts the job, or if one with this key exists, moves it to `runAt` and bumps its version. */
 export async function upsertJob(db: Executor, job: JobRequest): Promise<void> {
-  await upsert.run(db, {
+  await upsert.write(db, {
     id: job.id,
     key: job.key,
     kind: job.kind,

@@ -253,4 +253,78 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
       expect((await preparedStatements(store.db)).map((s) => s.runs)).toEqual([1]);
     });
   });
+
+  describe('a transaction on a pipelined connection (round trips)', () => {
+    type Probe = { probe: { id: number; name: string } };
+    const insertProbe = compiledOnce<Probe, { id: number; name: string }, never>((db, p) =>
+      db.insertInto('probe').values({ id: p.id, name: p.name }),
+    );
+    const probeDb = (store: Store) => store.db as unknown as Kysely<Probe>;
+    const trips = (store: Store) => store.roundTripStats()?.roundTrips ?? Number.NaN;
+    const names = async (store: Store) =>
+      (await probeDb(store).selectFrom('probe').select('name').orderBy('id').execute()).map((r) => r.name);
+
+    it('sends BEGIN with the first statement, and nothing for a transaction without one', async () => {
+      await admin(
+        database.url,
+        "create table probe (id int primary key, name text); insert into probe values (1, 'one')",
+      );
+      const store = await open(1);
+      await names(store); // the connection is open
+      const before = trips(store);
+      await probeDb(store)
+        .transaction()
+        .execute(async () => {});
+      expect(trips(store)).toBe(before);
+      // BEGIN with the insert (1), the COMMIT (1).
+      await probeDb(store)
+        .transaction()
+        .execute((trx) => insertProbe.run(trx, { id: 2, name: 'two' }));
+      expect(trips(store)).toBe(before + 2);
+      expect(await names(store)).toEqual(['one', 'two']);
+    });
+
+    it('writes behind: several writes and the COMMIT in one round trip, all or nothing', async () => {
+      await admin(
+        database.url,
+        "create table probe (id int primary key, name text); insert into probe values (1, 'one')",
+      );
+      const store = await open(1);
+      await names(store);
+      const before = trips(store);
+      await probeDb(store)
+        .transaction()
+        .execute(async (trx) => {
+          await insertProbe.write(trx, { id: 2, name: 'two' });
+          await insertProbe.write(trx, { id: 3, name: 'three' });
+        });
+      expect(trips(store)).toBe(before + 1);
+      expect(await names(store)).toEqual(['one', 'two', 'three']);
+
+      // A write behind that fails fails the COMMIT, and none of the transaction's writes stay.
+      await expect(
+        probeDb(store)
+          .transaction()
+          .execute(async (trx) => {
+            await insertProbe.write(trx, { id: 4, name: 'four' });
+            await insertProbe.write(trx, { id: 1, name: 'one again' });
+          }),
+      ).rejects.toMatchObject({ code: '23505' });
+      // …or the next statement waited for, with its own cause (not "transaction is aborted").
+      await expect(
+        probeDb(store)
+          .transaction()
+          .execute(async (trx) => {
+            await insertProbe.write(trx, { id: 5, name: 'five' });
+            await insertProbe.write(trx, { id: 2, name: 'two again' });
+            await names({ ...store, db: trx as unknown as Store['db'] });
+          }),
+      ).rejects.toMatchObject({ code: '23505' });
+      expect(await names(store)).toEqual(['one', 'two', 'three']);
+      // Outside a transaction a write is waited for, as any statement.
+      await expect(insertProbe.write(probeDb(store), { id: 1, name: 'x' })).rejects.toMatchObject({
+        code: '23505',
+      });
+    });
+  });
 });

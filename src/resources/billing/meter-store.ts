@@ -84,7 +84,7 @@ export async function switchMeter(
     for (const interval of closed) await addToTotals(db, interval, second);
   }
   if (next === null) return;
-  await open.run(db, { ...next, at: atText, second });
+  await open.write(db, { ...next, at: atText, second });
 }
 
 /**
@@ -142,7 +142,7 @@ async function addToTotals(
     values[`month_s${i}`] = monthS;
     values[`seconds${i}`] = seconds;
   });
-  await totalsUpsert(String(months.length)).run(db, values);
+  await totalsUpsert(String(months.length)).write(db, values);
 }
 
 /** A window of epoch seconds: [start, end), and `now` ending the intervals still open. */
