@@ -263,7 +263,10 @@ export class Lifecycle {
     if (plan.quotas) ctx.holdUsage();
     const held = plan.hold ? await plan.hold(ctx) : (undefined as Held);
     if (plan.quotas) {
-      const limits = await this.quotas.ensureRooms(ctx.trx, plan.accountId, plan.quotas);
+      // Counters are checked by the guarded claim at the end (WriteContext.finish), not read here too.
+      const limits = await this.quotas.ensureRooms(ctx.trx, plan.accountId, plan.quotas, {
+        claimedAtEnd: true,
+      });
       ctx.claimQuotas({ accountId: plan.accountId, requests: plan.quotas, limits });
     }
     const record = await plan.build(ctx, held);
