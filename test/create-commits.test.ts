@@ -15,12 +15,11 @@ import { serverForSuite } from './helpers/server.js';
  * statements (a new instance's meter is opened without first trying to end an interval it cannot have),
  * then to 15 (each address one guarded UPDATE of its pool row) and 14 (the plan and the quota overrides
  * in one read), then 17 (issue 32: the address made with the instance is a public IP, its row and its
- * `public_ip.created` event with the webhooks' fan-out), then 16 (issue 33: a create's quota counters are
- * checked only by the guarded claim at its end, not read at its start too); the boot from 29 to 26 (a new machine is booted in the step that provisions it, and
+ * `public_ip.created` event with the webhooks' fan-out); the boot from 29 to 26 (a new machine is booted in the step that provisions it, and
  * provisioning does not read the machine first).
  */
 const CREATE_COMMITS = 1;
-const CREATE_STATEMENTS = 16;
+const CREATE_STATEMENTS = 17;
 const BOOT_COMMITS = 6;
 const BOOT_STATEMENTS = 26;
 

@@ -16,11 +16,11 @@ import { serverForSuite } from './helpers/server.js';
  * one statement (4 trips to 1, an empty poll 3 to 1); then 18 and 27 once a transaction's BEGIN went out
  * with its first statement (pipelined), one trip less per transaction; then 10 and 20 once the writes whose
  * answer nobody reads (new rows, events, meter intervals, counts, the job, the simulator's machine and call
- * count) went out behind the statement that follows them (compiled-query.ts `write`); then a create 9, its
- * quota counters checked only by the guarded claim at its end.
+ * count) went out behind the statement that follows them (compiled-query.ts `write`); then a boot 19, its
+ * second look after provisioning and starting the machine deciding on the instance it already read.
  */
-const CREATE_ROUND_TRIPS = 9;
-const BOOT_ROUND_TRIPS = 20;
+const CREATE_ROUND_TRIPS = 10;
+const BOOT_ROUND_TRIPS = 19;
 const TARGET = 15;
 
 describe('Round trips per create (PostgreSQL)', () => {

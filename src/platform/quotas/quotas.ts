@@ -124,23 +124,19 @@ export class QuotaService {
    * are read once for all; the first request that does not fit, in the order given, is refused. Returns
    * the limits read (for `claimRooms`), null when nothing was asked for. `hold`: the counters asked for
    * are held until the transaction ends, which makes the answer final (a change of an existing record,
-   * whose counters move mid-transaction, unguarded: resizes). `claimedAtEnd`: the caller's transaction
-   * ends with `claimRooms` for the same requests (a create), which refuses the same way: when every quota
-   * asked for is a counter, they are not read here, one statement (a PostgreSQL round trip) fewer; a
-   * create past its quota is then refused at its end instead of its start, and rolls back all the same.
+   * whose counters move mid-transaction, unguarded: resizes).
    */
   async ensureRooms(
     trx: Executor,
     accountId: string,
     requests: readonly (readonly [name: QuotaName, requested: number])[],
-    { hold = false, claimedAtEnd = false }: { hold?: boolean; claimedAtEnd?: boolean } = {},
+    { hold = false }: { hold?: boolean } = {},
   ): Promise<Record<QuotaName, number> | null> {
     // Asking for nothing always fits, even when an operator has lowered a limit below what is in use.
     const asked = requests.filter(([, requested]) => requested > 0);
     if (asked.length === 0) return null;
     const limits = await this.limits(trx, accountId);
     const counted = asked.map(([name]) => name).filter(isCountedQuota);
-    if (claimedAtEnd && !hold && counted.length === asked.length) return limits;
     const read = hold ? lockUsage : usagesOf;
     const counters = counted.length > 0 ? await read(trx, accountId, counted) : null;
     for (const [name, requested] of asked) {
