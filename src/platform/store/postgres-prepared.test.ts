@@ -93,14 +93,32 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
     expect(await store.db.selectFrom('jobs').select('id').execute()).toEqual([]);
 
     const statements = await preparedStatements(store.db);
-    // upsert, the claim (its lease and its pick in one statement), the delete of a finished job: each once,
+    // upsert, the claim (its lease and its pick in one statement), the finish of a job: each once,
     // named by its text.
     expect(statements).toHaveLength(3);
     for (const statement of statements) expect(preparedName(statement.statement)).toBe(statement.name);
     const runs = Object.fromEntries(statements.map((s) => [s.statement.split(' ')[0], s.runs]));
     expect(statements.map((s) => s.runs).sort()).toEqual([3, 5, 6]);
     expect(runs.insert).toBe(6);
-    expect(runs.delete).toBe(5);
+    // The finish: its delete, or the lease's release, in one statement.
+    expect(runs.with).toBe(5);
+  });
+
+  it('finishing a job enqueued again while it ran only releases its lease (one statement, written behind)', async () => {
+    const opened = await open(1);
+    const store: Store = { ...opened, background: opened.db };
+    await upsertJob(store.db, job(7));
+    const now = new Date(Date.UTC(2026, 0, 2));
+    const [claimed] = await claimDueJobs(store, 'runner', now, new Date(Date.UTC(2026, 0, 3)), 1);
+    if (!claimed) throw new Error('nothing claimed');
+    await upsertJob(store.db, { ...job(7), runAt: now }); // enqueued again: its version moves on
+    await store.db.transaction().execute((trx) => finishJob(trx, claimed));
+    const left = await store.db.selectFrom('jobs').selectAll().execute();
+    expect(left).toMatchObject([{ id: 'job-7', version: 2, lease_owner: null, lease_until: null }]);
+    const [again] = await claimDueJobs(store, 'runner', now, new Date(Date.UTC(2026, 0, 3)), 1);
+    if (!again) throw new Error('not due again');
+    await store.db.transaction().execute((trx) => finishJob(trx, again));
+    expect(await store.db.selectFrom('jobs').select('id').execute()).toEqual([]);
   });
 
   it('gives the rows and counts the same statement gives unnamed', async () => {
