@@ -48,5 +48,5 @@ const increment = compiledOnce<{ sim_calls: SimCallsTable }, { machineId: string
 );
 
 export async function countCall(db: AnyDb, machineId: string, call: MachineCall): Promise<void> {
-  await increment.run(db, { machineId, call });
+  await increment.write(db, { machineId, call });
 }

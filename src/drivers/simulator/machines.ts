@@ -116,7 +116,7 @@ const insert = compiledOnce<SimulatorTables, SimMachinesTable, never>((db, p) =>
 );
 
 export async function insertMachine(db: SimulatorDb, row: SimMachinesTable): Promise<void> {
-  await insert.run(db, row);
+  await insert.write(db, row);
 }
 
 /** The UPDATE of `updateMachine`, per set of columns written (their names, comma-separated). */
@@ -133,7 +133,7 @@ export async function updateMachine(
   id: string,
   changes: Partial<Omit<SimMachinesTable, 'id' | 'created_at'>>,
 ): Promise<void> {
-  await update(columnsShape(changes)).run(db, { ...changes, machine_id: id });
+  await update(columnsShape(changes)).write(db, { ...changes, machine_id: id });
 }
 
 export async function deleteMachine(db: SimulatorDb, id: string): Promise<void> {

@@ -35,7 +35,7 @@ const eventInsert = compiledOnce<Database, EventColumns, never>((db, p) =>
 /** Call inside the transaction that makes the change the event reports (transactional outbox). */
 export async function insertEvent(db: Executor, event: NewEvent): Promise<void> {
   const { actor, ...columns } = event;
-  await eventInsert.run(db, {
+  await eventInsert.write(db, {
     ...columns,
     data: JSON.stringify(event.data),
     actor_type: actor?.type ?? 'system',

@@ -46,7 +46,7 @@ const upsert = compiledOnce<
 
 /** Inserts the job, or if one with this key exists, moves it to `runAt` and bumps its version. */
 export async function upsertJob(db: Executor, job: JobRequest): Promise<void> {
-  await upsert.run(db, {
+  await upsert.write(db, {
     id: job.id,
     key: job.key,
     kind: job.kind,
@@ -77,9 +77,37 @@ const lease = compiledPerShape<Database, Record<string, string>, JobRow>((shape)
 });
 
 /**
+ * PostgreSQL's claim in one statement, outside any transaction: the due jobs are picked and locked with
+ * FOR UPDATE SKIP LOCKED in the subquery and leased by the UPDATE around it, atomically, so it needs no
+ * BEGIN and COMMIT of its own. One round trip instead of four (an empty poll: one instead of three).
+ */
+const claimOnPostgres = compiledOnce<
+  Database,
+  { owner: string; leaseUntil: string; now: string; limit: number },
+  JobRow
+>((db, p) =>
+  db
+    .updateTable('jobs')
+    .set({ lease_owner: p.owner, lease_until: p.leaseUntil, attempts: sql<number>`attempts + 1` })
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('jobs')
+        .select('id')
+        .where('run_at', '<=', p.now)
+        .where((inner) => inner.or([inner('lease_until', 'is', null), inner('lease_until', '<', p.now)]))
+        .orderBy('run_at')
+        .limit(p.limit)
+        .forUpdate()
+        .skipLocked(),
+    )
+    .returningAll(),
+);
+
+/**
  * Leases up to `limit` due jobs to `owner`. A job is due when its run_at has passed and nobody holds a
  * live lease on it. On PostgreSQL, FOR UPDATE SKIP LOCKED lets replicas claim side by side without ever
- * taking the same job; SQLite runs one write transaction at a time, which gives the same guarantee.
+ * taking the same job (a row another claim changed meanwhile is checked again once locked, and a leased
+ * one is no longer due); SQLite runs one write transaction at a time, which gives the same guarantee.
  */
 export async function claimDueJobs(
   store: Store,
@@ -89,23 +117,16 @@ export async function claimDueJobs(
   limit: number,
 ): Promise<JobRow[]> {
   const nowText = now.toISOString();
+  if (isPostgres(store.background)) {
+    return claimOnPostgres.execute(store.background, {
+      owner,
+      leaseUntil: leaseUntil.toISOString(),
+      now: nowText,
+      limit,
+    });
+  }
   return store.background.transaction().execute(async (trx) => {
-    let ids: string[];
-    if (isPostgres(trx)) {
-      // Row locks are PostgreSQL's alone; this one is built per call.
-      const due = trx
-        .selectFrom('jobs')
-        .select('id')
-        .where('run_at', '<=', nowText)
-        .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', nowText)]))
-        .orderBy('run_at')
-        .limit(limit)
-        .forUpdate()
-        .skipLocked();
-      ids = (await due.execute()).map((row) => row.id);
-    } else {
-      ids = (await dueJobs.execute(trx, { now: nowText, limit })).map((row) => row.id);
-    }
+    const ids = (await dueJobs.execute(trx, { now: nowText, limit })).map((row) => row.id);
     if (ids.length === 0) return [];
     const values: Record<string, string> = { owner, leaseUntil: leaseUntil.toISOString() };
     ids.forEach((id, i) => {
@@ -124,8 +145,36 @@ const deleteFinished = compiledOnce<Database, { id: string; version: number; own
       .where('lease_owner', '=', p.owner),
 );
 
+/**
+ * PostgreSQL's `finishJob` in one statement: the delete, or when it found nothing (the job was enqueued
+ * again while it ran) the lease's release. The UPDATE sees the row as it was before the statement, so it
+ * runs only when the DELETE deleted nothing, and the two never touch one row. Nothing is read back, so in a
+ * transaction it is written behind (compiled-query.ts `write`): a settle's finish costs no round trip.
+ */
+const finishOnPostgres = compiledOnce<Database, { id: string; version: number; owner: string | null }, never>(
+  (db, p) =>
+    db
+      .with('deleted', (w) =>
+        w
+          .deleteFrom('jobs')
+          .where('id', '=', p.id)
+          .where('version', '=', p.version)
+          .where('lease_owner', '=', p.owner)
+          .returning('id'),
+      )
+      .updateTable('jobs')
+      .set({ lease_owner: null, lease_until: null })
+      .where('id', '=', p.id)
+      .where('lease_owner', '=', p.owner)
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('deleted').select('id')))),
+);
+
 /** Removes a finished job, unless it was enqueued again while it ran: then only the lease goes. */
 export async function finishJob(db: Executor, job: JobRow): Promise<void> {
+  if (isPostgres(db)) {
+    await finishOnPostgres.write(db, { id: job.id, version: job.version, owner: job.lease_owner });
+    return;
+  }
   const deleted = await deleteFinished.run(db, { id: job.id, version: job.version, owner: job.lease_owner });
   if (deleted.numAffectedRows === 0n) await releaseJob(db, job);
 }

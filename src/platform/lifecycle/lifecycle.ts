@@ -566,14 +566,20 @@ class ReconcileJob<S extends string, A extends string, R extends LifecycleRecord
   ) {}
 
   async run(id: string, job?: RunningJob): Promise<Date | null> {
+    let record: R | undefined;
     for (let step = 0; step < MAX_STEPS_PER_RUN; step++) {
       // What is committed, without waiting for the writes of requests in progress: every write a step
       // makes is guarded by the version read here, and the request that changes the record enqueues
       // this job again, so a step decided on a record about to change loses its write and looks again.
-      const record = await this.kind.find(this.store.committedReads, id);
+      record ??= await this.kind.find(this.store.committedReads, id);
       if (!record) return null;
-      const outcome = await this.carryOut(record, await this.reconciler.step(record), job);
+      const decided = await this.reconciler.step(record);
+      const outcome = await this.carryOut(record, decided, job);
       if (outcome !== 'again') return outcome;
+      // A step that only asked the driver wrote nothing to the record: the next look decides on the same
+      // one (a round trip fewer). A request that changed it meanwhile enqueued this job again, so this
+      // run's reschedule loses to it and the job runs again at once, with what the request wrote.
+      if (decided.next !== 'again') record = undefined;
     }
     return this.clock.now();
   }

@@ -16,7 +16,7 @@
  */
 import type { Compilable, CompiledQuery, Kysely, QueryResult } from 'kysely';
 import { isPostgres } from './dialect.js';
-import { prepareOnPostgres } from './postgres-prepared.js';
+import { prepareOnPostgres, writeBehind } from './postgres-prepared.js';
 
 /** Stands in for the value named `name` while the query is built. */
 class Slot {
@@ -25,6 +25,8 @@ class Slot {
 
 interface Compiled {
   sql: string;
+  /** `sql` as a write whose answer nobody reads (postgres-prepared.ts `writeBehind`); `sql` on SQLite. */
+  writeSql: string;
   /** Per parameter of the SQL: the name of the value that fills it, or null when the query fixes it. */
   slots: (string | null)[];
   /** The values the query fixes (null where a slot goes). */
@@ -40,6 +42,13 @@ export interface CompiledOnce<DB, P, R> {
   execute(db: Kysely<DB>, values: P): Promise<R[]>;
   /** The first row, if any. */
   executeTakeFirst(db: Kysely<DB>, values: P): Promise<R | undefined>;
+  /**
+   * Runs a write whose answer the caller does not read: no rows, no count, and no failure it handles
+   * itself. Inside a PostgreSQL transaction it is not waited for: the transaction's next statement goes
+   * out behind it, and its failure fails that statement or the COMMIT (platform/store/postgres-prepared.ts).
+   * Elsewhere (SQLite, or no transaction) it runs as `run` does.
+   */
+  write(db: Kysely<DB>, values: P): Promise<void>;
 }
 
 /**
@@ -60,30 +69,40 @@ export function compiledOnce<DB, P extends object, R>(
       const query = build(db, stand).compile();
       compiled = {
         sql: query.sql,
+        writeSql: engine === 'postgres' ? writeBehind(query.sql) : query.sql,
         slots: query.parameters.map((value) => (value instanceof Slot ? value.name : null)),
         fixed: query.parameters.map((value) => (value instanceof Slot ? null : value)),
         query: query.query,
         queryId: query.queryId,
       };
       // Only the values vary from call to call, so the text is worth preparing once per connection.
-      if (engine === 'postgres') prepareOnPostgres(compiled.sql);
+      if (engine === 'postgres') {
+        prepareOnPostgres(compiled.sql);
+        prepareOnPostgres(compiled.writeSql);
+      }
       byEngine.set(engine, compiled);
     }
     return compiled;
   };
 
-  const run = (db: Kysely<DB>, values: P): Promise<QueryResult<R>> => {
-    const { sql, slots, fixed, query, queryId } = compiledFor(db);
+  const send = (db: Kysely<DB>, values: P, asWrite: boolean): Promise<QueryResult<R>> => {
+    const compiled = compiledFor(db);
+    const { slots, fixed, query, queryId } = compiled;
     const parameters = new Array<unknown>(slots.length);
     for (let i = 0; i < slots.length; i++) {
       const name = slots[i];
       parameters[i] = name === null ? fixed[i] : values[name as keyof P];
     }
+    const sql = asWrite ? compiled.writeSql : compiled.sql;
     return db.executeQuery<R>({ sql, parameters, query, queryId } as CompiledQuery<R>);
   };
+  const run = (db: Kysely<DB>, values: P) => send(db, values, false);
 
   return {
     run,
+    write: async (db, values) => {
+      await send(db, values, true);
+    },
     execute: async (db, values) => (await run(db, values)).rows,
     executeTakeFirst: async (db, values) => (await run(db, values)).rows[0],
   };

@@ -21,7 +21,7 @@ import {
   GroupCommitSqliteDialect,
   type GroupCommitStats,
 } from './group-commit.js';
-import { preparingPool } from './postgres-prepared.js';
+import { preparingPool, type RoundTripStats } from './postgres-prepared.js';
 import type { Database } from './schema.js';
 
 export interface StoreOptions {
@@ -54,6 +54,8 @@ export interface Store {
   committedReads: Kysely<Database>;
   /** SQLite: what group commit did so far (platform/store/group-commit.ts); null on PostgreSQL. */
   commitStats(): GroupCommitStats | null;
+  /** PostgreSQL: the round trips both pools made so far (platform/store/postgres-prepared.ts); null on SQLite. */
+  roundTripStats(): RoundTripStats | null;
   /** Throws when the database cannot answer. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -67,12 +69,14 @@ const sqliteCommits = new WeakMap<Kysely<Database>, GroupCommitDriver>();
 export function openStore(options: StoreOptions): Store {
   const sqlite = options.databaseUrl ? null : openSqlite(options.dataDir, options.commitDelayMs ?? 0);
   const poolSize = options.poolSize ?? 10;
-  const db = sqlite?.db ?? openPostgres(options.databaseUrl as string, poolSize);
+  const trips: RoundTripStats = { roundTrips: 0 };
+  const db = sqlite?.db ?? openPostgres(options.databaseUrl as string, poolSize, trips);
   const background =
     sqlite?.db ??
     openPostgres(
       options.databaseUrl as string,
       options.backgroundPoolSize ?? Math.max(2, Math.ceil(poolSize / 2)),
+      trips,
     );
   return {
     db,
@@ -80,6 +84,7 @@ export function openStore(options: StoreOptions): Store {
     background,
     committedReads: sqlite?.committedReads ?? background,
     commitStats: () => (sqlite ? sqlite.commits.stats : null),
+    roundTripStats: () => (sqlite ? null : { ...trips }),
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -90,10 +95,13 @@ export function openStore(options: StoreOptions): Store {
   };
 }
 
-function openPostgres(url: string, max: number): Kysely<Database> {
+function openPostgres(url: string, max: number, trips: RoundTripStats): Kysely<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     max,
+    // Queries sent back to back go out together instead of each after the last one's answer: a
+    // transaction's BEGIN rides with its first statement (platform/store/postgres-prepared.ts).
+    pipeline: true,
     // Counts and sequences are int8; every value Nimbus keeps fits a double exactly.
     types: {
       getTypeParser: (oid: number, format?: 'text' | 'binary') =>
@@ -107,7 +115,7 @@ function openPostgres(url: string, max: number): Kysely<Database> {
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   // The queries compiled once run as named prepared statements (platform/store/postgres-prepared.ts).
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool) }) });
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingPool(pool, trips) }) });
 }
 
 function openSqlite(

@@ -84,7 +84,7 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
     await upsertJob(store.db, job(0)); // the conflict branch: same statement
     const claimed: JobRow[] = [];
     for (let round = 0; round < 3; round++) {
-      // Two jobs a claim: the lease's shape "2" each time (a claim is a transaction of its own).
+      // Two jobs a claim, then two, then one: one statement whatever it takes.
       const now = new Date(Date.UTC(2026, 0, 2));
       claimed.push(...(await claimDueJobs(store, 'runner', now, new Date(Date.UTC(2026, 0, 3)), 2)));
     }
@@ -93,13 +93,32 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
     expect(await store.db.selectFrom('jobs').select('id').execute()).toEqual([]);
 
     const statements = await preparedStatements(store.db);
-    // upsert, the lease for 2 jobs and for 1, the delete of a finished job: each once, named by its text.
-    expect(statements).toHaveLength(4);
+    // upsert, the claim (its lease and its pick in one statement), the finish of a job: each once,
+    // named by its text.
+    expect(statements).toHaveLength(3);
     for (const statement of statements) expect(preparedName(statement.statement)).toBe(statement.name);
     const runs = Object.fromEntries(statements.map((s) => [s.statement.split(' ')[0], s.runs]));
-    expect(statements.map((s) => s.runs).sort()).toEqual([1, 2, 5, 6]);
+    expect(statements.map((s) => s.runs).sort()).toEqual([3, 5, 6]);
     expect(runs.insert).toBe(6);
-    expect(runs.delete).toBe(5);
+    // The finish: its delete, or the lease's release, in one statement.
+    expect(runs.with).toBe(5);
+  });
+
+  it('finishing a job enqueued again while it ran only releases its lease (one statement, written behind)', async () => {
+    const opened = await open(1);
+    const store: Store = { ...opened, background: opened.db };
+    await upsertJob(store.db, job(7));
+    const now = new Date(Date.UTC(2026, 0, 2));
+    const [claimed] = await claimDueJobs(store, 'runner', now, new Date(Date.UTC(2026, 0, 3)), 1);
+    if (!claimed) throw new Error('nothing claimed');
+    await upsertJob(store.db, { ...job(7), runAt: now }); // enqueued again: its version moves on
+    await store.db.transaction().execute((trx) => finishJob(trx, claimed));
+    const left = await store.db.selectFrom('jobs').selectAll().execute();
+    expect(left).toMatchObject([{ id: 'job-7', version: 2, lease_owner: null, lease_until: null }]);
+    const [again] = await claimDueJobs(store, 'runner', now, new Date(Date.UTC(2026, 0, 3)), 1);
+    if (!again) throw new Error('not due again');
+    await store.db.transaction().execute((trx) => finishJob(trx, again));
+    expect(await store.db.selectFrom('jobs').select('id').execute()).toEqual([]);
   });
 
   it('gives the rows and counts the same statement gives unnamed', async () => {
@@ -250,6 +269,80 @@ describe.skipIf(!HAVE_POSTGRES)('Named prepared statements (postgres)', () => {
       });
       expect(await backendPid(store.db)).not.toBe(first);
       expect((await preparedStatements(store.db)).map((s) => s.runs)).toEqual([1]);
+    });
+  });
+
+  describe('a transaction on a pipelined connection (round trips)', () => {
+    type Probe = { probe: { id: number; name: string } };
+    const insertProbe = compiledOnce<Probe, { id: number; name: string }, never>((db, p) =>
+      db.insertInto('probe').values({ id: p.id, name: p.name }),
+    );
+    const probeDb = (store: Store) => store.db as unknown as Kysely<Probe>;
+    const trips = (store: Store) => store.roundTripStats()?.roundTrips ?? Number.NaN;
+    const names = async (store: Store) =>
+      (await probeDb(store).selectFrom('probe').select('name').orderBy('id').execute()).map((r) => r.name);
+
+    it('sends BEGIN with the first statement, and nothing for a transaction without one', async () => {
+      await admin(
+        database.url,
+        "create table probe (id int primary key, name text); insert into probe values (1, 'one')",
+      );
+      const store = await open(1);
+      await names(store); // the connection is open
+      const before = trips(store);
+      await probeDb(store)
+        .transaction()
+        .execute(async () => {});
+      expect(trips(store)).toBe(before);
+      // BEGIN with the insert (1), the COMMIT (1).
+      await probeDb(store)
+        .transaction()
+        .execute((trx) => insertProbe.run(trx, { id: 2, name: 'two' }));
+      expect(trips(store)).toBe(before + 2);
+      expect(await names(store)).toEqual(['one', 'two']);
+    });
+
+    it('writes behind: several writes and the COMMIT in one round trip, all or nothing', async () => {
+      await admin(
+        database.url,
+        "create table probe (id int primary key, name text); insert into probe values (1, 'one')",
+      );
+      const store = await open(1);
+      await names(store);
+      const before = trips(store);
+      await probeDb(store)
+        .transaction()
+        .execute(async (trx) => {
+          await insertProbe.write(trx, { id: 2, name: 'two' });
+          await insertProbe.write(trx, { id: 3, name: 'three' });
+        });
+      expect(trips(store)).toBe(before + 1);
+      expect(await names(store)).toEqual(['one', 'two', 'three']);
+
+      // A write behind that fails fails the COMMIT, and none of the transaction's writes stay.
+      await expect(
+        probeDb(store)
+          .transaction()
+          .execute(async (trx) => {
+            await insertProbe.write(trx, { id: 4, name: 'four' });
+            await insertProbe.write(trx, { id: 1, name: 'one again' });
+          }),
+      ).rejects.toMatchObject({ code: '23505' });
+      // …or the next statement waited for, with its own cause (not "transaction is aborted").
+      await expect(
+        probeDb(store)
+          .transaction()
+          .execute(async (trx) => {
+            await insertProbe.write(trx, { id: 5, name: 'five' });
+            await insertProbe.write(trx, { id: 2, name: 'two again' });
+            await names({ ...store, db: trx as unknown as Store['db'] });
+          }),
+      ).rejects.toMatchObject({ code: '23505' });
+      expect(await names(store)).toEqual(['one', 'two', 'three']);
+      // Outside a transaction a write is waited for, as any statement.
+      await expect(insertProbe.write(probeDb(store), { id: 1, name: 'x' })).rejects.toMatchObject({
+        code: '23505',
+      });
     });
   });
 });

@@ -214,7 +214,8 @@ export function recordTable<N extends RecordTableName, S extends TObject>(
       const row = encode(record) as Values;
       // A field the record leaves out is null, as Kysely's insert of the record left it (the SQL is fixed).
       for (const column of columns) row[column] ??= null;
-      await inserted.run(db, row);
+      // Nobody reads what an insert answers (a new id cannot collide): written behind on PostgreSQL.
+      await inserted.write(db, row);
     },
     async find(db, id) {
       const row = await byId.executeTakeFirst(db, { id });

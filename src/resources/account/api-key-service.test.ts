@@ -41,3 +41,33 @@ describe('ApiKeyService cache', () => {
     await expect(apiKeys.authenticate(apiKey.key)).rejects.toBeInstanceOf(AuthenticationFailed);
   });
 });
+
+describe('ApiKeyService last-used flush', () => {
+  it('finishes a flush already under way before the store closes', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'nimbus-keys-'));
+    try {
+      const backends = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }));
+      const { accounts, apiKeys } = backends.services;
+      const { apiKey } = await accounts.create({ email: `flush-${Date.now()}@example.com` });
+      await apiKeys.authenticate(apiKey.key);
+      // As the periodic flush does when the server closes at that moment: started, not awaited.
+      const underWay = apiKeys.flushLastUsed();
+      await backends.close();
+      await expect(underWay).resolves.toBeUndefined();
+
+      const reopened = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }));
+      try {
+        const row = await reopened.store.db
+          .selectFrom('api_keys')
+          .select('last_used_at')
+          .where('id', '=', apiKey.id)
+          .executeTakeFirstOrThrow();
+        expect(row.last_used_at).not.toBeNull();
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -91,12 +91,15 @@ export async function switchMeter(
     const closed = await closeOpen.execute(db, { resourceId, at: atText, second });
     for (const interval of closed) rows.push(...closedRows(interval, second));
   }
-  if (next !== null) {
+  if (next !== null && isNew) {
     // A new resource has no row in the totals to share: its first interval marks none, so a create
-    // writes one statement (the interval is a line by itself until it closes; migration 0023).
-    const opened = await open.executeTakeFirst(db, { ...next, at: atText, second, marked: isNew ? 0 : 1 });
+    // writes one statement (the interval is a line by itself until it closes; migration 0023), and
+    // nothing reads its answer: written behind.
+    await open.write(db, { ...next, at: atText, second, marked: 0 });
+  } else if (next !== null) {
+    const opened = await open.executeTakeFirst(db, { ...next, at: atText, second, marked: 1 });
     if (opened === undefined) throw new Error(`No interval was opened for ${resourceId}`);
-    if (!isNew) rows.push(openedRow(next, Number(opened.seq), second));
+    rows.push(openedRow(next, Number(opened.seq), second));
   }
   if (rows.length > 0) await addToTotals(db, rows);
 }
@@ -208,7 +211,7 @@ async function addToTotals(db: Executor, rows: TotalsRow[]): Promise<void> {
   [...byKey.values()].forEach((row, i) => {
     for (const column of TOTALS_COLUMNS) values[`${column}${i}`] = row[column];
   });
-  await totalsUpsert(String(byKey.size)).run(db, values);
+  await totalsUpsert(String(byKey.size)).write(db, values);
 }
 
 /** A window of epoch seconds: [start, end), and `now` ending the intervals still open. */

@@ -89,7 +89,7 @@ async function writeCounts(
     values[`status${i}`] = status;
     values[`delta${i}`] = delta;
   });
-  await countsUpsert(String(deltas.length)).run(db, values);
+  await countsUpsert(String(deltas.length)).write(db, values);
 }
 
 /**
