@@ -49,7 +49,12 @@ describe('ApiKeyService last-used flush', () => {
       const backends = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }));
       const { accounts, apiKeys } = backends.services;
       const { apiKey } = await accounts.create({ email: `flush-${Date.now()}@example.com` });
+      const { apiKey: other } = await accounts.create({ email: `flush-other-${Date.now()}@example.com` });
       await apiKeys.authenticate(apiKey.key);
+      // A second key used a millisecond later: the flush writes two batches, the second after the first.
+      const first = Date.now();
+      while (Date.now() === first) await new Promise((resolve) => setImmediate(resolve));
+      await apiKeys.authenticate(other.key);
       // As the periodic flush does when the server closes at that moment: started, not awaited.
       const underWay = apiKeys.flushLastUsed();
       await backends.close();
@@ -57,12 +62,12 @@ describe('ApiKeyService last-used flush', () => {
 
       const reopened = await openBackends(loadConfig({ NIMBUS_DATA_DIR: dataDir }));
       try {
-        const row = await reopened.store.db
+        const rows = await reopened.store.db
           .selectFrom('api_keys')
           .select('last_used_at')
-          .where('id', '=', apiKey.id)
-          .executeTakeFirstOrThrow();
-        expect(row.last_used_at).not.toBeNull();
+          .where('id', 'in', [apiKey.id, other.id])
+          .execute();
+        expect(rows.map((row) => row.last_used_at !== null)).toEqual([true, true]);
       } finally {
         await reopened.close();
       }

@@ -96,6 +96,8 @@ export class ApiKeyService implements Authenticator {
   private invalidations = 0;
   /** Key id → last use (epoch ms); turned into timestamps only when flushed, not on every request. */
   private readonly pendingLastUsed = new Map<string, number>();
+  /** The last flush of last-used times started (settled: it never rejects). */
+  private flushing: Promise<void> = Promise.resolve();
   private readonly flusher: NodeJS.Timeout;
   /** Told of every invalidation, local or from another replica (open metric streams re-check their key). */
   private readonly invalidationListeners: ((invalidation: Invalidation) => void)[] = [];
@@ -107,7 +109,8 @@ export class ApiKeyService implements Authenticator {
     private readonly broadcaster: Broadcaster,
     private readonly cacheMs: number,
   ) {
-    this.flusher = setInterval(() => void this.flushLastUsed(), LAST_USED_FLUSH_MS);
+    // A failed periodic flush loses those times only (the next request sets them again).
+    this.flusher = setInterval(() => void this.flushLastUsed().catch(() => {}), LAST_USED_FLUSH_MS);
     this.flusher.unref();
   }
 
@@ -226,8 +229,18 @@ export class ApiKeyService implements Authenticator {
     for (const listener of this.invalidationListeners) listener(invalidation);
   }
 
-  /** Writes last-used times in one batch: exact to the flush interval, without a write per request. */
-  async flushLastUsed(): Promise<void> {
+  /**
+   * Writes last-used times in one batch: exact to the flush interval, without a write per request. Flushes
+   * run one after another, so `stop` (awaiting the last) never lets the store close under one under way.
+   */
+  flushLastUsed(): Promise<void> {
+    const flush = this.flushing.then(() => this.writeLastUsed());
+    // The next flush waits for this one whether it failed or not; this one's caller sees its failure.
+    this.flushing = flush.catch(() => {});
+    return flush;
+  }
+
+  private async writeLastUsed(): Promise<void> {
     if (this.pendingLastUsed.size === 0) return;
     const byTime = new Map<number, string[]>();
     for (const [id, atMs] of this.pendingLastUsed) byTime.set(atMs, [...(byTime.get(atMs) ?? []), id]);
