@@ -93,7 +93,14 @@ export const COLUMNS: Record<Table, Record<string, 'string' | 'integer' | 'strin
     dhcpv4_options: 'refs',
     external_ids: 'map',
   },
-  Logical_Router: { name: 'string', ports: 'refs', nat: 'refs', static_routes: 'refs', external_ids: 'map' },
+  Logical_Router: {
+    name: 'string',
+    ports: 'refs',
+    nat: 'refs',
+    static_routes: 'refs',
+    policies: 'refs',
+    external_ids: 'map',
+  },
   Logical_Router_Port: {
     name: 'string',
     mac: 'string',
@@ -113,6 +120,7 @@ export const TABLES: readonly Table[] = [
   'Gateway_Chassis',
   'NAT',
   'Logical_Router_Static_Route',
+  'Logical_Router_Policy',
   'Logical_Router_Port',
   'Logical_Switch_Port',
   'ACL',
@@ -169,7 +177,12 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     ...more,
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
-  const publicSide = publicRows(key, vpc.public, ids);
+  const publicSide = publicRows(
+    key,
+    vpc.public,
+    ids,
+    instancePorts.map((port) => ({ instanceId: port.instanceId, ip: port.ip })),
+  );
   const dns = dnsRows(vpc, names.dns, ids);
   return [
     {

@@ -25,22 +25,28 @@ import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.j
 import { run } from '../qemu/tools.js';
 import { addNetdevBridge, type OvnEndpoints } from './daemons.js';
 import { routerAttachment } from './router-attachment.js';
+import { meterPolicies } from './snat-transfer.js';
 import type { Cell, Row } from './topology.js';
 
 /** The physical network name the provider bridge is mapped to on every chassis. */
 export const PUBLIC_PHYSNET = 'nimbus-public';
 
 /** The tables only the public side writes (topology.ts reads and diffs them with the rest). */
-export type PublicTable = 'NAT' | 'Logical_Router_Static_Route' | 'Gateway_Chassis';
+export type PublicTable = 'NAT' | 'Logical_Router_Static_Route' | 'Gateway_Chassis' | 'Logical_Router_Policy';
 
 /**
  * Their columns. Gateway_Chassis' priority is left at its default (0): one gateway chassis per port,
  * so there is nothing to rank.
  */
-export const PUBLIC_COLUMNS: Record<PublicTable, Record<string, 'string' | 'strings' | 'map' | 'refs'>> = {
+export const PUBLIC_COLUMNS: Record<
+  PublicTable,
+  Record<string, 'string' | 'integer' | 'strings' | 'map' | 'refs'>
+> = {
   NAT: { type: 'string', external_ip: 'string', logical_ip: 'string', external_ids: 'map' },
   Logical_Router_Static_Route: { ip_prefix: 'string', nexthop: 'string', external_ids: 'map' },
   Gateway_Chassis: { name: 'string', chassis_name: 'string', external_ids: 'map' },
+  // The metering policies of instances without a public IP (snat-transfer.ts).
+  Logical_Router_Policy: { priority: 'integer', match: 'string', action: 'string', external_ids: 'map' },
 };
 
 export interface PublicNat {
@@ -86,13 +92,17 @@ export function publicNames(vpcKey: string) {
     defaultRoute: `${vpcKey}-public-route`,
     nat: (publicIp: string) => `${vpcKey}-nat-${publicIp}`,
     snat: `${vpcKey}-snat`,
+    policy: (name: string) => `${vpcKey}-policy-${name}`,
   };
 }
 
-/** What the public side adds to the VPC's router row: its gateway port, NATs and default route. */
+/**
+ * What the public side adds to the VPC's router row: its gateway port, NATs, default route and the
+ * metering policies.
+ */
 export interface RouterAdditions {
   ports: string[];
-  columns: { nat: Cell; static_routes: Cell };
+  columns: { nat: Cell; static_routes: Cell; policies: Cell };
 }
 
 /**
@@ -104,9 +114,16 @@ export function publicRows(
   vpcKey: string,
   side: VpcPublicSide | undefined,
   ids: (rowKey: string, more?: Record<string, string>) => Record<string, string>,
+  instances: readonly { instanceId: string; ip: string }[] = [],
 ): { rows: Row[]; router: RouterAdditions } {
   if (side === undefined) {
-    return { rows: [], router: { ports: [], columns: { nat: { refs: [] }, static_routes: { refs: [] } } } };
+    return {
+      rows: [],
+      router: {
+        ports: [],
+        columns: { nat: { refs: [] }, static_routes: { refs: [] }, policies: { refs: [] } },
+      },
+    };
   }
   const names = publicNames(vpcKey);
   const pool = parseCidrBlock(side.pool);
@@ -125,7 +142,30 @@ export function publicRows(
     }
   }
   const nats = [...side.nats].sort((a, b) => compare(a.publicIp, b.publicIp));
+  // Instances going out through the router's own address are counted before its snat (snat-transfer.ts).
+  const natted = new Set(nats.map((nat) => nat.instanceId));
+  const policies =
+    side.snatBlock === undefined
+      ? []
+      : meterPolicies(
+          side.snatBlock,
+          [...instances]
+            .filter((instance) => !natted.has(instance.instanceId))
+            .sort((a, b) => compare(a.instanceId, b.instanceId)),
+        );
   const rows: Row[] = [
+    ...policies.map(
+      (policy): Row => ({
+        table: 'Logical_Router_Policy',
+        key: names.policy(policy.name),
+        columns: {
+          priority: String(policy.priority),
+          match: policy.match,
+          action: 'allow',
+          external_ids: ids(names.policy(policy.name), policy.externalIds),
+        },
+      }),
+    ),
     {
       table: 'Gateway_Chassis',
       key: names.gatewayChassis,
@@ -213,6 +253,7 @@ export function publicRows(
           ],
         },
         static_routes: { refs: [names.defaultRoute] },
+        policies: { refs: policies.map((policy) => names.policy(policy.name)) },
       },
     },
   };
