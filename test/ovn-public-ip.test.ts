@@ -295,8 +295,8 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
     // Only the instance without a public IP has policies (the other is counted on the provider bridge).
     const policies = await nb.select('Logical_Router_Policy', [], ['priority', 'match', 'action']);
     expect(policies.map((p) => `${p.priority} ${p.action} ${p.match}`).sort()).toEqual([
-      `900 allow ip4.dst == ${two.ip}`,
-      `900 allow ip4.src == ${two.ip}`,
+      `900 allow inport == "${vpcKey(vpc)}-lrp" && ip4.src == ${two.ip}`,
+      `900 allow inport == "${vpcKey(vpc)}-public-lrp" && ip4.dst == ${two.ip}`,
       `910 allow ip4.src == {${vpc.cidr}, 169.254.0.0/16} && ip4.dst == {${vpc.cidr}, 169.254.0.0/16}`,
     ]);
     const routerIp = side.public!.router.ip;

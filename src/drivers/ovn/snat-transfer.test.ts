@@ -57,8 +57,9 @@ const meters: MeterRow[] = [
 
 describe('public transfer through the router snat', () => {
   it('writes a private policy and a pair per instance, none when no instance is metered', () => {
-    expect(meterPolicies('10.10.0.0/16', [])).toEqual([]);
-    const policies = meterPolicies('10.10.0.0/16', [{ instanceId: 'ins_b', ip: '10.10.0.12' }]);
+    const ports = { private: 'k-lrp', public: 'k-public-lrp' };
+    expect(meterPolicies('10.10.0.0/16', ports, [])).toEqual([]);
+    const policies = meterPolicies('10.10.0.0/16', ports, [{ instanceId: 'ins_b', ip: '10.10.0.12' }]);
     expect(policies.map((p) => [p.name, p.priority, p.match, p.externalIds])).toEqual([
       [
         'private',
@@ -66,9 +67,25 @@ describe('public transfer through the router snat', () => {
         'ip4.src == {10.10.0.0/16, 169.254.0.0/16} && ip4.dst == {10.10.0.0/16, 169.254.0.0/16}',
         {},
       ],
-      ['ins_b-out', 900, 'ip4.src == 10.10.0.12', { 'nimbus:instance': 'ins_b', 'nimbus:meter': 'out' }],
-      ['ins_b-in', 900, 'ip4.dst == 10.10.0.12', { 'nimbus:instance': 'ins_b', 'nimbus:meter': 'in' }],
+      [
+        'ins_b-out',
+        900,
+        'inport == "k-lrp" && ip4.src == 10.10.0.12',
+        { 'nimbus:instance': 'ins_b', 'nimbus:meter': 'out' },
+      ],
+      [
+        'ins_b-in',
+        900,
+        'inport == "k-public-lrp" && ip4.dst == 10.10.0.12',
+        { 'nimbus:instance': 'ins_b', 'nimbus:meter': 'in' },
+      ],
     ]);
+    // Another VPC's instance on the same private IP: flows of its own (not one logical flow for both).
+    const other = meterPolicies('10.10.0.0/16', { private: 'o-lrp', public: 'o-public-lrp' }, [
+      { instanceId: 'ins_o', ip: '10.10.0.12' },
+    ]);
+    expect(other[1]!.match).not.toBe(policies[1]!.match);
+    expect(other[2]!.match).not.toBe(policies[2]!.match);
   });
 
   it('sums the flows of a cookie and keeps their least duration', () => {

@@ -7,8 +7,8 @@
  * addresses (after un-SNAT/DNAT, before the egress SNAT):
  *
  *   priority 910  ip4.src == {block, 169.254.0.0/16} && ip4.dst == {block, 169.254.0.0/16}  allow
- *   priority 900  ip4.src == <instance's private IP>                                       allow  (out)
- *   priority 900  ip4.dst == <instance's private IP>                                       allow  (in)
+ *   priority 900  inport == <router's VPC port> && ip4.src == <instance's private IP>      allow  (out)
+ *   priority 900  inport == <router's link port> && ip4.dst == <instance's private IP>     allow  (in)
  *
  * The first takes private routed traffic (metadata through the host port, a hairpin through another
  * instance's public IP) out of the counted ones. `allow` is the stage's default action (`reg8[0..15] = 0;
@@ -55,12 +55,21 @@ export interface MeterPolicy {
   externalIds: Record<string, string>;
 }
 
+/** The router's two ports a metered packet enters by: from the VPC (out) and from the link (in). */
+export interface MeterPorts {
+  private: string;
+  public: string;
+}
+
 /**
  * The policies of a VPC (pure): the private one and a pair per instance without a public IP. None when
- * no instance is metered here.
+ * no instance is metered here. A pair's match names the router port the packet enters by: ovn-northd
+ * makes one logical flow of identical flows of several routers (a datapath group), and two accounts'
+ * instances often hold the same private IP; the port makes each VPC's flows, so its cookies, its own.
  */
 export function meterPolicies(
   block: string,
+  ports: MeterPorts,
   unnated: readonly { instanceId: string; ip: string }[],
 ): MeterPolicy[] {
   if (unnated.length === 0) return [];
@@ -76,7 +85,10 @@ export function meterPolicies(
       (['out', 'in'] as const).map((direction) => ({
         name: `${instanceId}-${direction}`,
         priority: METER_POLICY_PRIORITY,
-        match: direction === 'out' ? `ip4.src == ${ip}` : `ip4.dst == ${ip}`,
+        match:
+          direction === 'out'
+            ? `inport == "${ports.private}" && ip4.src == ${ip}`
+            : `inport == "${ports.public}" && ip4.dst == ${ip}`,
         externalIds: { [INSTANCE_KEY]: instanceId, [METER_KEY]: direction },
       })),
     ),

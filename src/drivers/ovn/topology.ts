@@ -177,12 +177,10 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     ...more,
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
-  const publicSide = publicRows(
-    key,
-    vpc.public,
-    ids,
-    instancePorts.map((port) => ({ instanceId: port.instanceId, ip: port.ip })),
-  );
+  const publicSide = publicRows(key, vpc.public, ids, {
+    routerPort: names.routerPort,
+    instances: instancePorts.map((port) => ({ instanceId: port.instanceId, ip: port.ip })),
+  });
   const dns = dnsRows(vpc, names.dns, ids);
   return [
     {

@@ -200,8 +200,8 @@ describe('the public link of the server', () => {
     const policies = rows.filter((r) => r.table === 'Logical_Router_Policy');
     expect(policies.map((r) => r.columns.match)).toEqual([
       'ip4.src == {10.10.0.0/16, 169.254.0.0/16} && ip4.dst == {10.10.0.0/16, 169.254.0.0/16}',
-      'ip4.src == 10.10.0.12',
-      'ip4.dst == 10.10.0.12',
+      'inport == "nimbus-acct_1-us-east-1-lrp" && ip4.src == 10.10.0.12',
+      'inport == "nimbus-acct_1-us-east-1-public-lrp" && ip4.dst == 10.10.0.12',
     ]);
     expect(policies.every((r) => r.columns.action === 'allow')).toBe(true);
     expect((router.columns.policies as { refs: string[] }).refs).toEqual(policies.map((r) => r.key));

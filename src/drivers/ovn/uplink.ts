@@ -114,7 +114,8 @@ export function publicRows(
   vpcKey: string,
   side: VpcPublicSide | undefined,
   ids: (rowKey: string, more?: Record<string, string>) => Record<string, string>,
-  instances: readonly { instanceId: string; ip: string }[] = [],
+  /** The router's port on the VPC and the VPC's instances, for the metering policies. */
+  metered: { routerPort: string; instances: readonly { instanceId: string; ip: string }[] },
 ): { rows: Row[]; router: RouterAdditions } {
   if (side === undefined) {
     return {
@@ -149,7 +150,8 @@ export function publicRows(
       ? []
       : meterPolicies(
           side.snatBlock,
-          [...instances]
+          { private: metered.routerPort, public: names.routerPort },
+          [...metered.instances]
             .filter((instance) => !natted.has(instance.instanceId))
             .sort((a, b) => compare(a.instanceId, b.instanceId)),
         );
