@@ -8,7 +8,8 @@
  * A VPC with a public side gets, beside its private rows (topology.ts): a switch on the link (its
  * `localnet` port is how OVN reaches the provider bridge), the router's gateway port on it with an
  * address of the pool, bound to the gateway chassis, a default route via the upstream router, and per
- * public IP a one-to-one NAT (`dnat_and_snat`) of the instance's private IP.
+ * public IP a one-to-one NAT (`dnat_and_snat`) of the instance's private IP; with the VPC's `snat`, router
+ * policies that count the public bytes of the instances without a public IP (snat-transfer.ts).
  *
  * The switch on the link is one per VPC, not one per region: applies are scoped to one VPC, and a shared
  * switch's `ports` column would hold other VPCs' ports, which a scoped apply neither reads nor may
