@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aclInputsFor } from '../src/drivers/ovn/acls.js';
 import { EmbeddedOvn } from '../src/drivers/ovn/daemons.js';
 import { Northbound } from '../src/drivers/ovn/northbound.js';
+import { SnatCounters } from '../src/drivers/ovn/snat-transfer.js';
 import { type ApplyResult, applyTopology, type DesiredVpc, vpcKey } from '../src/drivers/ovn/topology.js';
 import { TransferCounters } from '../src/drivers/ovn/transfer-flows.js';
 import {
@@ -34,6 +35,7 @@ import { firewallRule } from './helpers/firewall.js';
 import {
   askTcp,
   CAN_RUN_OVN,
+  fetchTcp,
   type Guest,
   GuestNamespaces,
   InternetNamespace,
@@ -43,6 +45,7 @@ import {
   serveTcp,
   sh,
   sinkTcp,
+  sourceTcp,
   succeeds,
 } from './helpers/ovn.js';
 
@@ -83,6 +86,7 @@ const other: DesiredVpc = {
 };
 const OTHER_PUBLIC_IP = '203.0.113.20';
 const SINK_PORT = 9090;
+const SOURCE_PORT = 9091;
 const MB = 1024 * 1024;
 
 // ovn-controller's first binding of ports on a loaded machine takes most of the time (seen: 30 s).
@@ -282,6 +286,88 @@ describe.runIf(CAN_RUN_OVN)('public IPs on OVN with real packets', { timeout: 90
       () => (askTcp(g.two!.namespace, GATEWAY, PORT) === null ? true : undefined),
       { timeoutMs: 10_000, intervalMs: 100 },
     );
+  });
+
+  it("counts an instance's bytes through its router's snat on its router policies, no private byte, and anew after flows are installed again", async () => {
+    const nat = [{ instanceId: one.instanceId, publicIp: PUBLIC_IP, privateIp: one.ip }];
+    const side = publicSide(nat);
+    await apply({ ...side, public: { ...side.public!, snatBlock: vpc.cidr } });
+    // Only the instance without a public IP has policies (the other is counted on the provider bridge).
+    const policies = await nb.select('Logical_Router_Policy', [], ['priority', 'match', 'action']);
+    expect(policies.map((p) => `${p.priority} ${p.action} ${p.match}`).sort()).toEqual([
+      `900 allow inport == "${vpcKey(vpc)}-lrp" && ip4.src == ${two.ip}`,
+      `900 allow inport == "${vpcKey(vpc)}-public-lrp" && ip4.dst == ${two.ip}`,
+      `910 allow ip4.src == {${vpc.cidr}, 169.254.0.0/16} && ip4.dst == {${vpc.cidr}, 169.254.0.0/16}`,
+    ]);
+    const routerIp = side.public!.router.ip;
+    await waitFor(
+      'two out as the router',
+      () => (askTcp(g.two!.namespace, GATEWAY, PORT) === `internet ${routerIp}` ? true : undefined),
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
+    // Forwarding as before: one still goes out as its public IP, and the instances reach each other.
+    expect(askTcp(g.one!.namespace, GATEWAY, PORT)).toBe(`internet ${PUBLIC_IP}`);
+    expect(askTcp(g.two!.namespace, one.ip, PORT)).toBe(`pub-one ${two.ip}`);
+    const counters = new SnatCounters(ovn.endpoints, nb);
+    const read = () => counters.read([one.instanceId, two.instanceId]);
+    const base = await waitFor('a counter for two', async () => (await read()).get(two.instanceId), {
+      timeoutMs: 10_000,
+      intervalMs: 200,
+    });
+    expect([...(await read()).keys()]).toEqual([two.instanceId]);
+    expect(base.epoch.startsWith(`snat:${two.ip}/`)).toBe(true);
+    const OUT = 3 * MB;
+    const IN = 2 * MB;
+    listeners.push(await sourceTcp(internet.namespace, SOURCE_PORT, IN));
+    sendTcp(g.two!.namespace, GATEWAY, SINK_PORT, OUT);
+    expect(fetchTcp(g.two!.namespace, GATEWAY, SOURCE_PORT)).toBe(IN);
+    // Private, instance to instance, both ways: counts nothing.
+    sendTcp(g.two!.namespace, one.ip, SINK_PORT, 4 * MB);
+    sendTcp(g.one!.namespace, two.ip, SINK_PORT, 4 * MB);
+    const counted = await waitFor(
+      'the counters to show the bytes',
+      async () => {
+        const now = (await read()).get(two.instanceId);
+        return now && now.bytesOut - base.bytesOut >= OUT && now.bytesIn - base.bytesIn >= IN
+          ? now
+          : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
+    const overhead = (OUT + IN) / 10;
+    expect(counted.bytesOut - base.bytesOut).toBeLessThan(OUT + overhead);
+    expect(counted.bytesIn - base.bytesIn).toBeLessThan(IN + overhead);
+    expect(counted.epoch).toBe(base.epoch);
+    // ovn-controller started again installs every flow again, from zero: a new epoch, and it still counts.
+    // Installed again later than a reading's tolerance (2 s) after the first install, as a restart is.
+    const policyFlowAge = () =>
+      Math.min(
+        ...sh('ovs-ofctl', ['dump-flows', ovn.endpoints.integrationBridge, 'ip'], ovn.endpoints.env)
+          .split('\n')
+          .filter((line) => line.includes('priority=900,') && line.includes(`nw_src=${two.ip} `))
+          .map((line) => Number(/duration=([0-9.]+)s/.exec(line)?.[1] ?? 0)),
+      );
+    await waitFor('the policy flows 3 s old', () => (policyFlowAge() >= 3 ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 200,
+    });
+    process.kill(ovn.pids().get('ovn-controller')!, 'SIGKILL');
+    const after = await waitFor(
+      'a reading of flows installed again',
+      async () => {
+        const now = (await read().catch(() => new Map())).get(two.instanceId);
+        return now && now.epoch !== base.epoch ? now : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(after.bytesOut).toBeLessThan(OUT);
+    await waitFor(
+      'two out as the router again',
+      () => (askTcp(g.two!.namespace, GATEWAY, PORT) === `internet ${routerIp}` ? true : undefined),
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    await apply(side);
+    expect(await nb.select('Logical_Router_Policy', [], ['match'])).toEqual([]);
   });
 
   it("shares the link with another account's VPC, each public IP answering as its own VPC's instance", async () => {

@@ -263,6 +263,45 @@ export function sendTcp(namespace: string, host: string, port: number, bytes: nu
   sh('ip', nodeIn(namespace, TCP_SEND, [host, String(port), String(bytes)]));
 }
 
+const TCP_SOURCE = `
+import net from 'node:net';
+const [port, bytes] = process.argv.slice(1);
+net.createServer((socket) => socket.on('error', () => {}).end(Buffer.alloc(Number(bytes))))
+  .listen(Number(port), '0.0.0.0', () => console.log('listening'));
+`;
+const TCP_FETCH = `
+import net from 'node:net';
+const [host, port] = process.argv.slice(1);
+let received = 0;
+const socket = net.connect({ host, port: Number(port) });
+socket.on('data', (chunk) => { received += chunk.length; });
+socket.setTimeout(10000, () => process.exit(2));
+socket.on('end', () => { console.log(received); socket.end(); });
+socket.on('error', () => process.exit(1));
+`;
+
+/** A TCP listener inside `namespace` that sends `bytes` zero bytes to each connection and closes it. */
+export async function sourceTcp(
+  namespace: string,
+  port: number,
+  bytes: number,
+): Promise<{ stop: () => void }> {
+  const server = spawn('ip', nodeIn(namespace, TCP_SOURCE, [String(port), String(bytes)]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('exit', (code) => reject(new Error(`the TCP source in ${namespace} exited (${code})`)));
+    server.stdout!.once('data', () => resolve());
+  });
+  server.removeAllListeners('exit');
+  return { stop: () => server.kill('SIGKILL') };
+}
+
+/** Reads one TCP connection from `namespace` to host:port to its end; the bytes received. */
+export function fetchTcp(namespace: string, host: string, port: number): number {
+  return Number(sh('ip', nodeIn(namespace, TCP_FETCH, [host, String(port)])).trim());
+}
+
 /** The lock the OVN suites take in turn (`flock` on this file), whichever vitest worker runs them. */
 const OVN_SUITE_LOCK = '/tmp/nimbus-ovn-suites.lock';
 /** The longest an OVN suite waits for the one before it: the VM suites take minutes on a loaded host. */

@@ -39,6 +39,9 @@ export const OVN_PROGRAMS: readonly ProgramNeed[] = [
   { programs: ['ovn-northd'], debianPackage: 'ovn-central' },
   { programs: ['ovn-controller'], debianPackage: 'ovn-host' },
   { programs: ['ovn-nbctl'], debianPackage: 'ovn-common' },
+  // Finding the router policies' logical flows, whose cookies count instances without a public IP
+  // (snat-transfer.ts).
+  { programs: ['ovn-sbctl'], debianPackage: 'ovn-common' },
   // Transmit checksum offload off on veths and taps: the userspace datapath's conntrack drops packets
   // whose checksum the kernel left to the (absent) hardware.
   { programs: ['ethtool'], debianPackage: 'ethtool' },

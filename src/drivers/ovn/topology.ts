@@ -96,7 +96,14 @@ export const COLUMNS: Record<Table, Record<string, 'string' | 'integer' | 'strin
     dhcpv4_options: 'refs',
     external_ids: 'map',
   },
-  Logical_Router: { name: 'string', ports: 'refs', nat: 'refs', static_routes: 'refs', external_ids: 'map' },
+  Logical_Router: {
+    name: 'string',
+    ports: 'refs',
+    nat: 'refs',
+    static_routes: 'refs',
+    policies: 'refs',
+    external_ids: 'map',
+  },
   Logical_Router_Port: {
     name: 'string',
     mac: 'string',
@@ -116,6 +123,7 @@ export const TABLES: readonly Table[] = [
   'Gateway_Chassis',
   'NAT',
   'Logical_Router_Static_Route',
+  'Logical_Router_Policy',
   'Logical_Router_Port',
   'Logical_Switch_Port',
   'ACL',
@@ -172,7 +180,11 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
     ...more,
   });
   const instancePorts = [...vpc.ports].sort((a, b) => compare(a.instanceId, b.instanceId));
-  const publicSide = publicRows(key, vpc.public, ids);
+  const publicSide = publicRows(key, vpc.public, ids, {
+    routerPort: names.routerPort,
+    instances: instancePorts.map((port) => ({ instanceId: port.instanceId, ip: port.ip })),
+    tunnels: (vpc.gateways ?? []).map((gateway) => gateway.tunnelCidr),
+  });
   const gateways = gatewayRows(vpc.gateways ?? [], vpc.public !== undefined, ids);
   const dns = dnsRows(vpc, names.dns, ids);
   return [
@@ -209,6 +221,7 @@ export function vpcRows(vpc: DesiredVpc): Row[] {
         ports: { refs: [names.routerPort, ...publicSide.router.ports] },
         nat: { refs: [...publicSide.router.columns.nat.refs, ...gateways.nats] },
         static_routes: { refs: [...publicSide.router.columns.static_routes.refs, ...gateways.routes] },
+        policies: publicSide.router.columns.policies,
         external_ids: ids(names.router),
       },
     },

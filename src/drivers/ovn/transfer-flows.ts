@@ -24,8 +24,9 @@
  * address and that cookie, so billing (resources/billing/transfer.ts) takes every new pair as a counter
  * started from zero, and never counts a reset as negative or twice.
  *
- * Not counted: an instance without a public IP that reaches out through its VPC router's own address
- * (the VPC's `snat`): on the bridge its packets carry the router's address, shared by the VPC.
+ * Not counted here: an instance without a public IP that reaches out through its VPC router's own
+ * address (the VPC's `snat`): on the bridge its packets carry the router's address, shared by the VPC.
+ * Its router policies count it before the NAT (snat-transfer.ts).
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';

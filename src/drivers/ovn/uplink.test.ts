@@ -196,6 +196,18 @@ describe('the public link of the server', () => {
     expect(snat.columns).toMatchObject({ external_ip: '203.0.113.2', logical_ip: '10.10.0.0/16' });
     const router = rows.find((r) => r.table === 'Logical_Router')!;
     expect((router.columns.nat as { refs: string[] }).refs).toContain(snat.key);
+    // The instance without a NAT (ins_b) is metered before the snat by router policies the router holds.
+    const policies = rows.filter((r) => r.table === 'Logical_Router_Policy');
+    expect(policies.map((r) => r.columns.match)).toEqual([
+      'ip4.src == {10.10.0.0/16, 169.254.0.0/16} && ip4.dst == {10.10.0.0/16, 169.254.0.0/16}',
+      'inport == "nimbus-acct_1-us-east-1-lrp" && ip4.src == 10.10.0.12',
+      'inport == "nimbus-acct_1-us-east-1-public-lrp" && ip4.dst == 10.10.0.12',
+    ]);
+    expect(policies.every((r) => r.columns.action === 'allow')).toBe(true);
+    expect((router.columns.policies as { refs: string[] }).refs).toEqual(policies.map((r) => r.key));
+    // Without the snat, nothing goes out through the router's address: no policy.
+    const unsnatted = vpcRows({ ...vpc, public: { ...side!, snatBlock: undefined } });
+    expect(unsnatted.filter((r) => r.table === 'Logical_Router_Policy')).toEqual([]);
     // A region without a pool has no public side.
     expect(
       publicSideOf({ key: 'k', region: 'sa-east-1', cidr: '10.50.0.0/16' }, [], link, side!.router, 'c'),

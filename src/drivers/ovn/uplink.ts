@@ -8,7 +8,8 @@
  * A VPC with a public side gets, beside its private rows (topology.ts): a switch on the link (its
  * `localnet` port is how OVN reaches the provider bridge), the router's gateway port on it with an
  * address of the pool, bound to the gateway chassis, a default route via the upstream router, and per
- * public IP a one-to-one NAT (`dnat_and_snat`) of the instance's private IP.
+ * public IP a one-to-one NAT (`dnat_and_snat`) of the instance's private IP; with the VPC's `snat`, router
+ * policies that count the public bytes of the instances without a public IP (snat-transfer.ts).
  *
  * The switch on the link is one per VPC, not one per region: applies are scoped to one VPC, and a shared
  * switch's `ports` column would hold other VPCs' ports, which a scoped apply neither reads nor may
@@ -25,22 +26,28 @@ import { formatIp, parseCidrBlock, parseIp } from '../../platform/domain/cidrs.j
 import { run } from '../qemu/tools.js';
 import { addNetdevBridge, type OvnEndpoints } from './daemons.js';
 import { routerAttachment } from './router-attachment.js';
+import { meterPolicies } from './snat-transfer.js';
 import type { Row } from './topology.js';
 
 /** The physical network name the provider bridge is mapped to on every chassis. */
 export const PUBLIC_PHYSNET = 'nimbus-public';
 
 /** The tables only the public side writes (topology.ts reads and diffs them with the rest). */
-export type PublicTable = 'NAT' | 'Logical_Router_Static_Route' | 'Gateway_Chassis';
+export type PublicTable = 'NAT' | 'Logical_Router_Static_Route' | 'Gateway_Chassis' | 'Logical_Router_Policy';
 
 /**
  * Their columns. Gateway_Chassis' priority is left at its default (0): one gateway chassis per port,
  * so there is nothing to rank.
  */
-export const PUBLIC_COLUMNS: Record<PublicTable, Record<string, 'string' | 'strings' | 'map' | 'refs'>> = {
+export const PUBLIC_COLUMNS: Record<
+  PublicTable,
+  Record<string, 'string' | 'integer' | 'strings' | 'map' | 'refs'>
+> = {
   NAT: { type: 'string', external_ip: 'string', logical_ip: 'string', external_ids: 'map' },
   Logical_Router_Static_Route: { ip_prefix: 'string', nexthop: 'string', external_ids: 'map' },
   Gateway_Chassis: { name: 'string', chassis_name: 'string', external_ids: 'map' },
+  // The metering policies of instances without a public IP (snat-transfer.ts).
+  Logical_Router_Policy: { priority: 'integer', match: 'string', action: 'string', external_ids: 'map' },
 };
 
 export interface PublicNat {
@@ -86,13 +93,17 @@ export function publicNames(vpcKey: string) {
     defaultRoute: `${vpcKey}-public-route`,
     nat: (publicIp: string) => `${vpcKey}-nat-${publicIp}`,
     snat: `${vpcKey}-snat`,
+    policy: (name: string) => `${vpcKey}-policy-${name}`,
   };
 }
 
-/** What the public side adds to the VPC's router row: its gateway port, NATs and default route. */
+/**
+ * What the public side adds to the VPC's router row: its gateway port, NATs, default route and the
+ * metering policies.
+ */
 export interface RouterAdditions {
   ports: string[];
-  columns: { nat: { refs: string[] }; static_routes: { refs: string[] } };
+  columns: { nat: { refs: string[] }; static_routes: { refs: string[] }; policies: { refs: string[] } };
 }
 
 /**
@@ -104,9 +115,22 @@ export function publicRows(
   vpcKey: string,
   side: VpcPublicSide | undefined,
   ids: (rowKey: string, more?: Record<string, string>) => Record<string, string>,
+  /** The router's port on the VPC and the VPC's instances, for the metering policies. */
+  metered: {
+    routerPort: string;
+    instances: readonly { instanceId: string; ip: string }[];
+    /** The VPN gateways' tunnel networks: private to the VPC, like its block. */
+    tunnels?: readonly string[];
+  },
 ): { rows: Row[]; router: RouterAdditions } {
   if (side === undefined) {
-    return { rows: [], router: { ports: [], columns: { nat: { refs: [] }, static_routes: { refs: [] } } } };
+    return {
+      rows: [],
+      router: {
+        ports: [],
+        columns: { nat: { refs: [] }, static_routes: { refs: [] }, policies: { refs: [] } },
+      },
+    };
   }
   const names = publicNames(vpcKey);
   const pool = parseCidrBlock(side.pool);
@@ -125,7 +149,32 @@ export function publicRows(
     }
   }
   const nats = [...side.nats].sort((a, b) => compare(a.publicIp, b.publicIp));
+  // Instances going out through the router's own address are counted before its snat (snat-transfer.ts).
+  const natted = new Set(nats.map((nat) => nat.instanceId));
+  const policies =
+    side.snatBlock === undefined
+      ? []
+      : meterPolicies(
+          side.snatBlock,
+          { private: metered.routerPort, public: names.routerPort },
+          [...metered.instances]
+            .filter((instance) => !natted.has(instance.instanceId))
+            .sort((a, b) => compare(a.instanceId, b.instanceId)),
+          [...(metered.tunnels ?? [])].sort(compare),
+        );
   const rows: Row[] = [
+    ...policies.map(
+      (policy): Row => ({
+        table: 'Logical_Router_Policy',
+        key: names.policy(policy.name),
+        columns: {
+          priority: String(policy.priority),
+          match: policy.match,
+          action: 'allow',
+          external_ids: ids(names.policy(policy.name), policy.externalIds),
+        },
+      }),
+    ),
     {
       table: 'Gateway_Chassis',
       key: names.gatewayChassis,
@@ -213,6 +262,7 @@ export function publicRows(
           ],
         },
         static_routes: { refs: [names.defaultRoute] },
+        policies: { refs: policies.map((policy) => names.policy(policy.name)) },
       },
     },
   };

@@ -49,6 +49,7 @@ import type {
 import { missingOvnPrograms } from '../ovn/daemons.js';
 import { VpcMetadataPath } from '../ovn/metadata-path.js';
 import { OvnNetwork } from '../ovn/network.js';
+import { SnatCounters } from '../ovn/snat-transfer.js';
 import { type ApplyResult, diffRows, readRows, vpcKey, vpcRows } from '../ovn/topology.js';
 import { TransferCounters } from '../ovn/transfer-flows.js';
 import { type PublicLink, plugUplink, type UplinkState, unplugUplink } from '../ovn/uplink.js';
@@ -139,6 +140,8 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   private transfer: TransferCounters | null = null;
   /** The real VPN gateways on OVN, once serve started the network. */
   private ovnGateways: OvnGateways | null = null;
+  /** The router policies' counters of instances without a public IP (drivers/ovn/snat-transfer.ts). */
+  private snatTransfer: SnatCounters | null = null;
 
   /**
    * Checks every program it runs is installed (DRIVER_PROGRAMS) and picks KVM or TCG. VMs of an earlier run are found by their records (pid and
@@ -276,13 +279,20 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
   }
 
   /**
-   * Each instance's bytes to and from public addresses, from the provider bridge's counters of its public
-   * IP (drivers/ovn/transfer-flows.ts); none without a public link (the user-mode network reaches
-   * nothing public). An instance without a public IP, or with no counter yet, is left out.
+   * Each instance's bytes to and from public addresses: an instance with a public IP from the provider
+   * bridge's counters of that IP (drivers/ovn/transfer-flows.ts), one going out through its router's own
+   * address from its router policies' counters (drivers/ovn/snat-transfer.ts); none without a public link
+   * (the user-mode network reaches nothing public). An instance with no counter yet is left out; one with
+   * both (its public IP just assigned or taken, the next reconcile not done) is read from the bridge.
    */
   async publicTransfer(specs: readonly MachineSpec[]): Promise<Map<string, PublicTransfer>> {
     if (!this.transfer) return new Map();
-    return this.transfer.read(specs.map((spec) => spec.id));
+    const ids = specs.map((spec) => spec.id);
+    const bridge = await this.transfer.read(ids);
+    const unnated = ids.filter((id) => !bridge.has(id));
+    const viaSnat =
+      this.snatTransfer && unnated.length > 0 ? await this.snatTransfer.read(unnated) : new Map();
+    return new Map([...viaSnat, ...bridge]);
   }
 
   /**
@@ -380,6 +390,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         if (this.publicLink) {
           const bridge = await this.plugPublicLink(this.network, this.publicLink);
           this.transfer = new TransferCounters(this.network.endpoints, bridge, this.network.nb);
+          this.snatTransfer = new SnatCounters(this.network.endpoints, this.network.nb);
         }
         const applied = await this.reconcileAll();
         host.log.info(
@@ -397,6 +408,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
         this.network = null;
         this.transfer = null;
         this.ovnGateways = null;
+        this.snatTransfer = null;
         throw error;
       }
     }
@@ -483,6 +495,7 @@ export class QemuDriver extends SimulatedGatewayDriver implements ComputeDriver 
     this.network = null;
     this.transfer = null;
     this.ovnGateways = null;
+    this.snatTransfer = null;
   }
 
   /** The real gateways with NIMBUS_NETWORK=ovn (serve must have started the network); null: simulated. */
