@@ -12,7 +12,10 @@ export const Protection = Type.Object(
       description: 'While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off',
     }),
   },
-  { description: 'Guards against mistakes: `{delete: true}` refuses deleting it', additionalProperties: false },
+  {
+    description: 'Guards against mistakes: `{delete: true}` refuses deleting it',
+    additionalProperties: false,
+  },
 );
 export type Protection = Static<typeof Protection>;
 

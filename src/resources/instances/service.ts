@@ -10,9 +10,9 @@
 import type { FaultInjection } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
-import { deleteProtected, type Protection, UNPROTECTED } from '../../platform/domain/protection.js';
 import { checkTagKeys, parseTagFilter, sameTags } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection, UNPROTECTED } from '../../platform/domain/protection.js';
 import {
   Conflict,
   InvalidRequest,

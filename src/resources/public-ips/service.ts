@@ -14,6 +14,7 @@ import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import { checkTagKeys } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import {
   Conflict,
   InvalidRequest,
@@ -21,7 +22,6 @@ import {
   PaymentRequired,
   ServiceUnavailable,
 } from '../../platform/errors.js';
-import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import { recordEvent } from '../../platform/events/outbox.js';
 import { recordCreated } from '../../platform/idempotency/context.js';
 import type { Principal } from '../../platform/principal.js';

@@ -12,9 +12,9 @@
 import type { FaultInjection } from '../../drivers/driver.js';
 import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
-import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import { checkTagKeys, parseTagFilter } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
 import type { ActionPlan, Lifecycle, WriteContext } from '../../platform/lifecycle/lifecycle.js';
 import type { Principal } from '../../platform/principal.js';
@@ -30,10 +30,10 @@ import {
   lowestFreeDevice,
   MAX_DATA_VOLUMES_PER_INSTANCE,
   newVolume,
+  protectedVolume,
   type Volume,
   type VolumeChanges,
   type VolumeSort,
-  protectedVolume,
 } from './record.js';
 import type { VolumeAction, VolumeStatus } from './states.js';
 import * as volumes from './store.js';
