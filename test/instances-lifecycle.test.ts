@@ -46,6 +46,7 @@ const FIELDS_OF_ONE = [
   'name',
   'price_per_hour',
   'private_ip',
+  'protection',
   'public_ip',
   'region',
   'root_volume_id',

@@ -27,6 +27,7 @@ const FIELDS = [
   'instance_id',
   'kind',
   'name',
+  'protection',
   'region',
   'size_gb',
   'status',

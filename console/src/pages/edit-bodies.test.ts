@@ -1,5 +1,5 @@
 /**
- * The PATCH bodies of the name-and-tags dialog (snapshots, volumes) and the VPN edit dialog: nothing when
+ * The PATCH bodies of the name-and-tags dialog (snapshots, volumes, public IPs; protection where they have it) and the VPN edit dialog: nothing when
  * untouched, only the changed fields, tags whole, routes compared as lists.
  */
 import { describe, expect, it } from 'vitest';
@@ -31,6 +31,14 @@ describe('nameTagsPatch', () => {
       tags: { env: 'prod', keep: '' },
     });
     expect(nameTagsPatch(draft, { ...draft, tags: '' })).toEqual({ tags: {} });
+  });
+
+  it('switches deletion protection only on resources that have it', () => {
+    expect(nameTagsDraftOf(resource).protect).toBeUndefined();
+    const draft = nameTagsDraftOf({ ...resource, protection: { delete: false } });
+    expect(draft.protect).toBe(false);
+    expect(nameTagsPatch(draft, { ...draft })).toEqual({});
+    expect(nameTagsPatch(draft, { ...draft, protect: true })).toEqual({ protection: { delete: true } });
   });
 });
 

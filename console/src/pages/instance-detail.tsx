@@ -117,6 +117,8 @@ export function InstanceDetailPage({ id }: { id: string }) {
         <dd>{i.firewall_preset}</dd>
         <dt>Monitoring</dt>
         <dd>{i.monitoring ? 'on' : 'off'}</dd>
+        <dt>Deletion protection</dt>
+        <dd>{i.protection.delete ? 'on (deleting is refused)' : 'off'}</dd>
         <dt>Backups</dt>
         <dd>
           {i.backup_schedule ? `${i.backup_schedule.frequency}, keep ${i.backup_schedule.retention}` : 'none'}

@@ -9,6 +9,7 @@ const INSTANCE = {
   firewall_preset: 'ssh-only',
   monitoring: true,
   backup_schedule: { frequency: 'daily', retention: 7 },
+  protection: { delete: false },
 } as unknown as Instance;
 
 describe('instance edit', () => {
@@ -29,6 +30,12 @@ describe('instance edit', () => {
         firewallPreset: 'web',
       }),
     ).toEqual({ name: 'web-2', tags: { env: 'staging' }, monitoring: false, firewall_preset: 'web' });
+  });
+
+  it('switching deletion protection sends the whole protection object', () => {
+    const before = draftOf(INSTANCE);
+    expect(before.protect).toBe(false);
+    expect(patchBody(before, { ...before, protect: true })).toEqual({ protection: { delete: true } });
   });
 
   it('a new retention or frequency sends the schedule; no backups sends null', () => {

@@ -1,6 +1,6 @@
 /**
- * Edit an instance's settings from its detail page: name, tags, firewall preset, monitoring and backup
- * schedule, everything PATCH /v1/instances/{id} takes (type, region and image have their own actions or
+ * Edit an instance's settings from its detail page: name, tags, firewall preset, monitoring, backup
+ * schedule and deletion protection, everything PATCH /v1/instances/{id} takes (type, region and image have their own actions or
  * none). Only the changed fields are sent, so the `instance.updated` event names just those.
  */
 import { useState } from 'preact/hooks';
@@ -12,6 +12,7 @@ import { currentSession } from '../session.ts';
 import { formatTags, parseTags } from '../tags.ts';
 import { type BackupChoice, BackupFields, type BackupFrequency, backupSchedule } from './backup-fields.tsx';
 import { FIREWALL_PRESETS } from './instance-create.tsx';
+import { ProtectionCheck } from './name-tags-edit.tsx';
 
 type InstancePatch = paths['/v1/instances/{id}']['patch']['requestBody']['content']['application/json'];
 type Preset = (typeof FIREWALL_PRESETS)[number];
@@ -22,6 +23,8 @@ export interface Draft {
   firewallPreset: Preset;
   monitoring: boolean;
   backup: BackupChoice;
+  /** protection.delete: the instance's DELETE is refused while on. */
+  protect: boolean;
 }
 
 export function draftOf(instance: Instance): Draft {
@@ -34,6 +37,7 @@ export function draftOf(instance: Instance): Draft {
       frequency: (instance.backup_schedule?.frequency as BackupFrequency | undefined) ?? '',
       retention: String(instance.backup_schedule?.retention ?? 7),
     },
+    protect: instance.protection.delete,
   };
 }
 
@@ -43,6 +47,7 @@ export function patchBody(before: Draft, after: Draft): InstancePatch {
   if (after.tags !== before.tags) body.tags = parseTags(after.tags);
   if (after.firewallPreset !== before.firewallPreset) body.firewall_preset = after.firewallPreset;
   if (after.monitoring !== before.monitoring) body.monitoring = after.monitoring;
+  if (after.protect !== before.protect) body.protection = { delete: after.protect };
   const { backup } = after;
   if (
     backup.frequency !== before.backup.frequency ||
@@ -107,6 +112,7 @@ export function InstanceEditDialog(props: { instance: Instance; onCancel: () => 
         />
         Monitoring (metrics, charts and alerts)
       </label>
+      <ProtectionCheck value={draft.protect} onValue={(protect) => set({ protect })} />
     </FormDialog>
   );
 }

@@ -1,7 +1,8 @@
 /**
  * Rename a resource or change its tags, for the resources whose PATCH takes just those two here (a
- * snapshot; a volume, whose backup schedule has its own editor): a modal opened from the row, sending only
- * the fields the user changed (new tags replace the old ones whole; emptied, they remove them all).
+ * snapshot; a volume, whose backup schedule has its own editor), and switch deletion protection where the
+ * resource has it (a volume, a public IP): a modal opened from the row, sending only the fields the user
+ * changed (new tags replace the old ones whole; emptied, they remove them all).
  */
 import { useState } from 'preact/hooks';
 import { TextField } from '../components/field.tsx';
@@ -11,25 +12,40 @@ import { formatTags, parseTags } from '../tags.ts';
 export interface NameTags {
   name: string;
   tags: Record<string, string>;
+  /** Absent on resources without deletion protection (snapshots): no switch then. */
+  protection?: { delete: boolean };
 }
 
 /** What the dialog edits, as the user typed it (tags as one line). */
 export interface NameTagsDraft {
   name: string;
   tags: string;
+  protect?: boolean | undefined;
 }
 
 export type NameTagsPatch = Partial<NameTags>;
 
 export function nameTagsDraftOf(resource: NameTags): NameTagsDraft {
-  return { name: resource.name, tags: formatTags(resource.tags) };
+  return { name: resource.name, tags: formatTags(resource.tags), protect: resource.protection?.delete };
 }
 
 export function nameTagsPatch(before: NameTagsDraft, after: NameTagsDraft): NameTagsPatch {
   const body: NameTagsPatch = {};
   if (after.name !== before.name) body.name = after.name;
   if (after.tags !== before.tags) body.tags = parseTags(after.tags);
+  if (after.protect !== undefined && after.protect !== before.protect)
+    body.protection = { delete: after.protect };
   return body;
+}
+
+/** The deletion-protection switch of the edit dialogs (instances, volumes, public IPs). */
+export function ProtectionCheck(props: { value: boolean; onValue: (value: boolean) => void }) {
+  return (
+    <label class="check">
+      <input type="checkbox" checked={props.value} onChange={(e) => props.onValue(e.currentTarget.checked)} />
+      Deletion protection (deleting is refused until this is off)
+    </label>
+  );
 }
 
 export function NameTagsDialog(props: {
@@ -57,6 +73,9 @@ export function NameTagsDialog(props: {
         value={draft.tags}
         onValue={(tags) => setDraft({ ...draft, tags })}
       />
+      {draft.protect !== undefined && (
+        <ProtectionCheck value={draft.protect} onValue={(protect) => setDraft({ ...draft, protect })} />
+      )}
     </FormDialog>
   );
 }

@@ -22,6 +22,7 @@ const ip = (id: string, name: string, address: string, instanceId: string | null
   instance_id: instanceId,
   auto_delete: instanceId !== null,
   tags: {},
+  protection: { delete: false },
   assigned_at: instanceId ? at : null,
   created_at: at,
   updated_at: at,

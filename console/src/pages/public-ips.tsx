@@ -96,6 +96,7 @@ export function PublicIpsPage() {
     },
     { label: 'With instance', render: (ip) => (ip.auto_delete ? 'Released with it' : 'Kept') },
     { label: 'Tags', render: (ip) => formatTags(ip.tags) || '—' },
+    { label: 'Protected', render: (ip) => (ip.protection.delete ? 'Yes' : 'No') },
     {
       label: 'Actions',
       render: (ip) => {

@@ -119,6 +119,7 @@ describe('volume actions', () => {
       instance_id: null,
       device_name: null,
       tags: {},
+      protection: { delete: false },
       ...fields,
     }) as Volume;
   const statuses = [...SERVER_TABLES.volume.statuses];

@@ -91,6 +91,7 @@ export function VolumesPage() {
     },
     { label: 'Device', render: (v) => (v.device_name ? <code>{v.device_name}</code> : '—') },
     { label: 'Tags', render: (v) => formatTags(v.tags) || '—' },
+    { label: 'Protected', render: (v) => (v.protection.delete ? 'Yes' : 'No') },
     {
       label: 'Actions',
       render: (v) => (

@@ -256,13 +256,13 @@ export interface paths {
         post?: never;
         /**
          * Delete instance (202, deleting; then 404)
-         * @description Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, and the instance is 404 once it is gone.
+         * @description Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, and the instance is 404 once it is gone. A 409 while `protection.delete` is on for the instance, its root volume or the public IP that would go with it (`auto_delete`).
          */
         delete: operations["deleteInstancesById"];
         options?: never;
         head?: never;
         /**
-         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset)
+         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset, protection)
          * @description Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing the simulator fault tag lets a hung change finish.
          */
         patch: operations["patchInstancesById"];
@@ -480,13 +480,13 @@ export interface paths {
         post?: never;
         /**
          * Delete volume (202, deleting; then 404)
-         * @description From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); a root volume is a 409 (it goes with its instance).
+         * @description From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); a root volume is a 409 (it goes with its instance); so is a volume with `protection.delete` on.
          */
         delete: operations["deleteVolumesById"];
         options?: never;
         head?: never;
         /**
-         * Update volume (name, tags, backup_schedule)
+         * Update volume (name, tags, backup_schedule, protection)
          * @description Changes the name, tags or backup schedule (`{frequency: hourly|daily|weekly, retention: 1–90}` or null; data volumes only) in any status but `deleting` (409 then); any other field is a 400.
          */
         patch: operations["patchVolumesById"];
@@ -712,13 +712,13 @@ export interface paths {
         post?: never;
         /**
          * Release public IP
-         * @description Returns to the pool 24 h later. 409 while assigned.
+         * @description Returns to the pool 24 h later. 409 while assigned or while `protection.delete` is on.
          */
         delete: operations["deletePublicIpsById"];
         options?: never;
         head?: never;
         /**
-         * Update public IP (name, tags, auto_delete)
+         * Update public IP (name, tags, auto_delete, protection)
          * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
          */
         patch: operations["patchPublicIpsById"];
@@ -1638,13 +1638,13 @@ export interface paths {
         post?: never;
         /**
          * Delete instance (202, deleting; then 404)
-         * @description Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, and the instance is 404 once it is gone.
+         * @description Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, and the instance is 404 once it is gone. A 409 while `protection.delete` is on for the instance, its root volume or the public IP that would go with it (`auto_delete`).
          */
         delete: operations["deleteV2InstancesById"];
         options?: never;
         head?: never;
         /**
-         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset)
+         * Update instance (name, tags, monitoring, backup_schedule, firewall_preset, protection)
          * @description Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing the simulator fault tag lets a hung change finish.
          */
         patch: operations["patchV2InstancesById"];
@@ -1862,13 +1862,13 @@ export interface paths {
         post?: never;
         /**
          * Delete volume (202, deleting; then 404)
-         * @description From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); a root volume is a 409 (it goes with its instance).
+         * @description From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); a root volume is a 409 (it goes with its instance); so is a volume with `protection.delete` on.
          */
         delete: operations["deleteV2VolumesById"];
         options?: never;
         head?: never;
         /**
-         * Update volume (name, tags, backup_schedule)
+         * Update volume (name, tags, backup_schedule, protection)
          * @description Changes the name, tags or backup schedule (`{frequency: hourly|daily|weekly, retention: 1–90}` or null; data volumes only) in any status but `deleting` (409 then); any other field is a 400.
          */
         patch: operations["patchV2VolumesById"];
@@ -2094,13 +2094,13 @@ export interface paths {
         post?: never;
         /**
          * Release public IP
-         * @description Returns to the pool 24 h later. 409 while assigned.
+         * @description Returns to the pool 24 h later. 409 while assigned or while `protection.delete` is on.
          */
         delete: operations["deleteV2PublicIpsById"];
         options?: never;
         head?: never;
         /**
-         * Update public IP (name, tags, auto_delete)
+         * Update public IP (name, tags, auto_delete, protection)
          * @description `auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).
          */
         patch: operations["patchV2PublicIpsById"];
@@ -3390,6 +3390,11 @@ export interface components {
                 frequency: string;
                 retention: number;
             } | null;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
             vcpus: number;
             memory_gb: number;
             storage_gb: number;
@@ -3500,6 +3505,11 @@ export interface components {
              * @enum {string}
              */
             firewall_preset?: "ssh-only" | "web" | "allow-all" | "none";
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
         };
         /** Invoice */
         Invoice: {
@@ -3776,6 +3786,11 @@ export interface components {
              * @default true
              */
             public_ip?: boolean;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
         };
         /** NewPublicIp */
         NewPublicIp: {
@@ -3786,6 +3801,11 @@ export interface components {
             /** @description Up to 50 tags; keys 1–128 characters of letters, digits, . _ / -; values up to 256 characters */
             tags?: {
                 [key: string]: string;
+            };
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
             };
         };
         /** NewSnapshot */
@@ -3828,6 +3848,11 @@ export interface components {
             /** @description Attach to this instance (same region) once created */
             instance_id?: string;
             backup_schedule?: components["schemas"]["BackupSchedule"] | null;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
         };
         /** NewVpn */
         NewVpn: {
@@ -3897,6 +3922,11 @@ export interface components {
             tags: {
                 [key: string]: string;
             };
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
             assigned_at: string | null;
             /**
              * Format: date-time
@@ -3931,6 +3961,11 @@ export interface components {
             };
             /** @description false: keep the address when its instance is deleted (counts in the quota) */
             auto_delete?: boolean;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
         };
         /** Region */
         Region: {
@@ -4039,6 +4074,11 @@ export interface components {
                  * @default true
                  */
                 public_ip?: boolean;
+                /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+                protection?: {
+                    /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                    delete: boolean;
+                };
                 /** @enum {string} */
                 region?: "us-east-1" | "us-west-2" | "eu-central-1" | "ap-northeast-1";
                 /** @enum {string} */
@@ -4138,6 +4178,11 @@ export interface components {
                 frequency: string;
                 retention: number;
             } | null;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
             /**
              * Format: date-time
              * @description ISO 8601 UTC
@@ -4175,6 +4220,11 @@ export interface components {
                 [key: string]: string;
             };
             backup_schedule?: components["schemas"]["BackupSchedule"] | null;
+            /** @description Guards against mistakes: `{delete: true}` refuses deleting it */
+            protection?: {
+                /** @description While true, a DELETE is refused (409 `conflict`) until a PATCH turns it off */
+                delete: boolean;
+            };
         };
         /** Vpn */
         Vpn: {

@@ -1,5 +1,6 @@
 /** The instance as the services see it: the store's record, decoded (docs/design.md, "Instance record"). */
 import { type Static, Type } from '@sinclair/typebox';
+import { type Protected, Protection } from '../../platform/domain/protection.js';
 import { Nullable, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import { INSTANCE_STATUSES, type InstanceOperation } from './states.js';
@@ -38,12 +39,21 @@ export const InstanceRecord = Type.Object({
     Type.Unsafe<BackupSchedule>(Type.Object({ frequency: Type.String(), retention: Type.Integer() })),
   ),
   root_volume_id: Type.String(),
+  protection: Protection,
   /** Bumped by every write; writers guard on it so two of them cannot both win. */
   version: Type.Integer(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });
 export type Instance = Static<typeof InstanceRecord>;
+
+/** The instance as a refused delete names it (platform/domain/protection.ts). */
+export const protectedInstance = (id: string): Protected => ({
+  label: 'Instance',
+  resource: 'instance',
+  id,
+  path: '/v1/instances',
+});
 
 /** What a write may change: everything but identity, placement, version and creation time. */
 export type InstanceChanges = Partial<

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Protection } from '../../platform/domain/protection.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
 import { ListQuery, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
@@ -45,6 +46,7 @@ export const NewInstance = Type.Object(
           'region’s pool, a public IP with `auto_delete: true`',
       }),
     ),
+    protection: Type.Optional(Protection),
   },
   { title: 'NewInstance', additionalProperties: false },
 );
@@ -60,6 +62,7 @@ const InstanceUpdate = Type.Object(
         description: 'The implicit inbound rules below your own (docs/api.md, Firewall)',
       }),
     ),
+    protection: Type.Optional(Protection),
   },
   { title: 'InstanceUpdate', additionalProperties: false, minProperties: 1 },
 );
@@ -153,7 +156,7 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
   });
 
   route.update({
-    summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset)',
+    summary: 'Update instance (name, tags, monitoring, backup_schedule, firewall_preset, protection)',
     description:
       'Changes the given fields in any status but `deleting` (409 then); any other field is a 400. Removing ' +
       'the simulator fault tag lets a hung change finish.',
@@ -167,7 +170,8 @@ export const instanceRoutes: FastifyPluginAsyncTypebox<{ instances: InstanceServ
     summary: 'Delete instance (202, deleting; then 404)',
     description:
       'Powers the machine off and frees its addresses, root volume and quota; the answer says `deleting`, ' +
-      'and the instance is 404 once it is gone.',
+      'and the instance is 404 once it is gone. A 409 while `protection.delete` is on for the instance, its ' +
+      'root volume or the public IP that would go with it (`auto_delete`).',
     status: 202,
     answer: accepted,
     errors: [404, 409],

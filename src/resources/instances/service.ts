@@ -12,6 +12,7 @@ import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import { checkTagKeys, parseTagFilter, sameTags } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection, UNPROTECTED } from '../../platform/domain/protection.js';
 import {
   Conflict,
   InvalidRequest,
@@ -28,19 +29,19 @@ import { type AddressScope, replenishAddresses, takeAddress } from '../addresses
 import { type Cidr, macAddressFor, PRIVATE_NETWORKS, parseCidr } from '../addresses/addresses.js';
 import { publicAddressScope, takePublicAddress } from '../addresses/public-ip-store.js';
 import { IMAGES, type InstanceType, instanceTypeNamed, regionsOffering } from '../catalog/catalog.js';
-import { addressNameFor, newPublicIp } from '../public-ips/record.js';
+import { addressNameFor, newPublicIp, protectedPublicIp } from '../public-ips/record.js';
 import { noAddressLeft, recordPublicIpEvent } from '../public-ips/service.js';
-import { insertPublicIp } from '../public-ips/store.js';
+import { insertPublicIp, publicIpOfInstance } from '../public-ips/store.js';
 import type { SshKeyService } from '../ssh-keys/service.js';
 import type { BackupSchedule } from '../volumes/backup-schedule.js';
 import type { BackupScheduleBook } from '../volumes/backup-schedule-book.js';
 import { VOLUME_KIND } from '../volumes/kind.js';
-import { newRootVolume } from '../volumes/record.js';
+import { newRootVolume, protectedVolume } from '../volumes/record.js';
 import type { VolumeService } from '../volumes/service.js';
 import { findVolume } from '../volumes/store.js';
 import type { AttachedVolumeView } from '../volumes/view.js';
 import { gpusOf, INSTANCE_KIND, type InstanceEventType } from './kind.js';
-import type { Instance, InstanceChanges } from './record.js';
+import { type Instance, type InstanceChanges, protectedInstance } from './record.js';
 import { DEFAULT_FIREWALL_PRESET, USER_DATA_MAX_BYTES } from './rules.js';
 import type { InstanceAction, InstanceStatus } from './states.js';
 import * as instances from './store.js';
@@ -67,6 +68,7 @@ export interface NewInstance {
   backup_schedule?: BackupSchedule | null | undefined;
   /** false: made without a public address. */
   public_ip?: boolean | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface InstanceUpdate {
@@ -75,6 +77,7 @@ export interface InstanceUpdate {
   monitoring?: boolean | undefined;
   backup_schedule?: BackupSchedule | null | undefined;
   firewall_preset?: string | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface InstanceListQuery extends PageRequest<instances.InstanceSort> {
@@ -244,6 +247,7 @@ export class InstanceService {
           monitoring: input.monitoring !== false,
           backup_schedule: input.backup_schedule ?? null,
           root_volume_id: rootVolumeId,
+          protection: input.protection ?? UNPROTECTED,
           version: 1,
           created_at: at,
           updated_at: at,
@@ -289,6 +293,7 @@ export class InstanceService {
           ...(changes.monitoring !== undefined ? { monitoring: changes.monitoring } : {}),
           ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
           ...(changes.firewall_preset !== undefined ? { firewall_preset: changes.firewall_preset } : {}),
+          ...(changes.protection !== undefined ? { protection: changes.protection } : {}),
         },
         // A changed fault tag can release a machine stuck on it, so the reconciler looks again.
         reconcile: changes.tags !== undefined && !sameTags(instance.tags, changes.tags),
@@ -375,9 +380,14 @@ export class InstanceService {
     return this.view(updated, true);
   }
 
-  /** Its data volumes detach and survive (available); the root volume goes with the instance. */
+  /**
+   * Its data volumes detach and survive (available); the root volume goes with the instance, and so does
+   * its public IP when made with it (`auto_delete`). Refused (409) while the instance, its root volume or
+   * that public IP has deletion protection on (docs/api.md, Deletion protection).
+   */
   async delete(accountId: string, id: string): Promise<InstanceView> {
     const deleting = await this.act(accountId, id, 'delete', async (instance, ctx) => {
+      await this.refuseProtectedDelete(ctx.trx, instance);
       await this.volumes.releaseFrom(ctx, instance);
       return this.operation('delete');
     });
@@ -427,6 +437,18 @@ export class InstanceService {
       },
       reconcile: true,
     };
+  }
+
+  /** The instance's delete would destroy a protected resource: it, its root volume, or its auto-delete address. */
+  private async refuseProtectedDelete(trx: Executor, instance: Instance): Promise<void> {
+    if (instance.protection.delete) throw deleteProtected(protectedInstance(instance.id));
+    const by = { label: 'Instance', id: instance.id };
+    const root = await findVolume(trx, instance.root_volume_id);
+    if (root?.protection.delete) throw deleteProtected(protectedVolume(root.id), by);
+    const address = await publicIpOfInstance(trx, instance.id);
+    if (address?.auto_delete && address.protection.delete) {
+      throw deleteProtected(protectedPublicIp(address.id), by);
+    }
   }
 
   private act(

@@ -29,13 +29,13 @@ import { type Instance, type InstanceChanges, InstanceRecord } from './record.js
 
 export type { InstanceChanges } from './record.js';
 
-/** The instances table; SSH key ids, tags and backup schedules are JSON text, monitoring 0/1. */
-/** Lists, tags and schedules are kept as JSON text and monitoring as 0/1; every other field is its own column. */
+/** Lists, tags, schedules and protection are kept as JSON text and monitoring as 0/1; every other field is its own column. */
 const codecs = {
   ssh_key_ids: jsonText<string[]>(),
   tags: jsonText<Instance['tags']>(),
   monitoring: booleanInteger,
   backup_schedule: nullableJsonText<BackupSchedule>(),
+  protection: jsonText<Instance['protection']>(),
 };
 
 /** The instances table: the record's fields as columns (tags are also mirrored into instance_tags). */

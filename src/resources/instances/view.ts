@@ -67,6 +67,7 @@ export const InstanceView = Type.Object(
     firewall_preset: instance.firewall_preset,
     monitoring: instance.monitoring,
     backup_schedule: instance.backup_schedule,
+    protection: instance.protection,
     vcpus: Type.Integer(),
     memory_gb: Type.Integer(),
     storage_gb: Type.Integer(),

@@ -40,6 +40,7 @@ function instance(accountId: string, n: number, status: InstanceStatus, monitori
     monitoring,
     backup_schedule: null,
     root_volume_id: `vol_${n}`,
+    protection: { delete: false },
     version: 1,
     created_at: AT,
     updated_at: AT,

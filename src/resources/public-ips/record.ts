@@ -4,6 +4,7 @@
  * which also holds it in `instances.public_ip` (written in the same transaction).
  */
 import { type Static, Type } from '@sinclair/typebox';
+import { type Protected, Protection, UNPROTECTED } from '../../platform/domain/protection.js';
 import { Nullable, Timestamp } from '../../platform/http/schemas.js';
 
 export const PUBLIC_IP_SORTS = ['created_at', 'name', 'address'] as const;
@@ -24,6 +25,7 @@ export const PublicIpRecord = Type.Object({
       'Released with its instance when the instance is deleted (the address made with an instance)',
   }),
   tags: Type.Record(Type.String(), Type.String()),
+  protection: Protection,
   assigned_at: Nullable(Timestamp),
   /** Bumped by every write; writers guard on it so two of them cannot both win. */
   version: Type.Integer(),
@@ -31,6 +33,14 @@ export const PublicIpRecord = Type.Object({
   updated_at: Timestamp,
 });
 export type PublicIp = Static<typeof PublicIpRecord>;
+
+/** The public IP as a refused delete names it (platform/domain/protection.ts). */
+export const protectedPublicIp = (id: string): Protected => ({
+  label: 'Public IP',
+  resource: 'public_ip',
+  id,
+  path: '/v1/public-ips',
+});
 export type PublicIpChanges = Partial<
   Omit<PublicIp, 'id' | 'account_id' | 'region' | 'address' | 'version' | 'created_at'>
 >;
@@ -44,6 +54,7 @@ export function newPublicIp(input: {
   instanceId: string | null;
   autoDelete: boolean;
   tags: Record<string, string>;
+  protection?: PublicIp['protection'] | undefined;
   at: string;
 }): PublicIp {
   return {
@@ -55,6 +66,7 @@ export function newPublicIp(input: {
     instance_id: input.instanceId,
     auto_delete: input.autoDelete,
     tags: input.tags,
+    protection: input.protection ?? UNPROTECTED,
     assigned_at: input.instanceId === null ? null : input.at,
     version: 1,
     created_at: input.at,

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Protection } from '../../platform/domain/protection.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
 import { ListQuery, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
@@ -15,6 +16,7 @@ const NewPublicIp = Type.Object(
     region: StringEnum(REGION_NAMES),
     name: Type.Optional({ ...ResourceName, description: 'Default: `ip-` and the address' }),
     tags: Type.Optional(Tags),
+    protection: Type.Optional(Protection),
   },
   { title: 'NewPublicIp', additionalProperties: false },
 );
@@ -28,6 +30,7 @@ const PublicIpUpdate = Type.Object(
         description: 'false: keep the address when its instance is deleted (counts in the quota)',
       }),
     ),
+    protection: Type.Optional(Protection),
   },
   { title: 'PublicIpUpdate', additionalProperties: false, minProperties: 1 },
 );
@@ -91,7 +94,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
   });
 
   route.update({
-    summary: 'Update public IP (name, tags, auto_delete)',
+    summary: 'Update public IP (name, tags, auto_delete, protection)',
     description:
       '`auto_delete: false` keeps an instance’s address when the instance is deleted (quota `public_ips`, 403).',
     body: PublicIpUpdate,
@@ -102,7 +105,7 @@ export const publicIpRoutes: FastifyPluginAsyncTypebox<{ publicIps: PublicIpServ
 
   route.delete({
     summary: 'Release public IP',
-    description: 'Returns to the pool 24 h later. 409 while assigned.',
+    description: 'Returns to the pool 24 h later. 409 while assigned or while `protection.delete` is on.',
     answer: 'The public IP released',
     errors: [404, 409],
     run: ({ accountId, params }) => publicIps.release(accountId, params.id),

@@ -14,6 +14,7 @@ import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import { checkTagKeys } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import {
   Conflict,
   InvalidRequest,
@@ -38,6 +39,7 @@ import {
   type PublicIp,
   type PublicIpChanges,
   type PublicIpSort,
+  protectedPublicIp,
   RELEASED_ADDRESS_COOLDOWN_MS,
 } from './record.js';
 import * as ips from './store.js';
@@ -47,12 +49,14 @@ export interface NewPublicIpInput {
   region: string;
   name?: string | undefined;
   tags?: Record<string, string> | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface PublicIpUpdate {
   name?: string | undefined;
   tags?: Record<string, string> | undefined;
   auto_delete?: boolean | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface PublicIpListQuery extends PageRequest<PublicIpSort>, ips.PublicIpFilters {}
@@ -100,6 +104,7 @@ export class PublicIpService {
         instanceId: null,
         autoDelete: false,
         tags: input.tags ?? {},
+        protection: input.protection,
         at,
       });
       await ips.insertPublicIp(trx, ip);
@@ -136,15 +141,17 @@ export class PublicIpService {
         ...(changes.name !== undefined ? { name: changes.name } : {}),
         ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
         ...(changes.auto_delete !== undefined ? { auto_delete: changes.auto_delete } : {}),
+        ...(changes.protection !== undefined ? { protection: changes.protection } : {}),
       });
     });
     return publicIpView(updated);
   }
 
-  /** Release: the address leaves the account and, 24 h later, goes back to the pool. 409 while assigned. */
+  /** Release: the address leaves the account and, 24 h later, goes back to the pool. 409 while assigned or protected. */
   async release(accountId: string, id: string): Promise<PublicIpView> {
     const released = await this.store.db.transaction().execute(async (trx) => {
       const ip = await this.held(trx, accountId, id);
+      if (ip.protection.delete) throw deleteProtected(protectedPublicIp(ip.id));
       if (ip.instance_id !== null) {
         throw new Conflict(
           `Public IP ${ip.id} is assigned to instance ${ip.instance_id}: unassign it first`,

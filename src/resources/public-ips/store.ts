@@ -10,7 +10,11 @@ import { booleanInteger, jsonText, type RowFor, recordTable } from '../../platfo
 import type { Executor } from '../../platform/store/schema.js';
 import { type PublicIp, PublicIpRecord, type PublicIpSort } from './record.js';
 
-const codecs = { tags: jsonText<PublicIp['tags']>(), auto_delete: booleanInteger };
+const codecs = {
+  tags: jsonText<PublicIp['tags']>(),
+  auto_delete: booleanInteger,
+  protection: jsonText<PublicIp['protection']>(),
+};
 
 export type PublicIpsTable = RowFor<PublicIp, typeof codecs>;
 declare module '../../platform/store/schema.js' {

@@ -3,6 +3,7 @@
  * sizes, device names, and what a new volume and a new root volume look like.
  */
 import { type Static, Type } from '@sinclair/typebox';
+import { type Protected, Protection, UNPROTECTED } from '../../platform/domain/protection.js';
 import { Nullable, StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import type { BackupSchedule } from './backup-schedule.js';
 import { VOLUME_STATUSES } from './states.js';
@@ -58,6 +59,7 @@ export const VolumeRecord = Type.Object({
     ),
   ),
   pending_action: Nullable(StringEnum(PENDING_ACTIONS)),
+  protection: Protection,
   /** The snapshot being written into the volume: restoring, or created from it. */
   restore_snapshot_id: Nullable(Type.String()),
   /** When that restore was asked for; with the volume id, it names the restore to the driver. */
@@ -68,6 +70,14 @@ export const VolumeRecord = Type.Object({
   updated_at: Timestamp,
 });
 export type Volume = Static<typeof VolumeRecord>;
+
+/** The volume as a refused delete names it (platform/domain/protection.ts). */
+export const protectedVolume = (id: string): Protected => ({
+  label: 'Volume',
+  resource: 'volume',
+  id,
+  path: '/v1/volumes',
+});
 
 export type VolumeChanges = Partial<
   Omit<Volume, 'id' | 'account_id' | 'region' | 'kind' | 'version' | 'created_at'>
@@ -111,6 +121,7 @@ export type NewVolumeFields = Pick<
       | 'backup_schedule'
       | 'restore_snapshot_id'
       | 'restore_started_at'
+      | 'protection'
     >
   >;
 
@@ -126,6 +137,7 @@ export function newVolume(fields: NewVolumeFields, at: string): Volume {
     backup_schedule: null,
     restore_snapshot_id: null,
     restore_started_at: null,
+    protection: UNPROTECTED,
     ...fields,
     version: 1,
     created_at: at,

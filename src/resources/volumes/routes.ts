@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Protection } from '../../platform/domain/protection.js';
 import { resourceRoutes } from '../../platform/http/resource-routes.js';
 import { withExample } from '../../platform/http/responses.js';
 import { ListQuery, ResourceName, StringEnum, Tags } from '../../platform/http/schemas.js';
@@ -50,6 +51,7 @@ const NewVolume = Type.Object(
       description: 'Attach to this instance (same region) once created',
     }),
     backup_schedule: Type.Optional(BackupSchedule),
+    protection: Type.Optional(Protection),
   },
   { title: 'NewVolume', additionalProperties: false },
 );
@@ -59,6 +61,7 @@ const VolumeUpdate = Type.Object(
     name: Type.Optional(ResourceName),
     tags: Type.Optional(Tags),
     backup_schedule: Type.Optional(BackupSchedule),
+    protection: Type.Optional(Protection),
   },
   { title: 'VolumeUpdate', additionalProperties: false, minProperties: 1 },
 );
@@ -142,7 +145,7 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ volumes: VolumeService }>
   });
 
   route.update({
-    summary: 'Update volume (name, tags, backup_schedule)',
+    summary: 'Update volume (name, tags, backup_schedule, protection)',
     description:
       'Changes the name, tags or backup schedule (`{frequency: hourly|daily|weekly, retention: 1–90}` or null; ' +
       'data volumes only) in any status but `deleting` (409 then); any other field is a 400.',
@@ -156,7 +159,7 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<{ volumes: VolumeService }>
     summary: 'Delete volume (202, deleting; then 404)',
     description:
       'From `available` or `error`. A volume on an instance is a 409 naming the instance (detach it first); ' +
-      'a root volume is a 409 (it goes with its instance).',
+      'a root volume is a 409 (it goes with its instance); so is a volume with `protection.delete` on.',
     status: 202,
     answer: accepted,
     errors: [404, 409],

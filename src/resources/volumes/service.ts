@@ -14,6 +14,7 @@ import type { Clock } from '../../platform/domain/clock.js';
 import { newId } from '../../platform/domain/ids.js';
 import { checkTagKeys, parseTagFilter } from '../../platform/domain/labels.js';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { deleteProtected, type Protection } from '../../platform/domain/protection.js';
 import { Conflict, InvalidRequest, NotFound, PaymentRequired } from '../../platform/errors.js';
 import type { ActionPlan, Lifecycle, WriteContext } from '../../platform/lifecycle/lifecycle.js';
 import type { Principal } from '../../platform/principal.js';
@@ -29,6 +30,7 @@ import {
   lowestFreeDevice,
   MAX_DATA_VOLUMES_PER_INSTANCE,
   newVolume,
+  protectedVolume,
   type Volume,
   type VolumeChanges,
   type VolumeSort,
@@ -46,12 +48,14 @@ export interface NewVolume {
   /** Attach to this instance as soon as the volume is available. */
   instance_id?: string | undefined;
   backup_schedule?: BackupSchedule | null | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface VolumeUpdate {
   name?: string | undefined;
   tags?: Record<string, string> | undefined;
   backup_schedule?: BackupSchedule | null | undefined;
+  protection?: Protection | undefined;
 }
 
 export interface VolumeListQuery extends PageRequest<VolumeSort> {
@@ -118,6 +122,7 @@ export class VolumeService {
             tags: input.tags ?? {},
             pending_action: placement ? 'attach' : null,
             backup_schedule: schedule,
+            ...(input.protection ? { protection: input.protection } : {}),
           },
           at,
         );
@@ -167,6 +172,7 @@ export class VolumeService {
           ...(changes.name !== undefined ? { name: changes.name } : {}),
           ...(changes.tags !== undefined ? { tags: changes.tags } : {}),
           ...(changes.backup_schedule !== undefined ? { backup_schedule: changes.backup_schedule } : {}),
+          ...(changes.protection !== undefined ? { protection: changes.protection } : {}),
         },
       };
     });
@@ -235,6 +241,7 @@ export class VolumeService {
   async delete(accountId: string, id: string): Promise<VolumeView> {
     return volumeView(
       await this.act(accountId, id, 'delete', (volume) => {
+        if (volume.protection.delete) throw deleteProtected(protectedVolume(volume.id));
         if (volume.kind === 'root') throw rootVolumeConflict(volume, 'delete');
         if (volume.instance_id !== null) {
           throw new Conflict(

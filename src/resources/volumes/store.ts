@@ -14,7 +14,11 @@ import type { BackupSchedule } from './backup-schedule.js';
 import { type Volume, type VolumeChanges, VolumeRecord, type VolumeSort } from './record.js';
 
 /** Tags and backup schedules are kept as JSON text; every other field is its own column. */
-const codecs = { tags: jsonText<Volume['tags']>(), backup_schedule: nullableJsonText<BackupSchedule>() };
+const codecs = {
+  tags: jsonText<Volume['tags']>(),
+  backup_schedule: nullableJsonText<BackupSchedule>(),
+  protection: jsonText<Volume['protection']>(),
+};
 
 /** The volumes table: the record's fields as columns (tags are also mirrored into volume_tags). */
 export type VolumesTable = RowFor<Volume, typeof codecs>;

@@ -15,7 +15,10 @@ import {
   example,
   type Image,
   type InstanceType,
+  PROTECTED_COLUMN,
   parseTags,
+  protectionChange,
+  protectOptions,
   type Region,
 } from './shared.js';
 import { expandHome, isKeyFile, sshKeyIdForFile } from './ssh-key-files.js';
@@ -31,6 +34,7 @@ export const INSTANCE_COLUMNS: Column[] = [
   { header: 'PRIVATE IP', value: (i) => i.private_ip, wide: true },
   { header: 'HOSTNAME', value: (i) => i.hostname, wide: true },
   { header: 'TAGS', value: (i) => i.tags, wide: true },
+  PROTECTED_COLUMN,
   { header: 'CREATED', value: (i) => i.created_at, wide: true },
 ];
 
@@ -84,6 +88,7 @@ interface CreateFlags {
   monitoring: boolean;
   backup?: string;
   publicIp?: boolean;
+  protect?: boolean;
 }
 
 const instances = resourceCommands({
@@ -97,7 +102,7 @@ const create = () =>
     description: 'create an instance (answered at once as starting; --wait follows it to running)',
     argument: ['<name>', 'instance name'],
     options: (command) =>
-      command
+      protectOptions(command)
         .requiredOption('--type <instance-type>', 'instance type (nimbus catalog types)')
         .requiredOption('--region <region>', 'region (nimbus catalog regions)')
         .requiredOption('--image <image>', 'OS image (nimbus catalog images)')
@@ -127,6 +132,7 @@ const create = () =>
         encryption_key_id: flags.encryptionKey,
         firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
         backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+        protection: protectionChange(flags.protect),
       }),
       // Sent only when turned off, so the server's default stays the one place that decides.
       ...(flags.monitoring ? {} : { monitoring: false }),
@@ -164,13 +170,15 @@ interface UpdateFlags {
   monitoring?: boolean;
   backup?: string | false;
   firewallPreset?: string;
+  protect?: boolean;
 }
 
 const update = () =>
   instances.update({
-    description: 'change name, tags (replacing them all), monitoring, backup schedule or firewall preset',
+    description:
+      'change name, tags (replacing them all), monitoring, backup schedule, firewall preset or deletion protection',
     options: (command) =>
-      command
+      protectOptions(command)
         .option('--name <name>', 'new name')
         .option(
           '--tag <key=value>',
@@ -185,6 +193,7 @@ const update = () =>
     examples: [
       'nimbus instances update web-1 --name web-01 --tag env=prod --tag team=web',
       'nimbus instances update web-1 --no-backup',
+      'nimbus instances update web-1 --protect',
     ],
     body: (flags: UpdateFlags) =>
       defined({
@@ -193,6 +202,7 @@ const update = () =>
         monitoring: flags.monitoring,
         backup_schedule: backupChange(flags.backup),
         firewall_preset: flags.firewallPreset as 'ssh-only' | 'web' | 'allow-all' | 'none' | undefined,
+        protection: protectionChange(flags.protect),
       }),
   });
 

@@ -6,7 +6,18 @@
 import { Command } from 'commander';
 import type { Column } from '../output.js';
 import { resourceCommands } from './resource-commands.js';
-import { addCommands, collect, defined, example, parseTags, type Region, resolveId } from './shared.js';
+import {
+  addCommands,
+  collect,
+  defined,
+  example,
+  PROTECTED_COLUMN,
+  parseTags,
+  protectionChange,
+  protectOptions,
+  type Region,
+  resolveId,
+} from './shared.js';
 
 const COLUMNS: Column[] = [
   { header: 'ID', value: (ip) => ip.id },
@@ -15,6 +26,7 @@ const COLUMNS: Column[] = [
   { header: 'REGION', value: (ip) => ip.region },
   { header: 'INSTANCE', value: (ip) => ip.instance_id },
   { header: 'AUTO DELETE', value: (ip) => ip.auto_delete, wide: true },
+  PROTECTED_COLUMN,
   { header: 'TAGS', value: (ip) => ip.tags, wide: true },
   { header: 'CREATED', value: (ip) => ip.created_at, wide: true },
 ];
@@ -40,15 +52,21 @@ export function publicIpsCommand(): Command {
   const create = ips.create({
     description: 'allocate an address in a region (billed while unassigned)',
     options: (command) =>
-      command
-        .requiredOption('--region <region>', 'region')
-        .option('--name <name>', 'name (default: ip- and the address)')
-        .option('--tag <key=value>', 'tag (repeatable)', collect),
+      protectOptions(
+        command
+          .requiredOption('--region <region>', 'region')
+          .option('--name <name>', 'name (default: ip- and the address)')
+          .option('--tag <key=value>', 'tag (repeatable)', collect),
+      ),
     idempotent: 'public IP',
-    examples: ['nimbus public-ips create --region us-east-1 --name web'],
-    body: (flags: { region: string; name?: string; tag?: string[] }) => ({
+    examples: ['nimbus public-ips create --region us-east-1 --name web --protect'],
+    body: (flags: { region: string; name?: string; tag?: string[]; protect?: boolean }) => ({
       region: flags.region as Region,
-      ...defined({ name: flags.name, tags: parseTags(flags.tag) }),
+      ...defined({
+        name: flags.name,
+        tags: parseTags(flags.tag),
+        protection: protectionChange(flags.protect),
+      }),
     }),
   });
 
@@ -69,19 +87,28 @@ export function publicIpsCommand(): Command {
   });
   const get = ips.get({ description: 'show one public IP', examples: ['nimbus public-ips get web'] });
   const update = ips.update({
-    description: 'change name, tags (replacing them) or whether it goes with its instance',
+    description: 'change name, tags (replacing them), whether it goes with its instance, or its protection',
     options: (command) =>
-      command
-        .option('--name <name>', 'new name')
-        .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
-        .option('--keep', 'keep the address when its instance is deleted (auto_delete false)')
-        .option('--auto-delete', 'release the address with its instance (auto_delete true)'),
-    examples: ['nimbus public-ips update web-1-ip --keep'],
-    body: (flags: { name?: string; tag?: string[]; keep?: boolean; autoDelete?: boolean }) =>
+      protectOptions(
+        command
+          .option('--name <name>', 'new name')
+          .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
+          .option('--keep', 'keep the address when its instance is deleted (auto_delete false)')
+          .option('--auto-delete', 'release the address with its instance (auto_delete true)'),
+      ),
+    examples: ['nimbus public-ips update web-1-ip --keep', 'nimbus public-ips update web --protect'],
+    body: (flags: {
+      name?: string;
+      tag?: string[];
+      keep?: boolean;
+      autoDelete?: boolean;
+      protect?: boolean;
+    }) =>
       defined({
         name: flags.name,
         tags: parseTags(flags.tag),
         auto_delete: flags.keep ? false : flags.autoDelete ? true : undefined,
+        protection: protectionChange(flags.protect),
       }),
   });
 

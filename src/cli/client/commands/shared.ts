@@ -80,6 +80,28 @@ export function defined<T extends Record<string, unknown>>(values: T): Partial<T
   return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
+/**
+ * `--protect` / `--no-protect`: deletion protection on create and update (docs/api.md, Deletion
+ * protection). Neither given: nothing sent, so the server's default (off) or the current value stays.
+ */
+export function protectOptions(command: Command): Command {
+  return command
+    .option('--protect', 'turn deletion protection on (deletes are refused until it is off)')
+    .option('--no-protect', 'turn deletion protection off');
+}
+
+/** The body's `protection` for the --protect / --no-protect flags; undefined when neither was given. */
+export function protectionChange(protect: boolean | undefined): { delete: boolean } | undefined {
+  return protect === undefined ? undefined : { delete: protect };
+}
+
+/** The PROTECTED column of the three resources that have deletion protection. */
+export const PROTECTED_COLUMN: Column = {
+  header: 'PROTECTED',
+  value: (item) => (item.protection as { delete?: boolean } | undefined)?.delete ?? false,
+  wide: true,
+};
+
 type Item = Record<string, unknown>;
 
 /**

@@ -11,7 +11,10 @@ import {
   defined,
   example,
   integer,
+  PROTECTED_COLUMN,
   parseTags,
+  protectionChange,
+  protectOptions,
   type Region,
   resolveId,
 } from './shared.js';
@@ -27,6 +30,7 @@ const COLUMNS: Column[] = [
   { header: 'DEVICE', value: (v) => v.device_name, wide: true },
   { header: 'FILESYSTEM', value: (v) => v.filesystem, wide: true },
   { header: 'TAGS', value: (v) => v.tags, wide: true },
+  PROTECTED_COLUMN,
   { header: 'CREATED', value: (v) => v.created_at, wide: true },
 ];
 const VOLUME = { prefix: 'vol_', path: '/v1/volumes', noun: 'volume' } as const;
@@ -51,7 +55,7 @@ export function volumesCommand(): Command {
     description: 'create a volume (optionally formatted and attached as soon as it exists)',
     argument: ['<name>', 'volume name'],
     options: (command) =>
-      command
+      protectOptions(command)
         .requiredOption('--size <gb>', 'size in GB', integer)
         .requiredOption('--region <region>', 'region')
         .addOption(new Option('--filesystem <fs>', 'format it').choices(['ext4', 'xfs']))
@@ -69,6 +73,7 @@ export function volumesCommand(): Command {
         instance?: string;
         tag?: string[];
         backup?: string;
+        protect?: boolean;
       },
       session,
       [name],
@@ -82,6 +87,7 @@ export function volumesCommand(): Command {
           flags.instance === undefined ? undefined : await resolveId(session, flags.instance, INSTANCE),
         tags: parseTags(flags.tag),
         backup_schedule: flags.backup === undefined ? undefined : parseBackupSchedule(flags.backup),
+        protection: protectionChange(flags.protect),
       }),
     }),
     wait: {
@@ -105,19 +111,20 @@ export function volumesCommand(): Command {
   });
   const get = volumes.get({ description: 'show one volume', examples: ['nimbus volumes get data-1'] });
   const update = volumes.update({
-    description: 'change name, tags (replacing them) or backup schedule',
+    description: 'change name, tags (replacing them), backup schedule or deletion protection',
     options: (command) =>
-      command
+      protectOptions(command)
         .option('--name <name>', 'new name')
         .option('--tag <key=value>', 'the tags it should have (repeatable)', collect)
         .option('--backup <frequency:retention>', 'backup schedule, e.g. weekly:4')
         .option('--no-backup', 'remove the backup schedule'),
     examples: ['nimbus volumes update data-1 --backup weekly:4'],
-    body: (flags: { name?: string; tag?: string[]; backup?: string | false }) =>
+    body: (flags: { name?: string; tag?: string[]; backup?: string | false; protect?: boolean }) =>
       defined({
         name: flags.name,
         tags: parseTags(flags.tag),
         backup_schedule: backupChange(flags.backup),
+        protection: protectionChange(flags.protect),
       }),
   });
 
