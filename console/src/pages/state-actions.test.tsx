@@ -218,7 +218,16 @@ describe('VPN actions', () => {
     for (const vpn of vpns) {
       routes[`/v1/vpn/${vpn.id}/peers`] = () =>
         page([
-          { id: `peer_${vpn.status}`, vpn_id: vpn.id, name: `laptop-${vpn.status}`, address: '10.99.0.2' },
+          {
+            id: `peer_${vpn.status}`,
+            vpn_id: vpn.id,
+            name: `laptop-${vpn.status}`,
+            address: '10.99.0.2',
+            // The gateway's figures, as the list always has them.
+            last_handshake_at: null,
+            received_bytes: 0,
+            sent_bytes: 0,
+          },
         ]);
     }
     signInWith(routes);
