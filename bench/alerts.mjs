@@ -81,6 +81,7 @@ const ms = (n) => `${n.toFixed(1)} ms`;
 // Part 1: evaluator CPU per collection
 // ------------------------------------------------------------------------------------------------
 const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+const { MIGRATIONS } = await dist('resources.js');
 const { ManualClock } = await dist('platform/domain/clock.js');
 const { JobRunner } = await dist('platform/jobs/runner.js');
 const { SimulatedDriver } = await dist('drivers/simulator/simulator.js');
@@ -101,7 +102,7 @@ const ACCOUNT = 'acct_benchalerts';
 step(`seeding ${fmt(INSTANCES)} running instances with an hour of samples`);
 const dataDir = tempDir('nimbus-bench-alerts-');
 const store = openStore({ dataDir });
-await migrateToLatest(store.db);
+await migrateToLatest(store.db, MIGRATIONS);
 const clock = new ManualClock(new Date(START));
 const driver = await SimulatedDriver.open({ db: store.db, clock, speedup: 1 });
 const raw = new Database(path.join(dataDir, 'nimbus.db'));

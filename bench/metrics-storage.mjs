@@ -75,6 +75,7 @@ const dist = (file) => import(path.join(ROOT, 'dist', file));
 cleanUpOnExit();
 const { command, loadAverage } = await prepareRun('bench/metrics-storage.mjs', { build: false });
 const { openStore, migrateToLatest } = await dist('platform/store/db.js');
+const { MIGRATIONS } = await dist('resources.js');
 const { ManualClock } = await dist('platform/domain/clock.js');
 const { JobRunner } = await dist('platform/jobs/runner.js');
 const { SimulatedDriver } = await dist('drivers/simulator/simulator.js');
@@ -96,7 +97,7 @@ const START = Date.parse('2026-03-02T00:00:05Z');
 async function seeded(count, prefix) {
   const dataDir = tempDir('nimbus-bench-metrics-');
   const store = openStore({ dataDir });
-  await migrateToLatest(store.db);
+  await migrateToLatest(store.db, MIGRATIONS);
   const clock = new ManualClock(new Date(START));
   const driver = await SimulatedDriver.open({ db: store.db, clock, speedup: 1 });
   const raw = new Database(path.join(dataDir, 'nimbus.db'));

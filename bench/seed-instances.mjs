@@ -159,7 +159,7 @@ export async function seedInstances({
   // The schema of the build that serves the store (`root`: another checkout when a benchmark compares).
   const built = (file) => import(pathToFileURL(path.join(root, 'dist', file)).href);
   const { openStore, migrateToLatest } = await built('platform/store/db.js');
-  // The migration history is dist/resources.js since h30one, dist/migrations.js before (a --base build).
+  // The migration history: dist/resources.js (the one list of resources); dist/migrations.js in older --base builds.
   const { MIGRATIONS } = await built('resources.js').catch(() => built('migrations.js'));
   const { newId } = await dist('platform/domain/ids.js');
   const { ipToInt, intToIp } = await dist('resources/addresses/addresses.js');

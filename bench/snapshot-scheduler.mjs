@@ -49,7 +49,7 @@ const { command, loadAverage } = await prepareRun('bench/snapshot-scheduler.mjs'
   build: !args['no-build'],
 });
 const { openStore, migrateToLatest } = await dist('platform/store/db.js');
-// The migration history is dist/resources.js since h30one, dist/migrations.js before (a --base build).
+// The migration history: dist/resources.js (the one list of resources); dist/migrations.js in older --base builds.
 const { MIGRATIONS } = await dist('resources.js').catch(() => dist('migrations.js'));
 const { newId } = await dist('platform/domain/ids.js');
 const { systemClock } = await dist('platform/domain/clock.js');
