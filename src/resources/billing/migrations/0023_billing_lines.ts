@@ -85,10 +85,11 @@ export async function up(db: AnyDb): Promise<void> {
 }
 
 export async function down(db: AnyDb): Promise<void> {
-  await db.schema.alterTable('meter_segments').dropColumn('month_marked').execute();
+  // The indexes first: SQLite refuses to drop a column an index still names.
   await db.schema.dropIndex('meter_segments_open_lines').execute();
   await db.schema.dropIndex('meter_month_totals_prices').execute();
   await db.schema.dropIndex('meter_month_totals_lines').execute();
+  await db.schema.alterTable('meter_segments').dropColumn('month_marked').execute();
   // Rows that only stood for an open interval have no closed seconds.
   await db.deleteFrom('meter_month_totals').where('seconds', '=', 0).execute();
   await db.schema.alterTable('meter_month_totals').dropColumn('open_start_s').execute();
