@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/platform/domain/clock.js';
-import { COMPUTE } from './helpers/instances.js';
+import { COMPUTE, costOfCreateAndBoot } from './helpers/instances.js';
 import { serverForSuite } from './helpers/server.js';
 
 /**
@@ -39,7 +39,6 @@ describe('Round trips per create (PostgreSQL)', () => {
   it(`a create takes at most ${CREATE_ROUND_TRIPS} round trips and its boot ${BOOT_ROUND_TRIPS}`, async () => {
     const key = server.rootKey;
     const jobs = server.running.backends.jobs;
-    const store = server.running.backends.store;
     // The first creates set up what is made once per account and region (address scopes and their first
     // chunk of free addresses, prepared statements on the connections); the third probes the scopes, so
     // the counted create is one of the 31 in 32 that skip the probe (two round trips, one per scope, on
@@ -53,30 +52,9 @@ describe('Round trips per create (PostgreSQL)', () => {
       await jobs.runDue();
     }
 
-    const beforeCreate = trips();
-    const reply = await server.request('POST', '/v1/instances', {
-      key,
-      body: { name: 'counted', ...COMPUTE },
-    });
-    expect(reply.status, reply.text).toBe(202);
-    const create = trips() - beforeCreate;
-
-    // The boot's own trips: the status checks between runs are taken out.
-    let boot = 0;
-    let status = '';
-    for (let i = 0; i < 20 && status !== 'running'; i++) {
-      const beforeRun = trips();
-      await jobs.runDue();
-      boot += trips() - beforeRun;
-      const row = await store.db
-        .selectFrom('instances')
-        .select('status')
-        .where('id', '=', reply.body.data.id)
-        .executeTakeFirstOrThrow();
-      status = row.status;
-      if (status !== 'running') clock.advance(100);
-    }
-    expect(status).toBe('running');
+    const cost = await costOfCreateAndBoot(server, clock, () => ({ trips: trips() }));
+    const create = cost.create.trips;
+    const boot = cost.boot.trips;
     console.log(`round trips: create ${create}, boot ${boot}, together ${create + boot} (target ${TARGET})`);
     expect(create).toBeLessThanOrEqual(CREATE_ROUND_TRIPS);
     expect(boot).toBeLessThanOrEqual(BOOT_ROUND_TRIPS);

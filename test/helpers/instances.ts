@@ -134,3 +134,46 @@ export async function listTotal(server: TestServer, key: string): Promise<number
   expect(reply.status, reply.text).toBe(200);
   return reply.body.pagination.total_items;
 }
+
+/**
+ * What one create and its boot cost the store, by `counters` (commits, statements, round trips): the
+ * request alone, then the boot's job runs alone, stepped by hand on the suite's manual clock; the status
+ * reads between runs are left out (read from the store, not through the API, whose key's last use would
+ * be written). The suite warms up first (what is made once per account and region), so the count is quiet.
+ */
+export async function costOfCreateAndBoot<K extends string>(
+  server: TestServer,
+  clock: { advance(ms: number): void },
+  counters: () => Record<K, number>,
+): Promise<{ create: Record<K, number>; boot: Record<K, number> }> {
+  const since = (before: Record<K, number>, into: Record<K, number>) => {
+    const now = counters();
+    for (const name of Object.keys(now) as K[]) into[name] = (into[name] ?? 0) + now[name] - before[name];
+    return into;
+  };
+  const { jobs, store } = server.running.backends;
+  const beforeCreate = counters();
+  const reply = await server.request('POST', '/v1/instances', {
+    key: server.rootKey,
+    body: { name: 'counted', ...COMPUTE },
+  });
+  expect(reply.status, reply.text).toBe(202);
+  const create = since(beforeCreate, {} as Record<K, number>);
+
+  const boot = {} as Record<K, number>;
+  let status = '';
+  for (let i = 0; i < 20 && status !== 'running'; i++) {
+    const beforeRun = counters();
+    await jobs.runDue();
+    since(beforeRun, boot);
+    const row = await store.db
+      .selectFrom('instances')
+      .select('status')
+      .where('id', '=', reply.body.data.id)
+      .executeTakeFirstOrThrow();
+    status = row.status;
+    if (status !== 'running') clock.advance(100);
+  }
+  expect(status).toBe('running');
+  return { create, boot };
+}
