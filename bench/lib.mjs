@@ -54,6 +54,12 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const fmt = (n) => Math.round(n).toLocaleString('en-US');
 
+/** The nearest-rank percentile `p` (0–100) of the figures (sorted here; the list is left as it was). */
+export function percentile(figures, p) {
+  const sorted = [...figures].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
 /** The server's share of a core and its CPU time per request (µs, to `digits` decimals); n/a off Linux. */
 export function cpuText(f, digits = 0) {
   if (f.cpuShare === null) return 'n/a';

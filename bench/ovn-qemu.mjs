@@ -53,6 +53,7 @@ import {
   cleanup,
   cpuSeconds,
   fail,
+  percentile,
   positiveInt,
   prepareRun,
   ROOT,
@@ -91,10 +92,6 @@ const BULK_PORT = 5001;
 const TRANSFERS = 3;
 const load = () => os.loadavg()[0].toFixed(1);
 const median = (list) => [...list].sort((a, b) => a - b)[Math.floor((list.length - 1) / 2)];
-const percentile = (list, p) => {
-  const sorted = [...list].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-};
 const pct = (share) => `${Math.round(share * 100)}%`;
 const sh = (program, args) => spawnSync(program, args, { encoding: 'utf8' });
 const mustRun = (program, args) => {

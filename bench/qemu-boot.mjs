@@ -37,6 +37,7 @@ import {
   cleanUpOnExit,
   cleanup,
   fail,
+  percentile,
   positiveInt,
   prepareRun,
   request,
@@ -72,8 +73,6 @@ const IMAGE_DIR = path.resolve(values['image-dir']);
 cleanup.keep = values.keep;
 cleanUpOnExit();
 
-const percentile = (sorted, p) =>
-  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 const load = () => os.loadavg()[0].toFixed(1);
 let dataDirOfRun = '';
