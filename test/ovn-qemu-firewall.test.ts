@@ -20,13 +20,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { type ChildServer, spawnServer } from './helpers/child-server.js';
 import { runNimbus } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { CAN_RUN_OVN, oneOvnSuiteAtATime } from './helpers/ovn.js';
-import { removeOvnServer } from './helpers/ovn-server.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshArguments, sshKeyPair } from './helpers/qemu.js';
-import { freePort } from './helpers/server.js';
+import { ovnQemuEnv, removeOvnServer } from './helpers/ovn-server.js';
+import { qemuAvailable, ssh, sshArguments, sshKeyPair } from './helpers/qemu.js';
 
 type Json = Record<string, any>;
 
@@ -223,16 +222,8 @@ describe.runIf(canRun)('the firewall and DNS of QEMU VMs on OVN, through the API
   });
 
   beforeAll(async () => {
-    assertBuilt();
-    await ensureImage();
     keys = await sshKeyPair();
-    const first = await freePort();
-    env = {
-      NIMBUS_DRIVER: 'qemu',
-      NIMBUS_NETWORK: 'ovn',
-      NIMBUS_IMAGE_DIR: IMAGE_DIR,
-      NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
-    };
+    env = await ovnQemuEnv();
     server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
     key = server.rootKey;
     const made = await api('POST', '/v1/ssh-keys', { name: 'k', public_key: keys.publicKey });

@@ -25,12 +25,11 @@ import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { parseCountingFlows } from '../src/drivers/ovn/transfer-flows.js';
 import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { type ChildServer, spawnServer } from './helpers/child-server.js';
 import { waitFor } from './helpers/common.js';
 import { CAN_RUN_OVN, InternetNamespace, oneOvnSuiteAtATime, sh } from './helpers/ovn.js';
-import { removeOvnServer } from './helpers/ovn-server.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
-import { freePort } from './helpers/server.js';
+import { ovnQemuEnv, removeOvnServer } from './helpers/ovn-server.js';
+import { qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
 
 type Json = Record<string, any>;
 
@@ -171,20 +170,10 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN: metered and moved', () =>
   };
 
   beforeAll(async () => {
-    assertBuilt();
-    await ensureImage();
     keys = await sshKeyPair();
     internet = new InternetNamespace(`${GATEWAY}/${POOL.split('/')[1]}`);
-    const first = await freePort();
-    env = {
-      NIMBUS_DRIVER: 'qemu',
-      NIMBUS_NETWORK: 'ovn',
-      NIMBUS_PUBLIC_UPLINK: internet.uplink,
-      NIMBUS_IMAGE_DIR: IMAGE_DIR,
-      NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
-      // The billing job reads the counters this often.
-      NIMBUS_METRICS_INTERVAL_SECONDS: '2',
-    };
+    // The billing job reads the counters every 2 s.
+    env = await ovnQemuEnv({ NIMBUS_PUBLIC_UPLINK: internet.uplink, NIMBUS_METRICS_INTERVAL_SECONDS: '2' });
     server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
     key = server.rootKey;
     const reply = await api('POST', '/v1/ssh-keys', { name: 'k', public_key: keys.publicKey });

@@ -23,7 +23,7 @@ import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
 import { defaultPublicGateway, providerBridgeName } from '../src/drivers/ovn/uplink.js';
 import { DEFAULT_PUBLIC_POOLS } from '../src/resources/addresses/addresses.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { type ChildServer, spawnServer } from './helpers/child-server.js';
 import { runNimbus, serveUntilExit } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import {
@@ -36,9 +36,8 @@ import {
   sh,
   succeeds,
 } from './helpers/ovn.js';
-import { removeOvnServer } from './helpers/ovn-server.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
-import { freePort } from './helpers/server.js';
+import { ovnQemuEnv, removeOvnServer } from './helpers/ovn-server.js';
+import { IMAGE_DIR, qemuAvailable, sshArguments, sshKeyPair } from './helpers/qemu.js';
 
 type Json = Record<string, any>;
 
@@ -103,18 +102,9 @@ describe.runIf(canRun)('public IPs of QEMU VMs on OVN, from the uplink', () => {
   };
 
   beforeAll(async () => {
-    assertBuilt();
-    await ensureImage();
     keys = await sshKeyPair();
     internet = new InternetNamespace(`${GATEWAY}/${POOL.split('/')[1]}`);
-    const first = await freePort();
-    env = {
-      NIMBUS_DRIVER: 'qemu',
-      NIMBUS_NETWORK: 'ovn',
-      NIMBUS_PUBLIC_UPLINK: internet.uplink,
-      NIMBUS_IMAGE_DIR: IMAGE_DIR,
-      NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
-    };
+    env = await ovnQemuEnv({ NIMBUS_PUBLIC_UPLINK: internet.uplink });
     server = await spawnServer({ dataDir, env, startTimeoutMs: 120_000 });
     key = server.rootKey;
     const made = await api('POST', '/v1/ssh-keys', { name: 'k', public_key: keys.publicKey });

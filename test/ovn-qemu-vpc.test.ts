@@ -6,13 +6,12 @@ import { OVN_PROGRAMS } from '../src/drivers/ovn/daemons.js';
 import { OvnNetwork } from '../src/drivers/ovn/network.js';
 import { readRows } from '../src/drivers/ovn/topology.js';
 import { DRIVER_PROGRAMS } from '../src/drivers/qemu/qemu.js';
-import { assertBuilt, type ChildServer, spawnServer } from './helpers/child-server.js';
+import { type ChildServer, spawnServer } from './helpers/child-server.js';
 import { runNimbus, serveUntilExit } from './helpers/cli.js';
 import { waitFor } from './helpers/common.js';
 import { CAN_RUN_OVN, oneOvnSuiteAtATime, processesNaming, sh } from './helpers/ovn.js';
-import { removeOvnServer } from './helpers/ovn-server.js';
-import { ensureImage, IMAGE_DIR, qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
-import { freePort } from './helpers/server.js';
+import { ovnQemuEnv, removeOvnServer } from './helpers/ovn-server.js';
+import { qemuAvailable, ssh, sshKeyPair } from './helpers/qemu.js';
 
 type Json = Record<string, any>;
 
@@ -92,17 +91,8 @@ describe.runIf(canRun)('QEMU VMs on OVN through the API', () => {
     (await inGuest(from, `nc -w 3 ${address} 22 < /dev/null | head -c 4`)).stdout === 'SSH-';
 
   beforeAll(async () => {
-    assertBuilt();
-    await ensureImage();
     keys = await sshKeyPair();
-    const first = await freePort();
-    env = {
-      NIMBUS_DRIVER: 'qemu',
-      NIMBUS_NETWORK: 'ovn',
-      NIMBUS_IMAGE_DIR: IMAGE_DIR,
-      NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
-      NIMBUS_METRICS_INTERVAL_SECONDS: '1',
-    };
+    env = await ovnQemuEnv({ NIMBUS_METRICS_INTERVAL_SECONDS: '1' });
     await start();
     accounts.a = server!.rootKey;
     const other = await admin('create-account', '--email', `ovn-b-${Date.now()}@example.com`, '--json');

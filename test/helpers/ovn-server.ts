@@ -7,9 +7,11 @@
 import { existsSync, rmSync } from 'node:fs';
 import type { OvnNetwork } from '../../src/drivers/ovn/network.js';
 import { providerBridgeName } from '../../src/drivers/ovn/uplink.js';
-import type { ChildServer } from './child-server.js';
+import { assertBuilt, type ChildServer } from './child-server.js';
 import { qemuProcessesOf } from './driver.js';
 import { processesNaming, succeeds } from './ovn.js';
+import { ensureImage, IMAGE_DIR } from './qemu.js';
+import { freePort } from './server.js';
 
 export async function removeOvnServer(options: {
   server: ChildServer | undefined;
@@ -34,4 +36,22 @@ export async function removeOvnServer(options: {
     if (existsSync(`/sys/class/net/${name}`)) succeeds('ip', ['link', 'del', name]);
   }
   rmSync(dataDir, { recursive: true, force: true });
+}
+
+/**
+ * The settings of a server whose instances are real VMs on OVN, once the build and the guest image are
+ * there: the qemu driver, the OVN network, the image dir and a free range of SSH forward ports; `extra`
+ * adds to them (the public uplink, a metrics interval).
+ */
+export async function ovnQemuEnv(extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  assertBuilt();
+  await ensureImage();
+  const first = await freePort();
+  return {
+    NIMBUS_DRIVER: 'qemu',
+    NIMBUS_NETWORK: 'ovn',
+    NIMBUS_IMAGE_DIR: IMAGE_DIR,
+    NIMBUS_QEMU_SSH_PORTS: `${first}-${first + 10}`,
+    ...extra,
+  };
 }
