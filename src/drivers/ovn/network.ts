@@ -83,7 +83,8 @@ export function centralEndpoints(central: OvnCentralConfig): OvnEndpoints {
   return { nbUrl, sbUrl, ovsDb, integrationBridge: bridge, env: { ...process.env, LC_ALL: 'C' } };
 }
 
-const short = (text: string, length: number) =>
+/** The first `length` hex digits of the text's SHA-256: short, stable names and cookies from ids. */
+export const short = (text: string, length: number) =>
   createHash('sha256').update(text).digest('hex').slice(0, length);
 
 export class OvnNetwork {

@@ -33,7 +33,7 @@
 
 import { run } from '../qemu/tools.js';
 import type { OvnEndpoints } from './daemons.js';
-import { mapEntries, type Northbound } from './northbound.js';
+import { mapEntries, type Northbound, uuidOf } from './northbound.js';
 import type { TransferCount } from './transfer-flows.js';
 
 export const PRIVATE_POLICY_PRIORITY = 910;
@@ -144,7 +144,7 @@ export async function meterRowsInOvn(nb: Northbound): Promise<MeterRow[]> {
     const direction = ids[METER_KEY];
     const instanceId = ids[INSTANCE_KEY];
     const ip = /== ([0-9.]+)$/.exec(String(row.match))?.[1];
-    const uuid = Array.isArray(row._uuid) ? String(row._uuid[1]) : String(row._uuid);
+    const uuid = uuidOf(row._uuid);
     if ((direction !== 'out' && direction !== 'in') || instanceId === undefined || ip === undefined)
       return [];
     return [{ hint: uuid.slice(0, 8), instanceId, direction, ip }];

@@ -29,9 +29,10 @@
  * Its router policies count it before the NAT (snat-transfer.ts).
  */
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { run } from '../qemu/tools.js';
 import type { OvnEndpoints } from './daemons.js';
+import { short } from './network.js';
 import { mapEntries, type Northbound, setElements } from './northbound.js';
 import { KEY_ID } from './topology.js';
 
@@ -63,7 +64,7 @@ const PASS_PRIORITY = 1;
 
 /** The cookie's first 8 hex digits: whose counter a flow is. */
 export function instanceCookiePrefix(instanceId: string): string {
-  return createHash('sha256').update(instanceId).digest('hex').slice(0, 8);
+  return short(instanceId, 8);
 }
 
 /** A new cookie for a pair of `instanceId`'s flows: its prefix and 32 random bits. */
@@ -199,17 +200,13 @@ export function countsOf(
 
 /** The instances' public IPs as OVN's NAT rows hold them (Nimbus's dnat_and_snat rows). */
 export async function natsInOvn(nb: Northbound): Promise<TransferNat[]> {
-  const rows = await nb.select(
-    'NAT',
-    [['type', '==', 'dnat_and_snat']],
-    ['external_ip', 'external_ids', 'type'],
-  );
+  const rows = await nb.select('NAT', [['type', '==', 'dnat_and_snat']], ['external_ip', 'external_ids']);
   return rows.flatMap((row) => {
     const ids = mapEntries(row.external_ids);
     const instanceId = ids['nimbus:instance'];
     if (ids[KEY_ID] === undefined || instanceId === undefined) return [];
-    const ip = setElements(row.external_ip).map(String)[0] ?? String(row.external_ip);
-    return [{ instanceId, publicIp: ip }];
+    const [ip] = setElements(row.external_ip).map(String);
+    return ip === undefined ? [] : [{ instanceId, publicIp: ip }];
   });
 }
 

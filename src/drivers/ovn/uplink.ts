@@ -120,7 +120,7 @@ export function publicRows(
     routerPort: string;
     instances: readonly { instanceId: string; ip: string }[];
     /** The VPN gateways' tunnel networks: private to the VPC, like its block. */
-    tunnels?: readonly string[];
+    tunnels: readonly string[];
   },
 ): { rows: Row[]; router: RouterAdditions } {
   if (side === undefined) {
@@ -160,7 +160,7 @@ export function publicRows(
           [...metered.instances]
             .filter((instance) => !natted.has(instance.instanceId))
             .sort((a, b) => compare(a.instanceId, b.instanceId)),
-          [...(metered.tunnels ?? [])].sort(compare),
+          [...metered.tunnels].sort(compare),
         );
   const rows: Row[] = [
     ...policies.map(

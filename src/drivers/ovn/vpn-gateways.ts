@@ -25,6 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { GatewaySpec, GatewayState } from '../driver.js';
 import { run } from '../qemu/tools.js';
 import type { OvnEndpoints } from './daemons.js';
+import { short } from './network.js';
 import { GATEWAY_PREFIX, GATEWAY_ROUTER_IP, gatewayIp, gatewayMac } from './vpn-gateway-rows.js';
 
 /** Where wireguard-go keeps each device's control socket (the same path in every namespace). */
@@ -124,9 +125,6 @@ export function parseDump(dump: string): { privateKey: string; listenPort: numbe
     })),
   };
 }
-
-const short = (text: string, length: number) =>
-  createHash('sha256').update(text).digest('hex').slice(0, length);
 
 /** Runs `program` with `input` on its standard input (never on its command line); resolves to stdout. */
 function runWithInput(program: string, args: readonly string[], input: string): Promise<string> {
@@ -300,7 +298,11 @@ export class OvnGateways {
     }
     await inside('sysctl', '-q', '-w', 'net.ipv6.conf.all.disable_ipv6=1');
     await inside('sysctl', '-q', '-w', 'net.ipv4.ip_forward=1');
-    await inside('ip', 'link', 'set', 'eth0', 'address', gatewayMac(vpnId));
+    // Only when it differs: setting it flushes the namespace's neighbour table (as OvnNetwork's host port).
+    const [link] = JSON.parse(await inside('ip', '-j', 'link', 'show', 'eth0')) as { address?: string }[];
+    if (link?.address?.toLowerCase() !== gatewayMac(vpnId).toLowerCase()) {
+      await inside('ip', 'link', 'set', 'eth0', 'address', gatewayMac(vpnId));
+    }
     // The userspace datapath's conntrack (the NAT) drops packets whose checksum was left to hardware.
     await inside('ethtool', '-K', 'eth0', 'tx', 'off');
     await inside('ip', 'addr', 'replace', `${gatewayIp(vpnId)}/${GATEWAY_PREFIX}`, 'dev', 'eth0');
