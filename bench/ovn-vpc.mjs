@@ -240,7 +240,7 @@ async function main() {
     }),
     `Each VPC: ${PER_VPC} instances with the preset \`ssh-only\` and a public IP each, the host's port; every port bound on this chassis.`,
     '',
-    '| VPCs | instances | NB rows | SB rows | logical flows | OpenFlow flows (br-int) | RSS MiB: ' +
+    '| VPCs | instances | NB rows | SB rows | logical flows | OpenFlow flows (integration bridge) | RSS MiB: ' +
       DAEMONS.map(([, label]) => label).join(' / ') +
       ' | apply p50 / max | apply → flows on this chassis p50 / max | 1-min load |',
     '|---|---|---|---|---|---|---|---|---|---|',
@@ -258,7 +258,7 @@ async function main() {
     `| northbound rows | ${round(perVpc((f) => f.nbTotal))} | ${round(perInstance((f) => f.nbTotal))} |`,
     `| southbound rows | ${round(perVpc((f) => f.sbTotal))} | ${round(perInstance((f) => f.sbTotal))} |`,
     `| logical flows | ${round(perVpc((f) => f.sb.Logical_Flow ?? 0))} | ${round(perInstance((f) => f.sb.Logical_Flow ?? 0))} |`,
-    `| OpenFlow flows on br-int | ${round(perVpc((f) => f.openflow))} | ${round(perInstance((f) => f.openflow))} |`,
+    `| OpenFlow flows on the integration bridge | ${round(perVpc((f) => f.openflow))} | ${round(perInstance((f) => f.openflow))} |`,
     ...DAEMONS.map(
       ([name, label]) =>
         `| RSS of ${label}, KiB | ${round(perVpc((f) => f.rss[name]))} | ${round(perInstance((f) => f.rss[name]))} |`,
