@@ -442,7 +442,7 @@ export class InstanceService {
   /** The instance's delete would destroy a protected resource: it, its root volume, or its auto-delete address. */
   private async refuseProtectedDelete(trx: Executor, instance: Instance): Promise<void> {
     if (instance.protection.delete) throw deleteProtected(protectedInstance(instance.id));
-    const by = { label: 'Instance', id: instance.id };
+    const by = protectedInstance(instance.id);
     const root = await findVolume(trx, instance.root_volume_id);
     if (root?.protection.delete) throw deleteProtected(protectedVolume(root.id), by);
     const address = await publicIpOfInstance(trx, instance.id);

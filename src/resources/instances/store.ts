@@ -327,7 +327,7 @@ const NETWORK_COLUMNS = [
 
 const networkView = <Row extends { tags: string }>(row: Row) => ({
   ...row,
-  tags: JSON.parse(row.tags) as Record<string, string>,
+  tags: codecs.tags.decode(row.tags),
 });
 
 /** The instances of an account (every region and status), or of every account when null, as the network reads them. */
