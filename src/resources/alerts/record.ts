@@ -5,6 +5,7 @@
  * descriptions. The condition's fields are declared once here and also taken by the input schemas.
  */
 import { type Static, Type } from '@sinclair/typebox';
+import { Targets } from '../../platform/domain/targets.js';
 import { StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import {
   ALERT_COMPARES,
@@ -41,10 +42,7 @@ export const AlertPolicyRecord = Type.Object({
   threshold: Type.Union([Type.Number(), Type.Null()]),
   window: Type.Union([Window, Type.Null()]),
   state: Type.Union([State, Type.Null()]),
-  targets: Type.Object({
-    instance_ids: Type.Array(Type.String()),
-    tags: Type.Record(Type.String(), Type.String()),
-  }),
+  targets: Targets,
   channels: Type.Object({
     email: Type.Array(Type.String()),
     webhook_ids: Type.Array(Type.String()),

@@ -8,6 +8,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { sql } from 'kysely';
 import type { Page, PageRequest } from '../../platform/domain/pagination.js';
+import { targetColumns, targetsOf } from '../../platform/domain/targets.js';
 import { Timestamp } from '../../platform/http/schemas.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
@@ -88,11 +89,7 @@ function fromRow(row: AlertPoliciesTable): AlertPolicy {
     deleted_at: _deleted,
     ...policy
   } = policyRows.decode(row);
-  return {
-    ...policy,
-    window: time_window,
-    targets: { instance_ids: target_instance_ids, tags: target_tags },
-  };
+  return { ...policy, window: time_window, targets: targetsOf({ target_instance_ids, target_tags }) };
 }
 
 export type PolicyChanges = Partial<Omit<AlertPolicy, 'id' | 'account_id' | 'created_at'>>;
@@ -102,9 +99,7 @@ function toColumns(changes: PolicyChanges): Partial<AlertPoliciesTable> {
   const stored: Partial<StoredPolicy> = {
     ...fields,
     ...(window !== undefined ? { time_window: window } : {}),
-    ...(targets !== undefined
-      ? { target_instance_ids: targets.instance_ids, target_tags: targets.tags }
-      : {}),
+    ...(targets !== undefined ? targetColumns(targets) : {}),
   };
   return policyRows.encode(stored);
 }

@@ -4,6 +4,7 @@
  * data of its events (events.ts, picked) are derived from it, with its descriptions.
  */
 import { type Static, Type } from '@sinclair/typebox';
+import { Targets } from '../../platform/domain/targets.js';
 import { StringEnum, Timestamp } from '../../platform/http/schemas.js';
 import { ACTIONS, DIRECTIONS, PROTOCOLS } from './firewall-rules.js';
 
@@ -22,10 +23,7 @@ export const FirewallRuleRecord = Type.Object({
     description: 'Outbound rules: remote CIDR blocks; [] on inbound',
   }),
   priority: Type.Integer(),
-  targets: Type.Object({
-    instance_ids: Type.Array(Type.String()),
-    tags: Type.Record(Type.String(), Type.String()),
-  }),
+  targets: Targets,
   region: Type.String(),
   enabled: Type.Boolean(),
   created_at: Timestamp,

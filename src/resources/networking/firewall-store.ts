@@ -7,6 +7,7 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import { type Page, type PageRequest, pagination } from '../../platform/domain/pagination.js';
+import { targetColumns, targetsOf } from '../../platform/domain/targets.js';
 import { isPostgres } from '../../platform/store/dialect.js';
 import { fetchPage } from '../../platform/store/lists.js';
 import { booleanInteger, jsonText, type RowFor, recordRows } from '../../platform/store/record-table.js';
@@ -60,15 +61,13 @@ const rows = recordRows({ table: 'firewall_rules', record: FirewallRuleColumns, 
 
 function fromRow(row: FirewallRulesTable): FirewallRule {
   const { target_instance_ids, target_tags, ...rule } = rows.decode(row);
-  return { ...rule, targets: { instance_ids: target_instance_ids, tags: target_tags } };
+  return { ...rule, targets: targetsOf({ target_instance_ids, target_tags }) };
 }
 
 function toColumns(changes: FirewallRuleChanges): Partial<FirewallRulesTable> {
   const { targets, ...fields } = changes;
   const stored: Partial<StoredRule> =
-    targets === undefined
-      ? fields
-      : { ...fields, target_instance_ids: targets.instance_ids, target_tags: targets.tags };
+    targets === undefined ? fields : { ...fields, ...targetColumns(targets) };
   return rows.encode(stored);
 }
 
