@@ -387,7 +387,7 @@ export class OvnNetwork {
     });
   }
 
-  /** The network namespaces of this bridge's host ports (stray ones included). */
+  /** The network namespaces of this bridge's host ports and VPN gateways (stray ones included). */
   hostNamespaces(): string[] {
     const prefix = `${this.endpoints.integrationBridge}-`;
     return existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(prefix)) : [];

@@ -47,7 +47,7 @@ const INSTALL_TOLERANCE_MS = 2000;
 
 export type MeterDirection = 'out' | 'in';
 
-/** A router policy Nimbus writes for metering; `instanceId` absent for the private one. */
+/** A router policy Nimbus writes for metering; the private one carries no instance in its `externalIds`. */
 export interface MeterPolicy {
   name: string;
   priority: number;
@@ -113,7 +113,7 @@ export interface CookieFlows {
   durationMs: number;
 }
 
-/** The flows of a `dump-flows` text summed by cookie (flows without n_bytes left out). */
+/** The flows of a `dump-flows` text summed by cookie (flows without `n_bytes` or `duration` left out). */
 export function sumByCookie(dump: string): Map<string, CookieFlows> {
   const byCookie = new Map<string, CookieFlows>();
   for (const line of dump.split('\n')) {
@@ -168,7 +168,7 @@ export function policyFlowCookies(json: string): Map<string, string[]> {
 
 /**
  * Each instance's counter (pure): both its policies' flows must be installed (one logical flow each, so
- * the cookie names one policy). `epochOf` names an install (see the module comment).
+ * the cookie names one policy). `installLabel` names an install (see the module comment).
  */
 export function snatCounts(
   meters: readonly MeterRow[],
